@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Make a fresh machine ready: system libraries (apt-get, only if missing), a
+# virtual environment in .venv, the pinned pip packages and this package in
+# editable mode. Idempotent and quick when nothing changed.
+#   scripts/bootstrap.sh            runtime packages
+#   scripts/bootstrap.sh --dev      runtime + test/lint/colcon packages
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+req=requirements.txt
+[ "${1:-}" = "--dev" ] && req=requirements-dev.txt
+
+# System libraries: EGL + Mesa for MuJoCo's offscreen rendering, socat for
+# the serial-bus emulators' pty pairs.
+need_apt=()
+ldconfig -p 2>/dev/null | grep -q 'libEGL.so.1' || need_apt+=(libegl1)
+ldconfig -p 2>/dev/null | grep -q 'libGL.so.1' || need_apt+=(libgl1)
+ls /usr/lib/*/dri/swrast_dri.so /usr/lib/*/dri/*swrast* >/dev/null 2>&1 || need_apt+=(libgl1-mesa-dri)
+ldconfig -p 2>/dev/null | grep -q 'libglib-2.0.so.0' || need_apt+=(libglib2.0-0)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bootstrap: apt-get install ${need_apt[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "bootstrap: please install: ${need_apt[*]}" >&2
+  fi
+fi
+
+py="${PYTHON:-}"
+if [ -z "$py" ]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      py="$cand"; break
+    fi
+  done
+fi
+[ -n "$py" ] || { echo "bootstrap: Python 3.11 is required (the ros-kilted wheels are cp311)" >&2; exit 1; }
+
+[ -x .venv/bin/python ] || "$py" -m venv .venv
+stamp=.venv/.bootstrap-$(cat "$req" requirements.txt setup.py | sha256sum | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  echo "bootstrap: installing $req into .venv (first run takes a few minutes)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -r "$req"
+  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+  rm -f .venv/.bootstrap-*
+  touch "$stamp"
+fi
