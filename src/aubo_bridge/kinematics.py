@@ -135,13 +135,16 @@ def urdf_string(tool_offset: np.ndarray = TOOL_OFFSET) -> str:
         joints.append(
             f'<joint name="{j.name}" type="revolute"><parent link="{names[i]}"/><child link="{names[i + 1]}"/>'
             f'<origin xyz="{" ".join(map(repr, j.xyz))}" rpy="{" ".join(map(repr, j.rpy))}"/><axis xyz="0 0 1"/>'
-            f'<limit lower="{JOINT_LIMITS[i, 0]!r}" upper="{JOINT_LIMITS[i, 1]!r}" effort="100" velocity="3"/></joint>'
+            f'<limit lower="{float(JOINT_LIMITS[i, 0])!r}" upper="{float(JOINT_LIMITS[i, 1])!r}" effort="100" velocity="3"/>'
+            "</joint>"
         )
     joints.append(
         f'<joint name="tcp_joint" type="fixed"><parent link="{names[-2]}"/><child link="tcp"/>'
         f'<origin xyz="{" ".join(map(repr, map(float, tool_offset)))}" rpy="0 0 0"/></joint>'
     )
-    return f'<robot name="aubo_i5H">{links}{"".join(joints)}</robot>'
+    # The <mujoco> extension keeps the fixed tcp link as a body when MuJoCo compiles this URDF.
+    mujoco_ext = '<mujoco><compiler fusestatic="false" discardvisual="true"/></mujoco>'
+    return f'<robot name="aubo_i5H">{mujoco_ext}{links}{"".join(joints)}</robot>'
 
 
 # Elbow-up joint configuration whose TCP is at layout.HOME_TCP_POS pointing

@@ -1,0 +1,76 @@
+"""Arm and gripper backends on the shared simulated workcell (see sim_bridge.link)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from aubo_bridge.backend import ArmMeasurement, GripperMeasurement
+from sim_bridge.link import SimLink, WorldState
+
+
+def _staleness(link: SimLink, stale_after: float) -> tuple[WorldState | None, str | None]:
+    """(state or None before the world's first write, fault or None)."""
+    seq, state = link.read_state()
+    if seq == 0:
+        return None, None
+    age = time.time() - state.wall_time
+    if age > stale_after:
+        return state, f"sim world state is {age:.2f} s old: world stopped or stalled"
+    return state, None
+
+
+class SimArmBackend:
+    def __init__(self, link: SimLink, clock: Callable[[], float] = time.monotonic, stale_after: float = 0.5) -> None:
+        self._link = link
+        self._clock = clock
+        self._stale_after = stale_after
+        self._last_q: np.ndarray | None = None
+
+    def read(self) -> ArmMeasurement:
+        state, fault = _staleness(self._link, self._stale_after)
+        if state is None:
+            zeros = np.zeros(6)
+            return ArmMeasurement(self._clock(), zeros, zeros, ready=False, fault=fault)
+        return ArmMeasurement(
+            stamp=self._clock(),
+            q=state.arm_q,
+            qd=state.arm_qd,
+            ready=fault is None,
+            fault=fault,
+            tcp_pos=state.tcp_pos,
+            tcp_quat=state.tcp_quat,
+        )
+
+    def servo(self, q: np.ndarray) -> None:
+        self._last_q = np.array(q, dtype=float)
+        self._link.write_arm_command(self._last_q)
+
+    def hold(self) -> None:
+        # The world holds the last servo target; re-send the measured joints so
+        # the arm stops where it is rather than finishing a stale target.
+        _, state = self._link.read_state()
+        self._link.write_arm_command(state.arm_q)
+
+    def close(self) -> None:
+        pass
+
+
+class SimGripperBackend:
+    def __init__(self, link: SimLink, clock: Callable[[], float] = time.monotonic, stale_after: float = 0.5) -> None:
+        self._link = link
+        self._clock = clock
+        self._stale_after = stale_after
+
+    def read(self) -> GripperMeasurement:
+        state, fault = _staleness(self._link, self._stale_after)
+        coord = 0.0 if state is None else state.gripper_coord
+        return GripperMeasurement(self._clock(), coord, fault)
+
+    def command(self, coord: float) -> None:
+        self._link.write_gripper_command(float(coord))
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,82 @@
+"""Fixed-rate loops on absolute deadlines.
+
+A loop that sleeps "one period" after its work drifts by the work's
+duration and accumulates jitter; this one sleeps until ``start + k * period``
+so the long-run rate is exact, and when it falls more than a period behind
+it skips ahead (counting an overrun) instead of bursting to catch up.
+Every tick's lateness is recorded so benchmarks and diagnostics can report
+period error percentiles.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+
+class RateLoop:
+    def __init__(self, hz: float, clock: Callable[[], float] = time.perf_counter, history: int = 4096) -> None:
+        if not hz > 0:
+            raise ValueError(f"loop rate must be positive, got {hz}")
+        self.period = 1.0 / hz
+        self._clock = clock
+        self._next: float | None = None
+        self._last_tick: float | None = None
+        self.overruns = 0
+        self.periods: deque[float] = deque(maxlen=history)  # measured tick-to-tick periods, s
+
+    def sleep(self, stop: threading.Event | None = None) -> bool:
+        """Wait for the next deadline. Returns False if ``stop`` was set while waiting."""
+        now = self._clock()
+        if self._next is None:
+            self._next = now + self.period
+        else:
+            self._next += self.period
+            if now - self._next > self.period:  # fell behind: skip, do not burst
+                self.overruns += 1
+                self._next = now + self.period
+        # Coarse sleep, then a short spin: time.sleep alone overshoots by ~0.1-1 ms.
+        while True:
+            remaining = self._next - self._clock()
+            if remaining <= 0:
+                break
+            if stop is not None and stop.is_set():
+                return False
+            if remaining > 0.002:
+                time.sleep(remaining - 0.0015)
+            elif remaining > 0.0002:
+                time.sleep(0.0001)
+        tick = self._clock()
+        if self._last_tick is not None:
+            self.periods.append(tick - self._last_tick)
+        self._last_tick = tick
+        return not (stop is not None and stop.is_set())
+
+    def period_error_stats(self) -> dict[str, float]:
+        """|measured period - nominal| percentiles in ms."""
+        if not self.periods:
+            return {"n": 0, "p50_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan")}
+        err = np.abs(np.asarray(self.periods) - self.period) * 1e3
+        return {
+            "n": len(err),
+            "p50_ms": float(np.percentile(err, 50)),
+            "p99_ms": float(np.percentile(err, 99)),
+            "max_ms": float(err.max()),
+        }
+
+
+def run_loop(hz: float, body: Callable[[], None], stop: threading.Event, name: str) -> tuple[threading.Thread, RateLoop]:
+    """Run ``body`` at ``hz`` on a daemon thread until ``stop`` is set."""
+    loop = RateLoop(hz)
+
+    def _run() -> None:
+        while loop.sleep(stop):
+            body()
+
+    thread = threading.Thread(target=_run, name=name, daemon=True)
+    thread.start()
+    return thread, loop
