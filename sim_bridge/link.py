@@ -20,6 +20,7 @@ the code under test is the same in both.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -118,8 +119,17 @@ class CameraFrame:
 
 
 _STATE_FIELDS: Final = (
-    "sim_time", "wall_time", "episode", "arm_q", "arm_qd", "tcp_pos", "tcp_quat",
-    "gripper_coord", "belt_pos", "belt_speed", "belt_running",
+    "sim_time",
+    "wall_time",
+    "episode",
+    "arm_q",
+    "arm_qd",
+    "tcp_pos",
+    "tcp_quat",
+    "gripper_coord",
+    "belt_pos",
+    "belt_speed",
+    "belt_running",
 )
 
 
@@ -172,7 +182,9 @@ class SimLink:
                         )
                     return cls(buf, path)
             if time.monotonic() >= deadline:
-                raise LinkError(f"sim world link {path} not found after {timeout:.1f} s: is the sim_world node running?")
+                raise LinkError(
+                    f"sim world link {path} not found after {timeout:.1f} s: is the sim_world node running?"
+                )
             time.sleep(0.05)
 
     def _init_header(self) -> None:
@@ -184,10 +196,8 @@ class SimLink:
         if isinstance(self._buf, np.memmap):
             self._buf.flush()
         if self._owner and self.path is not None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
-            except FileNotFoundError:
-                pass
 
     # ---- seqlock helpers ----------------------------------------------
     def _write(self, seq_field: str, values: dict, index: int | None = None) -> None:
@@ -209,10 +219,7 @@ class SimLink:
             s1 = int(rec[seq_field] if index is None else rec[seq_field][index])
             if s1 & 1:
                 continue
-            if index is None:
-                out = {f: np.copy(rec[f]) for f in fields}
-            else:
-                out = {f: np.copy(rec[f][index]) for f in fields}
+            out = {f: np.copy(rec[f]) for f in fields} if index is None else {f: np.copy(rec[f][index]) for f in fields}
             s2 = int(rec[seq_field] if index is None else rec[seq_field][index])
             if s1 == s2:
                 return s1 // 2, out
@@ -274,4 +281,6 @@ class SimLink:
         _, v = self._read("cam_seq", ("cam_frame", "cam_sim_time", "cam_wall_time", "cam_rgb"), index=index)
         if int(v["cam_frame"]) == 0:
             return None
-        return CameraFrame(camera, int(v["cam_frame"]), float(v["cam_sim_time"]), float(v["cam_wall_time"]), v["cam_rgb"])
+        return CameraFrame(
+            camera, int(v["cam_frame"]), float(v["cam_sim_time"]), float(v["cam_wall_time"]), v["cam_rgb"]
+        )

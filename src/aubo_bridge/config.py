@@ -48,8 +48,17 @@ class ArmConfig:
     ik_rot_tol: float = 1e-4  # rad
 
     def __post_init__(self) -> None:
-        for name in ("control_hz", "servo_hz", "watchdog_timeout", "max_tcp_speed", "max_tcp_rot_speed",
-                     "joint_speed_fraction", "max_tracking_error", "home_joint_speed", "state_stale_after"):
+        for name in (
+            "control_hz",
+            "servo_hz",
+            "watchdog_timeout",
+            "max_tcp_speed",
+            "max_tcp_rot_speed",
+            "joint_speed_fraction",
+            "max_tracking_error",
+            "home_joint_speed",
+            "state_stale_after",
+        ):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")

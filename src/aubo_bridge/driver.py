@@ -183,8 +183,9 @@ class ArmDriver:
         """Validate and apply one 7-D action from ``source``."""
         with self._lock:
             if not self.arbiter.permits(source):
-                return self._reject("source", f"source {source!r} may not drive (active: {self.arbiter.active!r})",
-                                    hold=False)
+                return self._reject(
+                    "source", f"source {source!r} may not drive (active: {self.arbiter.active!r})", hold=False
+                )
             try:
                 a = validate_action(action)
             except ContractError as exc:
@@ -236,18 +237,26 @@ class ArmDriver:
         new_R = Rotation.from_rotvec(drot).as_matrix() @ self._goal_R
         sol = ik(new_pos, new_R, self._target, cfg.tool_offset, pos_tol=cfg.ik_pos_tol, rot_tol=cfg.ik_rot_tol)
         if not sol.converged:
-            return self._reject("ik", f"goal {np.round(new_pos, 4).tolist()} unreachable (IK error "
-                                f"{sol.pos_error * 1e3:.2f} mm, {np.degrees(sol.rot_error):.2f} deg)")
+            return self._reject(
+                "ik",
+                f"goal {np.round(new_pos, 4).tolist()} unreachable (IK error "
+                f"{sol.pos_error * 1e3:.2f} mm, {np.degrees(sol.rot_error):.2f} deg)",
+            )
         joint_speed = np.abs(sol.q - self._target) / cfg.control_period
         if np.any(joint_speed > cfg.max_joint_speed):
             j = int(np.argmax(joint_speed / cfg.max_joint_speed))
-            return self._reject("joint_speed", f"joint {j + 1} would move at {joint_speed[j]:.2f} rad/s "
-                                f"(limit {cfg.max_joint_speed[j]:.2f}): near a singularity")
-        applied = np.concatenate([
-            (new_pos - self._goal_pos) / ACTION_POS_SCALE,
-            Rotation.from_matrix(new_R @ self._goal_R.T).as_rotvec() / ACTION_ROT_SCALE,
-            [grip],
-        ])
+            return self._reject(
+                "joint_speed",
+                f"joint {j + 1} would move at {joint_speed[j]:.2f} rad/s "
+                f"(limit {cfg.max_joint_speed[j]:.2f}): step too large or near a singularity",
+            )
+        applied = np.concatenate(
+            [
+                (new_pos - self._goal_pos) / ACTION_POS_SCALE,
+                Rotation.from_matrix(new_R @ self._goal_R.T).as_rotvec() / ACTION_ROT_SCALE,
+                [grip],
+            ]
+        )
         self._goal_pos, self._goal_R = new_pos, new_R
         self._seg_start, self._seg_goal, self._seg_t0 = self._target.copy(), sol.q, now
         self._last_action_t = now

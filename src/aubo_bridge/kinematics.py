@@ -126,8 +126,8 @@ def urdf_string(tool_offset: np.ndarray = TOOL_OFFSET) -> str:
     """The arm as a minimal URDF built from the joint table (for independent checks, e.g. MuJoCo's URDF compiler)."""
     names = ["base_link"] + [f"link{i + 1}" for i in range(len(JOINT_ORIGINS))] + ["tcp"]
     links = "".join(
-        f'<link name="{n}"><inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>'
-        f"</inertial></link>"
+        f'<link name="{n}"><inertial><mass value="1"/>'
+        '<inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>'
         for n in names
     )
     joints = []
@@ -135,8 +135,8 @@ def urdf_string(tool_offset: np.ndarray = TOOL_OFFSET) -> str:
         joints.append(
             f'<joint name="{j.name}" type="revolute"><parent link="{names[i]}"/><child link="{names[i + 1]}"/>'
             f'<origin xyz="{" ".join(map(repr, j.xyz))}" rpy="{" ".join(map(repr, j.rpy))}"/><axis xyz="0 0 1"/>'
-            f'<limit lower="{float(JOINT_LIMITS[i, 0])!r}" upper="{float(JOINT_LIMITS[i, 1])!r}" effort="100" velocity="3"/>'
-            "</joint>"
+            f'<limit lower="{float(JOINT_LIMITS[i, 0])!r}" upper="{float(JOINT_LIMITS[i, 1])!r}"'
+            ' effort="100" velocity="3"/></joint>'
         )
     joints.append(
         f'<joint name="tcp_joint" type="fixed"><parent link="{names[-2]}"/><child link="tcp"/>'

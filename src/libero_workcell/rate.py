@@ -69,7 +69,9 @@ class RateLoop:
         }
 
 
-def run_loop(hz: float, body: Callable[[], None], stop: threading.Event, name: str) -> tuple[threading.Thread, RateLoop]:
+def run_loop(
+    hz: float, body: Callable[[], None], stop: threading.Event, name: str
+) -> tuple[threading.Thread, RateLoop]:
     """Run ``body`` at ``hz`` on a daemon thread until ``stop`` is set."""
     loop = RateLoop(hz)
 

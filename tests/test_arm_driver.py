@@ -1,0 +1,348 @@
+"""ArmDriver safety logic: scaling, clamping, validation, arbiter, watchdog, faults.
+
+The arm here is an ideal servo (the measured joints equal the last target)
+and the clock is manual, so every figure (watchdog time, motion per step)
+is exact. The same driver runs against the MuJoCo world in
+test_sim_episode.py and through ROS in test_ros_graph.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from aubo_bridge.backend import ArmMeasurement, BackendError, GripperMeasurement
+from aubo_bridge.config import ArmConfig, ConfigError
+from aubo_bridge.driver import ArmDriver, ArmMode
+from aubo_bridge.kinematics import HOME_Q, fk
+from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE, SOURCE_POLICY, SOURCE_TELEOP
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class IdealArm:
+    """A perfectly tracking arm: measured joints = last servo target."""
+
+    def __init__(self, clock: ManualClock, q0: np.ndarray = HOME_Q) -> None:
+        self.clock = clock
+        self.q = q0.copy()
+        self.fault: str | None = None
+        self.ready = True
+        self.servo_calls = 0
+        self.holds = 0
+        self.refuse = False
+
+    def read(self) -> ArmMeasurement:
+        return ArmMeasurement(self.clock(), self.q.copy(), np.zeros(6), self.ready, self.fault)
+
+    def servo(self, q: np.ndarray) -> None:
+        if self.refuse:
+            raise BackendError("queue full for too long")
+        self.servo_calls += 1
+        self.q = np.array(q, float)
+
+    def hold(self) -> None:
+        self.holds += 1
+
+    def close(self) -> None:
+        pass
+
+
+class IdealGripper:
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.coord = 0.0
+        self.commands: list[float] = []
+
+    def read(self) -> GripperMeasurement:
+        return GripperMeasurement(self.clock(), self.coord, None)
+
+    def command(self, coord: float) -> None:
+        self.commands.append(coord)
+        self.coord = coord
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture()
+def rig():
+    clock = ManualClock()
+    arm, gripper = IdealArm(clock), IdealGripper(clock)
+    cfg = ArmConfig(max_tcp_speed=2.0, max_tcp_rot_speed=20.0)  # scaling tests: limits out of the way
+    driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
+    ok, msg = driver.enable()
+    assert ok, msg
+    return driver, arm, gripper, clock
+
+
+def run_control_period(driver: ArmDriver, clock: ManualClock) -> None:
+    steps = round(driver.config.servo_hz / driver.config.control_hz)
+    for _ in range(steps):
+        clock.t += driver.config.servo_period
+        driver.tick()
+
+
+def tcp(arm: IdealArm) -> tuple[np.ndarray, np.ndarray]:
+    return fk(arm.q)
+
+
+def test_action_moves_tcp_by_scaled_amount(rig) -> None:
+    driver, arm, _, clock = rig
+    p0, R0 = tcp(arm)
+    a = np.array([0.2, -0.1, 0.3, 0.0, 0.0, 0.0, -1.0])
+    res = driver.submit_action(a, SOURCE_POLICY)
+    assert res.accepted, res.reason
+    run_control_period(driver, clock)
+    p1, R1 = tcp(arm)
+    np.testing.assert_allclose(p1 - p0, a[:3] * ACTION_POS_SCALE, atol=1e-5)
+    np.testing.assert_allclose(R1, R0, atol=1e-5)
+    np.testing.assert_allclose(res.applied, a, atol=1e-9)
+
+
+def test_rotation_action_is_axis_angle_in_base_frame(rig) -> None:
+    driver, arm, _, clock = rig
+    p0, R0 = tcp(arm)
+    a = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.15, 0.0])  # yaw about base z
+    assert driver.submit_action(a, SOURCE_POLICY).accepted
+    run_control_period(driver, clock)
+    p1, R1 = tcp(arm)
+    rotvec = Rotation.from_matrix(R1 @ R0.T).as_rotvec()
+    np.testing.assert_allclose(rotvec, [0, 0, 0.15 * ACTION_ROT_SCALE], atol=1e-5)
+    np.testing.assert_allclose(p1, p0, atol=1e-5)
+
+
+def test_servo_targets_interpolate_over_the_control_period(rig) -> None:
+    driver, arm, _, clock = rig
+    q0 = arm.q.copy()
+    driver.submit_action(np.array([0.4, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
+    targets = []
+    for _ in range(5):
+        clock.t += driver.config.servo_period
+        driver.tick()
+        targets.append(arm.q.copy())
+    steps = np.linalg.norm(np.diff([q0, *targets], axis=0), axis=1)
+    assert np.all(steps > 0)
+    np.testing.assert_allclose(steps, steps.mean(), rtol=0.05)  # evenly spread, not one jump
+
+
+def test_gripper_command_maps_to_coordinate(rig) -> None:
+    driver, _, gripper, _ = rig
+    driver.submit_action(np.array([0, 0, 0, 0, 0, 0, 1.0]), SOURCE_POLICY)
+    driver.submit_action(np.array([0, 0, 0, 0, 0, 0, -1.0]), SOURCE_POLICY)
+    driver.submit_action(np.array([0, 0, 0, 0, 0, 0, 0.0]), SOURCE_POLICY)
+    assert gripper.commands == [1.0, 0.0, 0.5]
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ([0.1, 0, 0, 0, 0, 0, float("nan")], "non-finite"),
+        ([0.1, 0, float("inf"), 0, 0, 0, 0], "non-finite"),
+        ([0.1, 0, 0, 0, 0, 0], "shape"),
+        ([0.1, 0, 0, 0, 0, 0, 0, 0], "shape"),
+        ([1.5, 0, 0, 0, 0, 0, 0], "out of range"),
+        ([0, 0, 0, 0, 0, 0, -1.01], "out of range"),
+        ("forward", "not numeric"),
+        (None, "shape"),
+    ],
+)
+def test_bad_actions_rejected_and_arm_holds(rig, bad, match) -> None:
+    driver, arm, _, clock = rig
+    driver.submit_action(np.array([0.5, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
+    clock.t += driver.config.servo_period
+    driver.tick()  # mid-motion
+    q_mid = arm.q.copy()
+    res = driver.submit_action(bad, SOURCE_POLICY)
+    assert not res.accepted
+    assert match in res.reason
+    assert driver.mode is ArmMode.HOLDING
+    run_control_period(driver, clock)
+    np.testing.assert_allclose(arm.q, q_mid, atol=1e-12)  # the arm did not move on
+
+
+def test_translation_clipped_to_tcp_speed_limit() -> None:
+    clock = ManualClock()
+    arm, gripper = IdealArm(clock), IdealGripper(clock)
+    cfg = ArmConfig(max_tcp_speed=0.2)  # 0.01 m per 20 Hz step
+    driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
+    driver.enable()
+    p0, _ = fk(arm.q)
+    res = driver.submit_action(np.array([1.0, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
+    assert res.accepted
+    run_control_period(driver, clock)
+    p1, _ = fk(arm.q)
+    assert p1[0] - p0[0] == pytest.approx(0.01, abs=1e-6)
+    assert res.applied[0] == pytest.approx(0.01 / ACTION_POS_SCALE)  # the applied action says so
+
+
+def test_goal_clamped_to_workspace_box() -> None:
+    clock = ManualClock()
+    arm, gripper = IdealArm(clock), IdealGripper(clock)
+    p_home, _ = fk(HOME_Q)
+    cfg = ArmConfig(workspace_max=[0.8, 0.6, p_home[2] + 0.02], max_tcp_speed=2.0)
+    driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
+    driver.enable()
+    for _ in range(5):
+        driver.submit_action(np.array([0, 0, 1.0, 0, 0, 0, 0]), SOURCE_POLICY)
+        run_control_period(driver, clock)
+    p, _ = fk(arm.q)
+    assert p[2] == pytest.approx(p_home[2] + 0.02, abs=1e-6)
+
+
+def test_unreachable_goal_rejected_by_ik() -> None:
+    clock = ManualClock()
+    arm, gripper = IdealArm(clock), IdealGripper(clock)
+    cfg = ArmConfig(workspace_min=[-3, -3, -3], workspace_max=[3, 3, 3], max_tcp_speed=100.0)
+    driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
+    driver.enable()
+    rejected = None
+    for _ in range(40):
+        res = driver.submit_action(np.array([1.0, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
+        if not res.accepted:
+            rejected = res
+            break
+        run_control_period(driver, clock)
+    assert rejected is not None
+    assert "unreachable" in rejected.reason or "joint" in rejected.reason
+    assert np.all(np.abs(arm.q) <= 2 * np.pi)
+
+
+def test_watchdog_holds_within_two_control_periods(rig) -> None:
+    driver, arm, _, clock = rig
+    driver.submit_action(np.array([0.3, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
+    t_action = clock.t
+    while driver.mode is ArmMode.ENABLED:
+        clock.t += driver.config.servo_period
+        driver.tick()
+        assert clock.t - t_action < 1.0
+    held_after = clock.t - t_action
+    assert driver.mode is ArmMode.HOLDING
+    assert held_after <= 2 * driver.config.control_period + driver.config.servo_period + 1e-9
+    q_held = arm.q.copy()
+    for _ in range(50):
+        clock.t += driver.config.servo_period
+        driver.tick()
+    np.testing.assert_allclose(arm.q, q_held)
+    assert driver.status().counters["watchdog_holds"] == 1
+    # a fresh action resumes from where the arm is
+    assert driver.submit_action(np.array([0, 0.2, 0, 0, 0, 0, 0]), SOURCE_POLICY).accepted
+    assert driver.mode is ArmMode.ENABLED
+
+
+def test_only_the_active_source_drives(rig) -> None:
+    driver, arm, _, clock = rig
+    q0 = arm.q.copy()
+    res = driver.submit_action(np.array([0.5, 0, 0, 0, 0, 0, 0]), SOURCE_TELEOP)
+    assert not res.accepted and "may not drive" in res.reason
+    run_control_period(driver, clock)
+    np.testing.assert_allclose(arm.q, q0)
+    driver.arbiter.select(SOURCE_TELEOP)
+    assert not driver.submit_action(np.array([0.5, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY).accepted
+    assert driver.submit_action(np.array([0.5, 0, 0, 0, 0, 0, 0]), SOURCE_TELEOP).accepted
+    with pytest.raises(ValueError, match="unknown action source"):
+        driver.arbiter.select("joystick")
+
+
+def test_disabled_arm_ignores_actions_and_stop_holds(rig) -> None:
+    driver, arm, _, clock = rig
+    driver.stop()
+    q0 = arm.q.copy()
+    res = driver.submit_action(np.array([0.5, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
+    assert not res.accepted and "disabled" in res.reason
+    run_control_period(driver, clock)
+    np.testing.assert_allclose(arm.q, q0)
+    assert arm.holds >= 1
+
+
+def test_backend_fault_latches_until_operator_reset(rig) -> None:
+    driver, arm, _, clock = rig
+    arm.fault = "protective stop"
+    clock.t += driver.config.servo_period
+    driver.tick()
+    assert driver.mode is ArmMode.FAULT
+    arm.fault = None  # the cause went away ...
+    run_control_period(driver, clock)
+    assert driver.mode is ArmMode.FAULT  # ... but the driver never resumes by itself
+    assert not driver.submit_action(np.zeros(7), SOURCE_POLICY).accepted
+    assert not driver.enable()[0]
+    ok, msg = driver.reset_fault()
+    assert ok, msg
+    assert driver.mode is ArmMode.DISABLED  # needs an explicit enable
+    assert driver.enable()[0]
+    assert driver.submit_action(np.zeros(7), SOURCE_POLICY).accepted
+
+
+def test_reset_refused_while_fault_persists(rig) -> None:
+    driver, arm, _, _clock = rig
+    arm.fault = "emergency stop"
+    driver.tick()
+    ok, msg = driver.reset_fault()
+    assert not ok and "emergency stop" in msg
+
+
+def test_refused_servo_command_faults(rig) -> None:
+    driver, arm, _, clock = rig
+    arm.refuse = True
+    driver.submit_action(np.array([0.2, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
+    clock.t += driver.config.servo_period
+    driver.tick()
+    assert driver.mode is ArmMode.FAULT
+    assert "refused" in driver.status().fault
+
+
+def test_home_moves_to_home_configuration(rig) -> None:
+    driver, arm, _, clock = rig
+    for _ in range(10):
+        assert driver.submit_action(np.array([0.5, 0.5, -0.5, 0.1, 0, 0, 0]), SOURCE_POLICY).accepted
+        run_control_period(driver, clock)
+    assert np.abs(arm.q - HOME_Q).max() > 0.05
+    ok, _ = driver.home()
+    assert ok
+    for _ in range(2000):
+        clock.t += driver.config.servo_period
+        driver.tick()
+        step = np.abs(arm.q - HOME_Q)
+        if driver.mode is ArmMode.ENABLED:
+            break
+    np.testing.assert_allclose(arm.q, HOME_Q, atol=1e-9)
+    assert step.max() < 1e-9
+
+
+def test_state7_is_tcp_axis_angle_and_gripper(rig) -> None:
+    driver, arm, gripper, _ = rig
+    gripper.coord = 0.25
+    driver.tick()
+    s = driver.status().state7
+    p, R = fk(arm.q)
+    np.testing.assert_allclose(s[:3], p)
+    np.testing.assert_allclose(Rotation.from_rotvec(s[3:6]).as_matrix(), R, atol=1e-12)
+    assert s[6] == 0.25
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"control_hz": 0}, "control_hz"),
+        ({"servo_hz": 10.0}, "servo_hz"),
+        ({"watchdog_timeout": float("nan")}, "watchdog_timeout"),
+        ({"workspace_min": [0, 0]}, "workspace_min"),
+        ({"workspace_min": [1, 0, 0], "workspace_max": [0.5, 1, 1]}, "below"),
+        ({"home_q": [10, 0, 0, 0, 0, 0]}, "joint limits"),
+    ],
+)
+def test_bad_config_is_rejected_clearly(kwargs, match) -> None:
+    with pytest.raises(ConfigError, match=match):
+        ArmConfig(**kwargs)
+
+
+def test_unknown_config_key_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="unknown arm config keys"):
+        ArmConfig.from_mapping({"max_tcp_sped": 0.3})
