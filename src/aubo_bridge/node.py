@@ -1,0 +1,226 @@
+"""aubo_bridge node: ROS adapter around :class:`aubo_bridge.driver.ArmDriver`.
+
+Parameters -> ArmConfig, action messages -> driver.submit_action, driver
+status -> JointState / PoseStamped / 7-D state / diagnostics, services ->
+enable/stop/home/reset_fault. The servo loop runs on its own thread at the
+servo rate (absolute deadlines), not on the ROS executor, so message traffic
+cannot delay servo targets. No physics, protocol or math lives here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from scipy.spatial.transform import Rotation
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from aubo_bridge.backends import make_backends
+from aubo_bridge.config import ArmConfig, ConfigError
+from aubo_bridge.driver import ArmDriver, ArmMode
+from libero_workcell import ros_msgs
+from libero_workcell.arbiter import ArbiterError
+from libero_workcell.contract import (
+    ARM_JOINT_NAMES,
+    GRIPPER_JOINT_NAME,
+    SOURCE_NONE,
+    TCP_FRAME,
+    ContractError,
+    Params,
+    Qos,
+    Services,
+    Topics,
+)
+from libero_workcell.rate import run_loop
+from libero_workcell.ros_qos import qos
+
+# ArmConfig fields exposed as parameters (name -> default from ArmConfig).
+_CONFIG_PARAMS = (
+    "control_hz",
+    "servo_hz",
+    "watchdog_timeout",
+    "max_tcp_speed",
+    "max_tcp_rot_speed",
+    "joint_speed_fraction",
+    "max_tracking_error",
+    "home_joint_speed",
+    "state_stale_after",
+)
+_ARRAY_PARAMS = ("workspace_min", "workspace_max", "tool_offset", "home_q")
+
+
+class AuboBridgeNode(Node):
+    def __init__(self) -> None:
+        super().__init__("aubo_bridge")
+        defaults = ArmConfig()
+        self.declare_parameter(Params.USE_SIM, True)
+        self.declare_parameter(Params.SIM_LINK, "workcell")
+        self.declare_parameter(Params.ACTIVE_SOURCE, SOURCE_NONE)
+        self.declare_parameter("auto_enable", False)
+        self.declare_parameter("publish_hz", 50.0)
+        for name in _CONFIG_PARAMS:
+            self.declare_parameter(name, float(getattr(defaults, name)))
+        for name in _ARRAY_PARAMS:
+            self.declare_parameter(name, [float(v) for v in getattr(defaults, name)])
+
+        values = {n: self.get_parameter(n).value for n in _CONFIG_PARAMS}
+        values |= {n: list(self.get_parameter(n).value) for n in _ARRAY_PARAMS}
+        self.config = ArmConfig.from_mapping(values)
+        self.use_sim = bool(self.get_parameter(Params.USE_SIM).value)
+        arm, gripper = make_backends(
+            use_sim=self.use_sim,
+            sim_link=str(self.get_parameter(Params.SIM_LINK).value),
+            stale_after=self.config.state_stale_after,
+        )
+        self.driver = ArmDriver(
+            self.config, arm, gripper, active_source=str(self.get_parameter(Params.ACTIVE_SOURCE).value)
+        )
+        self.add_on_set_parameters_callback(self._on_params)
+
+        self._pub_joints = self.create_publisher(JointState, Topics.JOINT_STATES, qos(Qos.STATE))
+        self._pub_tcp = self.create_publisher(PoseStamped, Topics.TCP_POSE, qos(Qos.STATE))
+        self._pub_gripper = self.create_publisher(JointState, Topics.GRIPPER_STATE, qos(Qos.STATE))
+        self._pub_state = self.create_publisher(JointState, Topics.ROBOT_STATE, qos(Qos.STATE))
+        self._pub_source = self.create_publisher(String, Topics.ACTIVE_SOURCE, qos(Qos.LATCHED))
+        self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
+        self.create_subscription(JointState, Topics.ACTION, self._on_action, qos(Qos.COMMAND))
+        for name, handler in (
+            (Services.ARM_ENABLE, self.driver.enable),
+            (Services.ARM_STOP, self.driver.stop),
+            (Services.ARM_HOME, self.driver.home),
+            (Services.ARM_RESET_FAULT, self.driver.reset_fault),
+        ):
+            self.create_service(Trigger, name, self._trigger(name, handler))
+
+        self._auto_enable = bool(self.get_parameter("auto_enable").value)
+        self._latency_ms: list[float] = []
+        self._stop = threading.Event()
+        self._servo_thread, self.servo_loop = run_loop(self.config.servo_hz, self.driver.tick, self._stop, "servo")
+        self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish_state)
+        self.create_timer(1.0, self._publish_diagnostics)
+        if self._auto_enable:
+            self._enable_timer = self.create_timer(0.2, self._try_auto_enable)
+        self._publish_source()
+        self.get_logger().info(
+            f"aubo_bridge up: backend={'sim' if self.use_sim else 'real'}, control {self.config.control_hz} Hz, "
+            f"servo {self.config.servo_hz} Hz, watchdog {self.config.watchdog_timeout * 1e3:.0f} ms, "
+            f"active source {self.driver.arbiter.active!r}"
+        )
+
+    # ------------------------------------------------------------- callbacks
+    def _on_action(self, msg: JointState) -> None:
+        try:
+            values, source = ros_msgs.action_from_msg(msg)
+        except ContractError as exc:
+            self.get_logger().warning(f"action rejected: {exc}", throttle_duration_sec=1.0)
+            return
+        self._latency_ms.append((time.time() - ros_msgs.wall_from_stamp(msg.header.stamp)) * 1e3)
+        result = self.driver.submit_action(values, source)
+        if not result.accepted:
+            self.get_logger().warning(f"action from {source!r} rejected: {result.reason}", throttle_duration_sec=1.0)
+
+    def _on_params(self, params) -> SetParametersResult:
+        for p in params:
+            if p.name == Params.ACTIVE_SOURCE:
+                try:
+                    self.driver.arbiter.select(str(p.value))
+                except ArbiterError as exc:
+                    return SetParametersResult(successful=False, reason=str(exc))
+                self.get_logger().info(f"active action source -> {p.value!r}")
+                self._publish_source(str(p.value))
+            elif p.name in _CONFIG_PARAMS or p.name in _ARRAY_PARAMS or p.name == Params.USE_SIM:
+                return SetParametersResult(successful=False, reason=f"{p.name} is fixed at start-up")
+        return SetParametersResult(successful=True)
+
+    def _trigger(self, name: str, handler):
+        def serve(request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+            response.success, response.message = handler()
+            self.get_logger().info(f"{name}: {response.message}")
+            return response
+
+        return serve
+
+    def _try_auto_enable(self) -> None:
+        if self.driver.mode is not ArmMode.DISABLED:
+            self._enable_timer.cancel()
+            return
+        ok, _msg = self.driver.enable()
+        if ok:
+            self.get_logger().info("auto-enabled (sim profile)")
+            self._enable_timer.cancel()
+
+    # ------------------------------------------------------------ publishing
+    def _publish_source(self, source: str | None = None) -> None:
+        self._pub_source.publish(String(data=source or self.driver.arbiter.active))
+
+    def _publish_state(self) -> None:
+        st = self.driver.status()
+        if st.measurement_stamp <= 0:
+            return
+        t = ros_msgs.wall_from_monotonic(st.measurement_stamp)
+        quat = Rotation.from_rotvec(st.tcp_rotvec).as_quat()  # x, y, z, w
+        self._pub_joints.publish(ros_msgs.joint_state_msg(ARM_JOINT_NAMES, st.q, t))
+        self._pub_tcp.publish(ros_msgs.pose_msg(st.tcp_pos, quat, t))
+        self._pub_gripper.publish(ros_msgs.joint_state_msg([GRIPPER_JOINT_NAME], [st.gripper], t))
+        self._pub_state.publish(ros_msgs.state_msg(st.state7, t))
+
+    def _publish_diagnostics(self) -> None:
+        st = self.driver.status()
+        loop = self.servo_loop.period_error_stats()
+        level = {
+            ArmMode.FAULT: ros_msgs.DIAG_ERROR,
+            ArmMode.DISABLED: ros_msgs.DIAG_WARN,
+        }.get(st.mode, ros_msgs.DIAG_OK)
+        lat = np.asarray(self._latency_ms[-200:]) if self._latency_ms else np.array([np.nan])
+        values = {
+            "mode": st.mode.value,
+            "fault": st.fault or "",
+            "last_error": st.last_error or "",
+            "active_source": st.active_source,
+            "servo_hz": self.config.servo_hz,
+            "servo_period_error_p99_ms": f"{loop['p99_ms']:.3f}",
+            "servo_overruns": self.servo_loop.overruns,
+            "action_age_p50_ms": f"{np.nanpercentile(lat, 50):.2f}",
+            **{f"count_{k}": v for k, v in st.counters.items()},
+        }
+        message = st.fault or st.last_error or st.mode.value
+        self._pub_diag.publish(ros_msgs.diagnostics_msg("aubo_bridge", TCP_FRAME, level, message, values))
+        del self._latency_ms[:-200]
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._servo_thread.join(timeout=1.0)
+        self.driver.stop()
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    try:
+        node = AuboBridgeNode()
+    except (ConfigError, RuntimeError) as exc:
+        print(f"aubo_bridge: cannot start: {exc}", flush=True)
+        rclpy.try_shutdown()
+        raise SystemExit(2) from exc
+    executor = MultiThreadedExecutor(num_threads=2)
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""camera_driver node: publishes one camera's newest fresh frame as Image + CameraInfo.
+
+One instance per camera (``camera_name`` = external or wrist). Stamps are
+the frame's capture time, not the publish time, so consumers can measure
+frame age honestly.
+"""
+
+from __future__ import annotations
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image
+
+from camera_driver.driver import CameraBackend, CameraDriver
+from libero_workcell import ros_msgs
+from libero_workcell.contract import (
+    CAMERA_HZ_DEFAULT,
+    CAMERA_NAMES,
+    EXTERNAL_CAMERA_FRAME,
+    WRIST_CAMERA_FRAME,
+    Params,
+    Qos,
+    Topics,
+)
+from libero_workcell.ros_qos import qos
+
+OPTICAL_FRAMES = {"external": EXTERNAL_CAMERA_FRAME, "wrist": WRIST_CAMERA_FRAME}
+
+
+def make_backend(use_sim: bool, sim_link: str, camera: str) -> CameraBackend:
+    if camera not in CAMERA_NAMES:
+        raise ValueError(f"camera_name must be one of {CAMERA_NAMES}, got {camera!r}")
+    if use_sim:
+        from camera_driver.sim_backend import SimCameraBackend
+        from sim_bridge.link import SimLink
+
+        return SimCameraBackend(SimLink.attach(sim_link), camera)
+    raise RuntimeError("real camera backends (RealSense, UVC) are not in this build yet: start with use_sim:=true")
+
+
+class CameraNode(Node):
+    def __init__(self) -> None:
+        super().__init__("camera_driver")
+        self.declare_parameter(Params.USE_SIM, True)
+        self.declare_parameter(Params.SIM_LINK, "workcell")
+        self.declare_parameter(Params.CAMERA_NAME, "external")
+        self.declare_parameter(Params.CAMERA_HZ, CAMERA_HZ_DEFAULT)
+        self.declare_parameter(Params.MAX_FRAME_AGE, 0.2)
+        self.camera = str(self.get_parameter(Params.CAMERA_NAME).value)
+        backend = make_backend(
+            bool(self.get_parameter(Params.USE_SIM).value), str(self.get_parameter(Params.SIM_LINK).value), self.camera
+        )
+        self.driver = CameraDriver(backend, float(self.get_parameter(Params.MAX_FRAME_AGE).value))
+        self.frame_id = OPTICAL_FRAMES[self.camera]
+        self._pub_image = self.create_publisher(Image, Topics.image(self.camera), qos(Qos.SENSOR))
+        self._pub_info = self.create_publisher(CameraInfo, Topics.camera_info(self.camera), qos(Qos.SENSOR))
+        self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
+        hz = float(self.get_parameter(Params.CAMERA_HZ).value)
+        # Poll at twice the frame rate so a new frame waits at most half a period.
+        self.create_timer(0.5 / hz, self._poll)
+        self.create_timer(1.0, self._publish_diag)
+        self.published = 0
+        self._status = "no frame yet"
+
+    def _poll(self) -> None:
+        frame, reason = self.driver.read_new()
+        if frame is None:
+            if reason != "no new frame":
+                self._status = reason
+                self.get_logger().warning(f"{self.camera}: {reason}", throttle_duration_sec=2.0)
+            return
+        self._status = "ok"
+        h, w, _ = frame.rgb.shape
+        self._pub_image.publish(ros_msgs.image_msg(frame.rgb, frame.wall_time, self.frame_id))
+        self._pub_info.publish(ros_msgs.camera_info_msg(w, h, frame.fovy, frame.wall_time, self.frame_id))
+        self.published += 1
+
+    def _publish_diag(self) -> None:
+        level = ros_msgs.DIAG_OK if self._status == "ok" else ros_msgs.DIAG_WARN
+        values = {"published": self.published, "stale_reads": self.driver.stale_reads}
+        self._pub_diag.publish(
+            ros_msgs.diagnostics_msg(f"camera/{self.camera}", self.frame_id, level, self._status, values)
+        )
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    try:
+        node = CameraNode()
+    except (ValueError, RuntimeError) as exc:
+        print(f"camera_driver: cannot start: {exc}", flush=True)
+        rclpy.try_shutdown()
+        raise SystemExit(2) from exc
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

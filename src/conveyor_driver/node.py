@@ -1,0 +1,115 @@
+"""conveyor_driver node: ROS adapter around :class:`conveyor_driver.driver.ConveyorDriver`.
+
+Publishes the belt as a JointState with one prismatic joint "belt"
+(position = belt travel in m, velocity = measured speed in m/s); start and
+stop are Trigger services; the speed set-point arrives on a Float64 topic
+(m/s) or as the ``belt_speed`` parameter.
+"""
+
+from __future__ import annotations
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64
+from std_srvs.srv import Trigger
+
+from conveyor_driver.driver import ConveyorBackend, ConveyorConfig, ConveyorDriver, ConveyorError
+from libero_workcell import ros_msgs
+from libero_workcell.contract import BELT_JOINT_NAME, Params, Qos, Services, Topics
+from libero_workcell.ros_qos import qos
+
+
+def make_backend(use_sim: bool, sim_link: str) -> ConveyorBackend:
+    if use_sim:
+        from conveyor_driver.sim_backend import SimConveyorBackend
+        from sim_bridge.link import SimLink
+
+        return SimConveyorBackend(SimLink.attach(sim_link))
+    raise RuntimeError("the real conveyor (Modbus) backend is not in this build yet: start with use_sim:=true")
+
+
+class ConveyorNode(Node):
+    def __init__(self) -> None:
+        super().__init__("conveyor_driver")
+        self.declare_parameter(Params.USE_SIM, True)
+        self.declare_parameter(Params.SIM_LINK, "workcell")
+        self.declare_parameter(Params.BELT_SPEED, 0.03)
+        self.declare_parameter("max_speed", 0.20)
+        self.declare_parameter("autostart", False)
+        self.declare_parameter("publish_hz", 20.0)
+        config = ConveyorConfig(
+            speed=float(self.get_parameter(Params.BELT_SPEED).value),
+            max_speed=float(self.get_parameter("max_speed").value),
+        )
+        backend = make_backend(
+            bool(self.get_parameter(Params.USE_SIM).value), str(self.get_parameter(Params.SIM_LINK).value)
+        )
+        self.driver = ConveyorDriver(config, backend)
+        self._pub_state = self.create_publisher(JointState, Topics.CONVEYOR_STATE, qos(Qos.STATE))
+        self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
+        self.create_subscription(Float64, Topics.CONVEYOR_SPEED_CMD, self._on_speed, qos(Qos.COMMAND))
+        self.create_service(Trigger, Services.CONVEYOR_START, self._trigger(self.driver.start))
+        self.create_service(Trigger, Services.CONVEYOR_STOP, self._trigger(self.driver.stop))
+        self.add_on_set_parameters_callback(self._on_params)
+        self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish)
+        self.create_timer(1.0, self._publish_diag)
+        if bool(self.get_parameter("autostart").value):
+            _ok, msg = self.driver.start()
+            self.get_logger().info(f"autostart: {msg}")
+
+    def _trigger(self, handler):
+        def serve(request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+            response.success, response.message = handler()
+            self.get_logger().info(response.message)
+            return response
+
+        return serve
+
+    def _on_speed(self, msg: Float64) -> None:
+        ok, text = self.driver.set_speed(msg.data)
+        (self.get_logger().info if ok else self.get_logger().error)(text)
+
+    def _on_params(self, params) -> SetParametersResult:
+        for p in params:
+            if p.name == Params.BELT_SPEED:
+                ok, text = self.driver.set_speed(p.value)
+                if not ok:
+                    return SetParametersResult(successful=False, reason=text)
+        return SetParametersResult(successful=True)
+
+    def _publish(self) -> None:
+        s = self.driver.read()
+        t = ros_msgs.wall_from_monotonic(s.stamp)
+        self._pub_state.publish(ros_msgs.joint_state_msg([BELT_JOINT_NAME], [s.position], t, [s.speed]))
+
+    def _publish_diag(self) -> None:
+        s = self.driver.read()
+        level = ros_msgs.DIAG_ERROR if s.fault else ros_msgs.DIAG_OK
+        values = {"running": s.running, "speed_mps": f"{s.speed:.4f}", "set_speed_mps": self.driver.set_speed_value}
+        self._pub_diag.publish(ros_msgs.diagnostics_msg("conveyor", "belt", level, s.fault or "ok", values))
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    try:
+        node = ConveyorNode()
+    except (ConveyorError, RuntimeError) as exc:
+        print(f"conveyor_driver: cannot start: {exc}", flush=True)
+        rclpy.try_shutdown()
+        raise SystemExit(2) from exc
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.driver.stop()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

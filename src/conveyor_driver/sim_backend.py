@@ -1,0 +1,33 @@
+"""Conveyor backend on the shared simulated workcell."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from conveyor_driver.driver import BeltState
+from sim_bridge.link import SimLink
+
+
+class SimConveyorBackend:
+    def __init__(self, link: SimLink, clock: Callable[[], float] = time.monotonic, stale_after: float = 0.5) -> None:
+        self._link = link
+        self._clock = clock
+        self._stale_after = stale_after
+
+    def read(self) -> BeltState:
+        seq, s = self._link.read_state()
+        if seq == 0:
+            return BeltState(self._clock(), 0.0, 0.0, False, None)
+        age = time.time() - s.wall_time
+        fault = f"sim world state is {age:.2f} s old: world stopped" if age > self._stale_after else None
+        return BeltState(self._clock(), s.belt_pos, s.belt_speed, s.belt_running, fault)
+
+    def run(self, speed: float) -> None:
+        self._link.write_belt_command(speed, True)
+
+    def halt(self) -> None:
+        self._link.write_belt_command(0.0, False)
+
+    def close(self) -> None:
+        pass

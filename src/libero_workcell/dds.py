@@ -1,0 +1,121 @@
+"""Loopback-only DDS environment for tests, the demo and the simulated workcell.
+
+Why: the simulated workcell and the tests must never put a packet on a real
+network, and two runs on one machine must not see each other's topics. Fast
+DDS is confined to 127.0.0.1 by the profile in ``resources/fastdds_loopback.xml``
+and each run gets its own ``ROS_DOMAIN_ID``.
+
+``ROS_AUTOMATIC_DISCOVERY_RANGE`` is set to ``SYSTEM_DEFAULT`` ("leave the
+middleware's own configuration alone"), not ``LOCALHOST``: measured with
+rmw_fastrtps_cpp 9.3 / Fast DDS 3.2, ``LOCALHOST`` on top of this profile
+makes the RMW add sockets bound to 0.0.0.0 and to the external interface,
+while ``SYSTEM_DEFAULT`` (and ``SUBNET``) leave only 127.0.0.1 sockets.
+
+The environment must be in place before the first ``rclpy.init()`` of the
+process (the RMW reads it when it creates its DDS participant); child
+processes get it through their ``env``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Final
+
+RMW: Final = "rmw_fastrtps_cpp"
+PROFILE_NAME: Final = "fastdds_loopback.xml"
+DISCOVERY_RANGE: Final = "SYSTEM_DEFAULT"
+DOMAIN_ID_MIN: Final = 1  # 0 is everybody's default: never used for a per-run domain
+DOMAIN_ID_MAX: Final = 100  # keeps RTPS ports (7400 + 250 * id + ...) below the ephemeral range
+
+# Variables that would override or widen the profile: removed from a loopback env.
+CONFLICTING_VARS: Final = (
+    "ROS_LOCALHOST_ONLY",  # deprecated; maps to LOCALHOST range (adds non-loopback sockets)
+    "ROS_STATIC_PEERS",  # extra unicast peers, possibly on other hosts
+    "ROS_DISCOVERY_SERVER",  # Fast DDS discovery-server mode, usually another host
+    "ROS_SUPER_CLIENT",
+    "FASTRTPS_DEFAULT_PROFILES_FILE",  # legacy name of the profile variable
+    "FASTDDS_ENVIRONMENT_FILE",
+    "FASTDDS_BUILTIN_TRANSPORTS",  # would replace the profile's transport choice
+    "RMW_FASTRTPS_USE_QOS_FROM_XML",  # our profile defines no entity QoS
+)
+
+
+def profile_path() -> Path:
+    """Absolute path of the loopback Fast DDS profile shipped as package data.
+
+    Found through importlib.resources, so it works from the source tree, an
+    editable or plain pip install and a colcon install alike.
+    """
+    path = Path(str(resources.files("libero_workcell").joinpath("resources", PROFILE_NAME)))
+    if not path.is_file():
+        raise FileNotFoundError(f"loopback DDS profile missing from the installed package: {path}")
+    return path.resolve()
+
+
+def per_run_domain_id(pid: int | None = None) -> int:
+    """A domain id in [DOMAIN_ID_MIN, DOMAIN_ID_MAX] derived from the process id.
+
+    Concurrent runs collide only if their pids are congruent modulo 100.
+    """
+    pid = os.getpid() if pid is None else pid
+    return DOMAIN_ID_MIN + pid % (DOMAIN_ID_MAX - DOMAIN_ID_MIN + 1)
+
+
+def inherited_domain_id(environ: Mapping[str, str] | None = None) -> int | None:
+    """The ``ROS_DOMAIN_ID`` already set in ``environ`` (default os.environ), if valid."""
+    value = (os.environ if environ is None else environ).get("ROS_DOMAIN_ID", "").strip()
+    if not value:
+        return None
+    try:
+        domain = int(value)
+    except ValueError:
+        raise ValueError(f"ROS_DOMAIN_ID is not an integer: {value!r}") from None
+    if not 0 <= domain <= 232:
+        raise ValueError(f"ROS_DOMAIN_ID out of range 0..232: {domain}")
+    return domain
+
+
+def loopback_vars(domain_id: int | None = None) -> dict[str, str]:
+    """Only the variables a loopback run sets (see :func:`loopback_env`)."""
+    domain = per_run_domain_id() if domain_id is None else int(domain_id)
+    if not 0 <= domain <= 232:
+        raise ValueError(f"ROS domain id out of range 0..232: {domain}")
+    return {
+        "RMW_IMPLEMENTATION": RMW,
+        "FASTDDS_DEFAULT_PROFILES_FILE": str(profile_path()),
+        "ROS_DOMAIN_ID": str(domain),
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": DISCOVERY_RANGE,
+    }
+
+
+def loopback_env(domain_id: int | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A full process environment: ``base`` (default os.environ) made loopback-only.
+
+    Sets RMW_IMPLEMENTATION, FASTDDS_DEFAULT_PROFILES_FILE, ROS_DOMAIN_ID (the
+    given one, else :func:`per_run_domain_id`) and ROS_AUTOMATIC_DISCOVERY_RANGE,
+    and drops :data:`CONFLICTING_VARS`.
+    """
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in CONFLICTING_VARS}
+    env.update(loopback_vars(domain_id))
+    return env
+
+
+def apply_loopback_env(domain_id: int | None = None) -> dict[str, str]:
+    """Make this process loopback-only; call before the first ``rclpy.init()``.
+
+    Returns the variables that were set. Warns if rclpy is already imported,
+    because a context created earlier keeps its old DDS participant.
+    """
+    if "rclpy" in sys.modules:
+        warnings.warn("apply_loopback_env() after rclpy was imported: existing contexts keep their settings",
+                      RuntimeWarning, stacklevel=2)
+    for key in CONFLICTING_VARS:
+        os.environ.pop(key, None)
+    values = loopback_vars(domain_id)
+    os.environ.update(values)
+    return values

@@ -1,0 +1,150 @@
+"""Conversions between contract data and standard ROS messages, in one place.
+
+Nodes call these instead of filling messages by hand, so the message layout
+of the action, the 7-D state, poses and diagnostics is defined once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PoseStamped
+from sensor_msgs.msg import CameraInfo, Image, JointState
+
+from libero_workcell.contract import (
+    ACTION_NAMES,
+    BASE_FRAME,
+    IMAGE_ENCODING,
+    STATE_NAMES,
+    ContractError,
+)
+
+
+def stamp_from_wall(wall_time: float) -> Time:
+    """builtin_interfaces/Time from a time.time() value."""
+    sec = math.floor(wall_time)
+    return Time(sec=int(sec), nanosec=int((wall_time - sec) * 1e9))
+
+
+def wall_from_stamp(stamp: Time) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def wall_from_monotonic(t_mono: float) -> float:
+    """Convert a time.monotonic() reading to wall time (for message stamps)."""
+    return time.time() - (time.monotonic() - t_mono)
+
+
+def action_msg(action: Sequence[float], source: str, wall_time: float | None = None) -> JointState:
+    """The 7-D action as the contract's JointState: frame_id = source, name = ACTION_NAMES."""
+    msg = JointState()
+    msg.header.stamp = stamp_from_wall(time.time() if wall_time is None else wall_time)
+    msg.header.frame_id = source
+    msg.name = list(ACTION_NAMES)
+    msg.position = [float(v) for v in action]
+    return msg
+
+
+def action_from_msg(msg: JointState) -> tuple[np.ndarray, str]:
+    """(values, source). Field names must be the contract's, in order: a mislabelled action is rejected."""
+    if list(msg.name) != list(ACTION_NAMES):
+        raise ContractError(f"action names {list(msg.name)} != contract {list(ACTION_NAMES)}")
+    return np.asarray(msg.position, dtype=float), msg.header.frame_id
+
+
+def state_msg(state7: np.ndarray, wall_time: float) -> JointState:
+    msg = JointState()
+    msg.header.stamp = stamp_from_wall(wall_time)
+    msg.header.frame_id = BASE_FRAME
+    msg.name = list(STATE_NAMES)
+    msg.position = [float(v) for v in state7]
+    return msg
+
+
+def state_from_msg(msg: JointState) -> np.ndarray:
+    if list(msg.name) != list(STATE_NAMES):
+        raise ContractError(f"state names {list(msg.name)} != contract {list(STATE_NAMES)}")
+    return np.asarray(msg.position, dtype=float)
+
+
+def joint_state_msg(
+    names: Sequence[str], position: Sequence[float], wall_time: float, velocity: Sequence[float] = ()
+) -> JointState:
+    msg = JointState()
+    msg.header.stamp = stamp_from_wall(wall_time)
+    msg.name = list(names)
+    msg.position = [float(v) for v in position]
+    msg.velocity = [float(v) for v in velocity]
+    return msg
+
+
+def pose_msg(pos: np.ndarray, quat_xyzw: np.ndarray, wall_time: float, frame: str = BASE_FRAME) -> PoseStamped:
+    msg = PoseStamped()
+    msg.header.stamp = stamp_from_wall(wall_time)
+    msg.header.frame_id = frame
+    p, q = msg.pose.position, msg.pose.orientation
+    p.x, p.y, p.z = (float(v) for v in pos)
+    q.x, q.y, q.z, q.w = (float(v) for v in quat_xyzw)
+    return msg
+
+
+def image_msg(rgb: np.ndarray, wall_time: float, frame: str) -> Image:
+    h, w, _ = rgb.shape
+    msg = Image()
+    msg.header.stamp = stamp_from_wall(wall_time)
+    msg.header.frame_id = frame
+    msg.height, msg.width = h, w
+    msg.encoding = IMAGE_ENCODING
+    msg.is_bigendian = 0
+    msg.step = w * 3
+    msg.data = np.ascontiguousarray(rgb, dtype=np.uint8).tobytes()
+    return msg
+
+
+def image_from_msg(msg: Image) -> np.ndarray:
+    if msg.encoding != IMAGE_ENCODING:
+        raise ContractError(f"image encoding {msg.encoding!r} != {IMAGE_ENCODING!r}")
+    return np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.width, 3)
+
+
+def camera_info_msg(width: int, height: int, fovy_deg: float, wall_time: float, frame: str) -> CameraInfo:
+    """Pinhole intrinsics from a vertical field of view; K = 0 (uncalibrated) when it is unknown."""
+    msg = CameraInfo()
+    msg.header.stamp = stamp_from_wall(wall_time)
+    msg.header.frame_id = frame
+    msg.width, msg.height = width, height
+    msg.distortion_model = "plumb_bob"
+    msg.d = [0.0] * 5
+    if math.isfinite(fovy_deg) and fovy_deg > 0:
+        f = (height / 2) / math.tan(math.radians(fovy_deg) / 2)
+        cx, cy = (width - 1) / 2, (height - 1) / 2
+        msg.k = [f, 0.0, cx, 0.0, f, cy, 0.0, 0.0, 1.0]
+        msg.p = [f, 0.0, cx, 0.0, 0.0, f, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+        msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    return msg
+
+
+def diagnostics_msg(
+    name: str, hardware_id: str, level: int, message: str, values: Mapping[str, object]
+) -> DiagnosticArray:
+    msg = DiagnosticArray()
+    msg.header.stamp = stamp_from_wall(time.time())
+    status = DiagnosticStatus()
+    status.level = bytes([level])
+    status.name = name
+    status.hardware_id = hardware_id
+    status.message = message
+    status.values = [KeyValue(key=str(k), value=str(v)) for k, v in values.items()]
+    msg.status = [status]
+    return msg
+
+
+DIAG_OK = 0
+DIAG_WARN = 1
+DIAG_ERROR = 2
+DIAG_STALE = 3
