@@ -32,7 +32,7 @@ import numpy as np
 from libero_workcell.contract import CAMERA_NAMES, IMAGE_SIZE
 
 MAGIC: Final = 0x4C49424552304931  # "LIBER0I1"
-LAYOUT_VERSION: Final = 1
+LAYOUT_VERSION: Final = 2
 MAX_WORKPIECES: Final = 8
 SHM_DIR: Final = Path("/dev/shm")
 
@@ -71,6 +71,7 @@ LAYOUT: Final = np.dtype(
         ("cam_frame", np.uint64, len(CAMERA_NAMES)),  # frame counter
         ("cam_sim_time", np.float64, len(CAMERA_NAMES)),
         ("cam_wall_time", np.float64, len(CAMERA_NAMES)),
+        ("cam_fovy", np.float64, len(CAMERA_NAMES)),  # vertical field of view, degrees
         ("cam_rgb", np.uint8, (len(CAMERA_NAMES), IMAGE_SIZE, IMAGE_SIZE, 3)),
     ]
 )
@@ -116,6 +117,7 @@ class CameraFrame:
     sim_time: float
     wall_time: float
     rgb: np.ndarray  # (IMAGE_SIZE, IMAGE_SIZE, 3) uint8, a private copy
+    fovy: float  # vertical field of view, degrees
 
 
 _STATE_FIELDS: Final = (
@@ -229,12 +231,13 @@ class SimLink:
     def write_state(self, state: WorldState) -> None:
         self._write("state_seq", {f: getattr(state, f) for f in _STATE_FIELDS})
 
-    def write_frame(self, camera_index: int, frame: int, sim_time: float, rgb: np.ndarray) -> None:
-        self._write(
-            "cam_seq",
-            {"cam_frame": frame, "cam_sim_time": sim_time, "cam_wall_time": time.time(), "cam_rgb": rgb},
-            index=camera_index,
-        )
+    def write_frame(
+        self, camera_index: int, frame: int, sim_time: float, rgb: np.ndarray, fovy: float = float("nan")
+    ) -> None:
+        """Publish a rendered frame; ``fovy`` (degrees) lets readers build intrinsics (NaN: unknown)."""
+        values = {"cam_frame": frame, "cam_sim_time": sim_time, "cam_wall_time": time.time(), "cam_rgb": rgb}
+        values["cam_fovy"] = fovy
+        self._write("cam_seq", values, index=camera_index)
 
     def read_arm_command(self) -> ArmCommand:
         seq, v = self._read("arm_cmd_seq", ("arm_cmd_q", "arm_cmd_wall"))
@@ -278,9 +281,14 @@ class SimLink:
     def read_frame(self, camera: str) -> CameraFrame | None:
         """The newest frame of ``camera``, or None before the first render."""
         index = CAMERA_NAMES.index(camera)
-        _, v = self._read("cam_seq", ("cam_frame", "cam_sim_time", "cam_wall_time", "cam_rgb"), index=index)
+        _, v = self._read("cam_seq", ("cam_frame", "cam_sim_time", "cam_wall_time", "cam_rgb", "cam_fovy"), index=index)
         if int(v["cam_frame"]) == 0:
             return None
         return CameraFrame(
-            camera, int(v["cam_frame"]), float(v["cam_sim_time"]), float(v["cam_wall_time"]), v["cam_rgb"]
+            camera,
+            int(v["cam_frame"]),
+            float(v["cam_sim_time"]),
+            float(v["cam_wall_time"]),
+            v["cam_rgb"],
+            float(v["cam_fovy"]),
         )
