@@ -1,0 +1,218 @@
+"""Scripted expert: unloads workpieces from the moving belt into their tray slots.
+
+It drives the arm only through the contract's 7-D action (the same message a
+policy or teleop sends) and reads the sim's ground truth (workpiece poses and
+velocities, belt speed, target slots) plus the contract's 7-D state. That it
+completes the task proves the contract is sufficient for it.
+
+Control law per step, like the Panda-to-AUBO retargeting of LIBERO-Industry:
+action = clip(k * error / scale + feed-forward, -1, 1), with the TCP pointing
+straight down. Tracking a workpiece adds the belt velocity as feed-forward
+so the gripper moves with it while descending.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from libero_workcell.contract import (
+    ACTION_POS_SCALE,
+    ACTION_ROT_SCALE,
+    CONTROL_HZ_DEFAULT,
+    GRIPPER_CLOSE,
+    GRIPPER_OPEN,
+)
+from libero_workcell.layout import BELT_TOP_Z, BELT_WIDTH, BELT_Y, HOME_TCP_ROTMAT
+
+
+@dataclass(frozen=True)
+class WorkpieceView:
+    name: str
+    pos: np.ndarray  # (3,) m, centre
+    vel: np.ndarray  # (3,) m/s
+    half_height: float  # m
+    arrived: bool
+    placed: bool  # in its target slot
+    slot_pos: np.ndarray  # (3,) target slot centre on the tray floor
+
+
+@dataclass(frozen=True)
+class SceneView:
+    """What the expert may know: ground truth the sim publishes on its sim-only topic."""
+
+    sim_time: float
+    belt_speed: float
+    workpieces: tuple[WorkpieceView, ...]
+
+    @classmethod
+    def from_ground_truth(cls, gt: dict) -> SceneView:
+        wps = tuple(
+            WorkpieceView(
+                name=w["name"],
+                pos=np.asarray(w["pos"], float),
+                vel=np.asarray(w["lin_vel"], float),
+                half_height=float(w["half_height"]),
+                arrived=bool(w["arrived"]),
+                placed=bool(w["in_slot"]),
+                slot_pos=np.asarray(w["slot_pos"], float),
+            )
+            for w in gt["workpieces"]
+        )
+        return cls(float(gt["sim_time"]), float(gt["belt"]["speed"]), wps)
+
+
+class Phase(enum.Enum):
+    WAIT = "wait"
+    TRACK = "track"  # above the workpiece, moving with it
+    DESCEND = "descend"
+    GRASP = "grasp"
+    LIFT = "lift"
+    TRANSFER = "transfer"
+    LOWER = "lower"
+    RELEASE = "release"
+    RETREAT = "retreat"
+
+
+@dataclass
+class ExpertConfig:
+    control_hz: float = CONTROL_HZ_DEFAULT
+    gain: float = 0.8  # k in action = k * error / scale
+    hover: float = 0.12  # m above the grasp point while approaching
+    pick_x_min: float = -0.30  # workpieces are picked once past this belt x
+    pick_x_max: float = 0.45  # ... and before this one (reach)
+    xy_tol: float = 0.006  # m, to start descending / lowering
+    z_tol: float = 0.006  # m
+    grasp_steps: int = 8  # control steps with the gripper closing before lifting
+    release_steps: int = 8
+    grasp_depth: float = 0.0  # m below the workpiece centre for the fingertips' centre
+    place_clearance: float = 0.012  # m above the slot floor for the workpiece bottom at release
+    wait_pos: np.ndarray = field(default_factory=lambda: np.array([-0.05, BELT_Y, 0.22]))
+
+
+class ScriptedExpert:
+    def __init__(self, config: ExpertConfig | None = None) -> None:
+        self.config = config or ExpertConfig()
+        self.phase = Phase.WAIT
+        self.target_name: str | None = None
+        self._counter = 0
+        self._carry_offset = 0.0
+        self.log: list[tuple[float, str, str]] = []  # (sim time, phase, workpiece)
+
+    def reset(self) -> None:
+        self.__init__(self.config)
+
+    # ------------------------------------------------------------------
+    def act(self, scene: SceneView, state7: np.ndarray) -> np.ndarray:
+        """One 7-D action for this control step."""
+        cfg = self.config
+        tcp = state7[:3]
+        R = Rotation.from_rotvec(state7[3:6]).as_matrix()
+        wp = self._current(scene)
+        grip = GRIPPER_OPEN
+        ff = np.zeros(3)
+        goal = cfg.wait_pos.copy()
+        if self.phase is Phase.WAIT:
+            wp = self._choose(scene)
+            if wp is not None:
+                self._go(Phase.TRACK, scene, wp.name)
+        elif wp is None or (self.phase is Phase.TRANSFER and self._dropped(wp, tcp)):
+            self._go(Phase.RETREAT, scene, None)  # lost it: give up on this one, go back to waiting
+        if self.phase is Phase.TRACK:
+            goal = self._grasp_point(wp) + [0, 0, cfg.hover]
+            ff = wp.vel
+            if np.linalg.norm((goal - tcp)[:2]) < cfg.xy_tol * 2 and abs(goal[2] - tcp[2]) < 0.02:
+                self._go(Phase.DESCEND, scene)
+        elif self.phase is Phase.DESCEND:
+            goal = self._grasp_point(wp)
+            ff = wp.vel
+            if np.linalg.norm(goal - tcp) < cfg.z_tol:
+                self._go(Phase.GRASP, scene)
+        elif self.phase is Phase.GRASP:
+            goal = self._grasp_point(wp)
+            ff = wp.vel
+            grip = GRIPPER_CLOSE
+            self._counter += 1
+            if self._counter >= cfg.grasp_steps:
+                self._carry_offset = tcp[2] - wp.pos[2]
+                self._go(Phase.LIFT, scene)
+        elif self.phase is Phase.LIFT:
+            grip = GRIPPER_CLOSE
+            goal = np.array([tcp[0], tcp[1], wp.slot_pos[2] + cfg.hover + 0.10])
+            if tcp[2] > goal[2] - 0.02:
+                if self._dropped(wp, tcp):  # it slipped out: try again
+                    self._go(Phase.TRACK, scene, wp.name)
+                else:
+                    self._go(Phase.TRANSFER, scene)
+        elif self.phase is Phase.TRANSFER:
+            grip = GRIPPER_CLOSE
+            goal = self._place_point(wp) + [0, 0, cfg.hover]
+            if np.linalg.norm((goal - tcp)[:2]) < cfg.xy_tol and abs(goal[2] - tcp[2]) < 0.03:
+                self._go(Phase.LOWER, scene)
+        elif self.phase is Phase.LOWER:
+            grip = GRIPPER_CLOSE
+            goal = self._place_point(wp)
+            if np.linalg.norm(goal - tcp) < cfg.z_tol:
+                self._go(Phase.RELEASE, scene)
+        elif self.phase is Phase.RELEASE:
+            goal = self._place_point(wp)
+            self._counter += 1
+            if self._counter >= cfg.release_steps:
+                self._go(Phase.RETREAT, scene)
+        elif self.phase is Phase.RETREAT:
+            goal = np.array([tcp[0], tcp[1], cfg.wait_pos[2]])
+            if tcp[2] > goal[2] - 0.02:
+                self._go(Phase.WAIT, scene, None)
+                goal = cfg.wait_pos.copy()
+        return self._action(goal, ff, R, tcp, grip)
+
+    # ------------------------------------------------------------------
+    def _action(self, goal: np.ndarray, ff: np.ndarray, R: np.ndarray, tcp: np.ndarray, grip: float) -> np.ndarray:
+        cfg = self.config
+        dt = 1.0 / cfg.control_hz
+        pos = cfg.gain * (goal - tcp) / ACTION_POS_SCALE + ff * dt / ACTION_POS_SCALE
+        rot_err = Rotation.from_matrix(HOME_TCP_ROTMAT @ R.T).as_rotvec()
+        rot = cfg.gain * rot_err / ACTION_ROT_SCALE
+        return np.clip(np.concatenate([pos, rot, [grip]]), -1.0, 1.0)
+
+    def _grasp_point(self, wp: WorkpieceView) -> np.ndarray:
+        return wp.pos - [0.0, 0.0, self.config.grasp_depth]
+
+    def _place_point(self, wp: WorkpieceView) -> np.ndarray:
+        # TCP height that puts the carried workpiece's bottom just above the slot floor
+        bottom_to_tcp = self._carry_offset + wp.half_height
+        return wp.slot_pos + [0.0, 0.0, self.config.place_clearance + bottom_to_tcp]
+
+    def _dropped(self, wp: WorkpieceView, tcp: np.ndarray) -> bool:
+        """The carried workpiece is no longer where the fingers are."""
+        return bool(wp.pos[2] < tcp[2] - self._carry_offset - 0.02)
+
+    def _current(self, scene: SceneView) -> WorkpieceView | None:
+        for w in scene.workpieces:
+            if w.name == self.target_name:
+                return w
+        return None
+
+    def _choose(self, scene: SceneView) -> WorkpieceView | None:
+        """The arrived, unplaced workpiece furthest downstream that is within the pick window."""
+        cfg = self.config
+        ready = [
+            w
+            for w in scene.workpieces
+            if w.arrived
+            and not w.placed
+            and cfg.pick_x_min <= w.pos[0] <= cfg.pick_x_max
+            and abs(w.pos[1] - BELT_Y) < BELT_WIDTH / 2
+            and w.pos[2] > BELT_TOP_Z
+        ]
+        return max(ready, key=lambda w: w.pos[0]) if ready else None
+
+    def _go(self, phase: Phase, scene: SceneView, name: str | bool | None = False) -> None:
+        if name is not False:
+            self.target_name = name
+        self.phase = phase
+        self._counter = 0
+        self.log.append((scene.sim_time, phase.value, self.target_name or ""))
