@@ -18,7 +18,7 @@ setup(
     version="0.1.0",
     packages=packages,
     package_dir={"": "src", "sim_bridge": "sim_bridge"},
-    package_data={"libero_workcell": ["py.typed"]},
+    package_data={"libero_workcell": ["py.typed", "resources/*.xml"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),

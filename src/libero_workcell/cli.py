@@ -1,0 +1,137 @@
+"""``workcell``: the project command (bringup, demo, env).
+
+Why: launch_ros is not installable from PyPI, so ``workcell bringup`` runs the
+same graph as ``ros2 launch libero_workcell sim_workcell.launch.py`` through
+:mod:`libero_workcell.launcher`, with loopback DDS on a per-run domain by
+default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from libero_workcell import bringup, dds
+
+DESCRIPTION = "LIBERO-Industry workcell: run the simulated workcell graph and the demo."
+
+
+def _domain_id(explicit: int | None) -> int:
+    """--domain-id, else an inherited ROS_DOMAIN_ID, else a per-run one."""
+    if explicit is not None:
+        return explicit
+    inherited = dds.inherited_domain_id()
+    return dds.per_run_domain_id() if inherited is None else inherited
+
+
+def _run_env(values: dict[str, Any], domain_id: int | None) -> dict[str, str]:
+    """The child environment: loopback DDS unless the graph's loopback_dds argument is false."""
+    if values.get("loopback_dds", True):
+        return dds.loopback_env(_domain_id(domain_id))
+    return dict(os.environ)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_bringup(args: argparse.Namespace) -> int:
+    """Run the graph until Ctrl-C (exit 0) or until a node dies (exit 1, with its last lines)."""
+    graph = bringup.Graph.load(args.graph)
+    values = graph.argument_values(args.overrides)
+    nodes = graph.resolve(args.overrides)
+    env = _run_env(values, args.domain_id)
+    print(f"workcell: graph {graph.path}", flush=True)
+    if values.get("loopback_dds", True):
+        print(f"workcell: loopback DDS, ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} "
+              f"(other shells: eval \"$(workcell env --domain-id {env['ROS_DOMAIN_ID']})\")", flush=True)
+    for spec in nodes:
+        print(f"workcell: node {spec.name} ({spec.module}) {spec.parameters}", flush=True)
+    if args.dry_run:
+        return 0
+    log_dir = Path(args.log_dir) if args.log_dir else None
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    running = bringup.launch(nodes, env=env, log_dir=log_dir, echo=sys.stdout)
+    try:
+        exits = running.wait()
+    except KeyboardInterrupt:
+        exits = []
+        print("workcell: stopping", flush=True)
+    finally:
+        for sig in handlers:  # a second Ctrl-C must not cut the orderly shutdown short
+            signal.signal(sig, signal.SIG_IGN)
+        running.stop()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    if exits:
+        print("workcell: " + str(bringup.NodeDiedError(exits)), file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    """Print the loopback DDS environment as shell lines (``eval "$(workcell env)"``)."""
+    for key in dds.CONFLICTING_VARS:
+        print(f"unset {key}")
+    for key, value in dds.loopback_vars(_domain_id(args.domain_id)).items():
+        print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+def cmd_demo(argv: Sequence[str]) -> int:
+    """Hand the arguments to ``libero_workcell.demo.run_demo`` (imported only when asked for)."""
+    try:
+        from libero_workcell.demo import run_demo
+    except ModuleNotFoundError as exc:
+        if exc.name != "libero_workcell.demo":
+            raise
+        print("workcell demo: libero_workcell.demo is not there yet (the demo has not been written); "
+              "`workcell bringup` runs the graph on its own.", file=sys.stderr)
+        return 2
+    return int(run_demo(list(argv)) or 0)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="workcell", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("bringup", help="run the workcell graph until Ctrl-C",
+                       description="Run the graph (default config/sim_workcell.yaml). Overrides: ARG:=VALUE for "
+                       "launch arguments (use_sim, sim_link, expert, ...), NODE.PARAM:=VALUE for node parameters.")
+    p.add_argument("overrides", nargs="*", metavar="key:=value")
+    p.add_argument("--graph", default=None, help="graph YAML file (path or name in config/)")
+    p.add_argument("--log-dir", default=None, help="write <node>.log and <node>.params.yaml here")
+    p.add_argument("--domain-id", type=int, default=None,
+                   help="ROS_DOMAIN_ID (default: inherited ROS_DOMAIN_ID, else derived from the pid)")
+    p.add_argument("--dry-run", action="store_true", help="print the resolved nodes and exit")
+    p.set_defaults(func=cmd_bringup)
+
+    p = sub.add_parser("env", help="print the loopback DDS environment as shell lines")
+    p.add_argument("--domain-id", type=int, default=None)
+    p.set_defaults(func=cmd_env)
+
+    sub.add_parser("demo", help="the full demo on the simulated workcell (`workcell demo --help`)", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "demo":  # everything after `demo` belongs to the demo, --help included
+        return cmd_demo(argv[1:])
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (bringup.GraphError, FileNotFoundError) as exc:
+        print(f"workcell: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

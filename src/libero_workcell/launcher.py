@@ -1,0 +1,239 @@
+"""A small process launcher for machines without ``launch_ros`` (CI, the demo, tests).
+
+Why: launch/launch_ros have no PyPI wheels, yet the same graph must run here.
+Each node runs as ``python -m <module> --ros-args -r __node:=<name>
+--params-file <file>`` in its own process group, so Ctrl-C reaches only this
+launcher, which then shuts the nodes down in order: SIGINT (rclpy's clean
+shutdown), then SIGTERM, then SIGKILL. Output goes to one log file per node
+and, optionally, to a stream with a ``[name]`` prefix per line. A node that
+dies is reported with its exit code and last log lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+import yaml
+
+TAIL_LINES = 30
+
+
+class NodeLike(Protocol):
+    """What the launcher needs of a node (``bringup.NodeSpec`` has it)."""
+
+    name: str
+    module: str
+    parameters: Mapping[str, Any]
+
+
+def ros_params_yaml(spec: NodeLike) -> str:
+    """``spec.parameters`` as a ROS 2 parameters file (``--params-file``) for that node."""
+    return yaml.safe_dump({f"/{spec.name}": {"ros__parameters": dict(spec.parameters)}}, sort_keys=False)
+
+
+@dataclass(frozen=True)
+class NodeExit:
+    """A node process that has ended: its exit code (negative: killed by that signal) and last lines."""
+
+    name: str
+    returncode: int
+    tail: tuple[str, ...]
+    log_path: Path | None = None
+
+    def describe(self) -> str:
+        if self.returncode < 0:
+            how = f"was killed by {signal.Signals(-self.returncode).name}"
+        else:
+            how = f"exited with code {self.returncode}"
+        lines = "\n".join(f"    {line}" for line in self.tail) or "    (no output)"
+        where = f" (log: {self.log_path})" if self.log_path else ""
+        return f"node {self.name} {how}{where}; last lines:\n{lines}"
+
+
+class NodeDiedError(RuntimeError):
+    """One or more nodes ended while the graph should be running."""
+
+    def __init__(self, exits: Sequence[NodeExit]):
+        self.exits = tuple(exits)
+        super().__init__("\n".join(e.describe() for e in self.exits))
+
+
+class _Child:
+    """One node process, its log file and the thread that copies its output."""
+
+    def __init__(self, spec: NodeLike, cmd: list[str], env: Mapping[str, str], log_path: Path | None,
+                 echo: TextIO | None, echo_lock: threading.Lock):
+        self.name = spec.name
+        self.log_path = log_path
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._echo, self._echo_lock = echo, echo_lock
+        self._log = open(log_path, "w", encoding="utf-8", buffering=1) if log_path else None  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self._reader = threading.Thread(target=self._pump, name=f"log-{self.name}", daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.tail.append(line)
+            if self._log:
+                self._log.write(line + "\n")
+            if self._echo:
+                with self._echo_lock, contextlib.suppress(ValueError, OSError):
+                    self._echo.write(f"[{self.name}] {line}\n")
+                    self._echo.flush()
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Signal the node's process group (the node and anything it started)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+
+    def finish_output(self, timeout: float = 2.0) -> None:
+        self._reader.join(timeout)
+        if self._log and not self._reader.is_alive():
+            self._log.close()
+
+    def exit_info(self) -> NodeExit | None:
+        code = self.proc.poll()
+        if code is None:
+            return None
+        self._reader.join(0.5)  # let the last lines arrive
+        return NodeExit(self.name, code, tuple(self.tail), self.log_path)
+
+
+class RunningGraph:
+    """Handle on launched nodes. Use as a context manager: leaving it stops every node."""
+
+    def __init__(self, children: list[_Child], tmpdir: tempfile.TemporaryDirectory[str] | None):
+        self._children = children
+        self._tmpdir = tmpdir
+        self._stopped = False
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self._children]
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return {c.name: c.proc.pid for c in self._children}
+
+    def alive(self) -> bool:
+        """True while every node is still running."""
+        return all(c.proc.poll() is None for c in self._children)
+
+    def exited(self) -> list[NodeExit]:
+        """The nodes that have ended so far."""
+        return [e for c in self._children if (e := c.exit_info()) is not None]
+
+    def check(self) -> None:
+        """Raise :class:`NodeDiedError` if any node has ended."""
+        if exits := self.exited():
+            raise NodeDiedError(exits)
+
+    def wait(self, timeout: float | None = None, poll: float = 0.1) -> list[NodeExit]:
+        """Block until a node ends (returns the ended ones) or ``timeout`` s pass (returns [])."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if exits := self.exited():
+                return exits
+            if deadline is not None and time.monotonic() >= deadline:
+                return []
+            time.sleep(poll)
+
+    def log_text(self, name: str) -> str:
+        """Everything the node has logged so far (from its log file, else its tail)."""
+        child = next(c for c in self._children if c.name == name)
+        if child.log_path and child.log_path.is_file():
+            return child.log_path.read_text(encoding="utf-8", errors="replace")
+        return "\n".join(child.tail)
+
+    def stop(self, timeout: float = 5.0, term_timeout: float = 2.0) -> dict[str, int]:
+        """SIGINT every node, wait ``timeout`` s, then SIGTERM, wait, then SIGKILL. Returns exit codes."""
+        for sig, wait_s in ((signal.SIGINT, timeout), (signal.SIGTERM, term_timeout), (signal.SIGKILL, 5.0)):
+            running = [c for c in self._children if c.proc.poll() is None]
+            if not running:
+                break
+            for child in running:
+                child.signal(sig)
+            deadline = time.monotonic() + wait_s
+            for child in running:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.proc.wait(max(0.0, deadline - time.monotonic()))
+        for child in self._children:
+            child.finish_output()
+        if self._tmpdir is not None:
+            self._tmpdir.cleanup()
+            self._tmpdir = None
+        self._stopped = True
+        return {c.name: c.proc.returncode for c in self._children}
+
+    def __enter__(self) -> RunningGraph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._stopped:
+            self.stop()
+
+
+def node_command(spec: NodeLike, params_file: Path, python: str = sys.executable) -> list[str]:
+    """The command line that runs one node as its ``python -m`` module under its ROS name."""
+    return [python, "-m", spec.module, "--ros-args", "-r", f"__node:={spec.name}", "--params-file", str(params_file)]
+
+
+def launch(
+    nodes: Sequence[NodeLike],
+    env: Mapping[str, str] | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
+    echo: TextIO | None = None,
+    python: str = sys.executable,
+) -> RunningGraph:
+    """Start ``nodes`` in order and return at once (see :meth:`RunningGraph.wait` / ``check``).
+
+    ``env`` is the full child environment (default: os.environ; pass
+    :func:`libero_workcell.dds.loopback_env` for loopback DDS). With
+    ``log_dir``, each node writes ``<name>.log`` and its ``<name>.params.yaml``
+    there and ROS file logs go to ``<log_dir>/ros_log``; ``echo`` gets every
+    output line prefixed with ``[name]``.
+    """
+    child_env = dict(os.environ if env is None else env)
+    child_env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they happen
+    tmpdir = None
+    if log_dir is None:
+        tmpdir = tempfile.TemporaryDirectory(prefix="workcell-params-")
+        params_dir = Path(tmpdir.name)
+    else:
+        params_dir = Path(log_dir)
+        params_dir.mkdir(parents=True, exist_ok=True)
+        child_env.setdefault("ROS_LOG_DIR", str(params_dir / "ros_log"))
+    if echo is None or not echo.isatty():
+        child_env.setdefault("RCUTILS_COLORIZED_OUTPUT", "0")
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise ValueError(f"node names must be unique: {names}")
+    lock = threading.Lock()
+    children: list[_Child] = []
+    try:
+        for spec in nodes:
+            params = params_dir / f"{spec.name}.params.yaml"
+            params.write_text(ros_params_yaml(spec), encoding="utf-8")
+            log_path = params_dir / f"{spec.name}.log" if log_dir is not None else None
+            children.append(_Child(spec, node_command(spec, params, python), child_env, log_path, echo, lock))
+    except BaseException:
+        RunningGraph(children, tmpdir).stop(timeout=2.0)
+        raise
+    return RunningGraph(children, tmpdir)
