@@ -1,0 +1,115 @@
+"""Shared test setup: loopback-only DDS on a per-run domain, offscreen MuJoCo, ROS fixtures.
+
+The environment is set here, at import, before any test module can import
+rclpy: the RMW reads it when the first context creates its DDS participant,
+and every child process inherits it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from libero_workcell import dds
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_OUTPUT = REPO / "test-output"
+TEST_OUTPUT.mkdir(exist_ok=True)
+
+os.environ["MUJOCO_GL"] = "egl"
+os.environ.setdefault("ROS_LOG_DIR", str(TEST_OUTPUT / "ros_log"))  # not ~/.ros/log
+DDS_VARS = dds.apply_loopback_env()  # per-run ROS_DOMAIN_ID derived from pytest's pid
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> bool:
+    """Poll ``predicate`` until it returns something truthy (True) or ``timeout`` s pass (False)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+def output_dir_for(request: pytest.FixtureRequest) -> Path:
+    """``test-output/<test name>/``, emptied at the start of the test."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name).strip("_")
+    path = TEST_OUTPUT / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+@pytest.fixture(name="wait_for")
+def wait_for_fixture() -> Callable[..., bool]:
+    """:func:`wait_for` as a fixture, for tests that prefer not to import conftest."""
+    return wait_for
+
+
+@pytest.fixture(scope="session")
+def ros_env() -> dict[str, str]:
+    """The full loopback environment of this run (pass as ``env=`` to child processes)."""
+    return dict(os.environ)
+
+
+@pytest.fixture
+def graph_runner(request: pytest.FixtureRequest, ros_env: dict[str, str]) -> Iterator[Callable[..., Any]]:
+    """``start(nodes, env=None, settle=0.0) -> RunningGraph``: launch NodeSpecs with the run's env.
+
+    Logs and params files go to ``test-output/<test name>/``; every graph
+    started is stopped at teardown. With ``settle`` > 0, waits that long and
+    raises NodeDiedError if a node ended meanwhile.
+    """
+    from libero_workcell.launcher import NodeDiedError, RunningGraph, launch
+
+    log_dir = output_dir_for(request)
+    started: list[RunningGraph] = []
+
+    def start(nodes: Sequence[Any], env: dict[str, str] | None = None, settle: float = 0.0) -> RunningGraph:
+        running = launch(nodes, env=ros_env if env is None else env, log_dir=log_dir)
+        started.append(running)
+        if settle > 0 and (exits := running.wait(settle)):
+            raise NodeDiedError(exits)
+        return running
+
+    yield start
+    for running in reversed(started):
+        running.stop()
+
+
+@pytest.fixture
+def rclpy_node() -> Iterator[Any]:
+    """An rclpy node on its own context, spun by a background executor thread."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
+    context = Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node(f"test_probe_{os.getpid()}", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+
+    def spin() -> None:
+        with contextlib.suppress(ExternalShutdownException):
+            executor.spin()
+
+    thread = threading.Thread(target=spin, name="rclpy_node-executor", daemon=True)
+    thread.start()
+    try:
+        yield node
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        thread.join(timeout=5.0)
+        node.destroy_node()
+        context.try_shutdown()
