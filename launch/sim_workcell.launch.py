@@ -5,7 +5,8 @@ Thin over data: the launch arguments, nodes and parameters come from
 definition ``workcell bringup`` runs where launch_ros is not installed. With
 ``loopback_dds:=true`` (the default) DDS is confined to 127.0.0.1 with the
 package's Fast DDS profile, on the inherited ROS_DOMAIN_ID or, if none is
-set, a per-run one that is printed at start.
+set, a per-run one that is printed at start. As with ``workcell bringup``, a
+node that exits shuts the whole graph down.
 """
 
 # ruff: noqa: I001  (ruff takes `launch` for this repo's launch/ folder and would sort it as first-party)
@@ -18,6 +19,7 @@ from launch.actions import (
     LogInfo,
     OpaqueFunction,
     SetEnvironmentVariable,
+    Shutdown,
     UnsetEnvironmentVariable,
 )
 from launch.substitutions import LaunchConfiguration
@@ -40,7 +42,7 @@ def _actions(context, *args, **kwargs):
     values = graph.argument_values(overrides)
     actions = []
     if values.get("loopback_dds", False):
-        domain = dds.inherited_domain_id()
+        domain = dds.inherited_domain_id(getattr(context, "environment", None))  # the launch's own env
         domain = dds.per_run_domain_id() if domain is None else domain
         actions += [UnsetEnvironmentVariable(name=name) for name in dds.CONFLICTING_VARS]
         actions += [SetEnvironmentVariable(name=k, value=v) for k, v in dds.loopback_vars(domain).items()]
@@ -53,6 +55,7 @@ def _actions(context, *args, **kwargs):
                 name=spec.name,
                 parameters=[dict(spec.parameters)],
                 output="screen",
+                on_exit=Shutdown(reason=f"node {spec.name} exited"),  # like `workcell bringup`: one dies, all stop
             )
         )
     return actions
