@@ -27,6 +27,7 @@ from libero_workcell.contract import (
     GRIPPER_OPEN,
 )
 from libero_workcell.layout import BELT_TOP_Z, BELT_WIDTH, BELT_Y, HOME_TCP_ROTMAT
+from sim_bridge.task import WORKPIECE_CATALOG
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,10 @@ class SceneView:
                 name=w["name"],
                 pos=np.asarray(w["pos"], float),
                 vel=np.asarray(w["lin_vel"], float),
-                half_height=float(w["half_height"]),
+                half_height=float(WORKPIECE_CATALOG[w["type"]].half_extents[2]),
                 arrived=bool(w["arrived"]),
                 placed=bool(w["in_slot"]),
-                slot_pos=np.asarray(w["slot_pos"], float),
+                slot_pos=np.asarray(w["target_pos"], float),
             )
             for w in gt["workpieces"]
         )
@@ -81,8 +82,10 @@ class Phase(enum.Enum):
 class ExpertConfig:
     control_hz: float = CONTROL_HZ_DEFAULT
     gain: float = 0.8  # k in action = k * error / scale
+    max_speed: float = 0.45  # m/s, TCP speed when empty-handed
+    carry_speed: float = 0.25  # m/s, TCP speed while holding a workpiece
     hover: float = 0.12  # m above the grasp point while approaching
-    pick_x_min: float = -0.30  # workpieces are picked once past this belt x
+    pick_x_min: float = -0.46  # workpieces are picked once past this belt x
     pick_x_max: float = 0.45  # ... and before this one (reach)
     xy_tol: float = 0.006  # m, to start descending / lowering
     z_tol: float = 0.006  # m
@@ -90,7 +93,10 @@ class ExpertConfig:
     release_steps: int = 8
     grasp_depth: float = 0.0  # m below the workpiece centre for the fingertips' centre
     place_clearance: float = 0.012  # m above the slot floor for the workpiece bottom at release
-    wait_pos: np.ndarray = field(default_factory=lambda: np.array([-0.05, BELT_Y, 0.22]))
+    min_radius: float = 0.30  # m: straight moves closer than this to the base axis are detoured
+    via_radius: float = 0.45  # m: radius of the detour arc
+    arc_step: float = 0.35  # rad: how far around the base each detour waypoint lies
+    wait_pos: np.ndarray = field(default_factory=lambda: np.array([-0.30, BELT_Y, 0.20]))
 
 
 class ScriptedExpert:
@@ -167,13 +173,41 @@ class ScriptedExpert:
             if tcp[2] > goal[2] - 0.02:
                 self._go(Phase.WAIT, scene, None)
                 goal = cfg.wait_pos.copy()
-        return self._action(goal, ff, R, tcp, grip)
+        carrying = self.phase in (Phase.LIFT, Phase.TRANSFER, Phase.LOWER)
+        return self._action(goal, ff, R, tcp, grip, cfg.carry_speed if carrying else cfg.max_speed)
 
     # ------------------------------------------------------------------
-    def _action(self, goal: np.ndarray, ff: np.ndarray, R: np.ndarray, tcp: np.ndarray, grip: float) -> np.ndarray:
+    def _route(self, tcp: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """Go around the base on an arc when the straight path would pass near its axis.
+
+        Near the base z axis the wrist centre crosses the shoulder singularity,
+        where small TCP steps need large joint steps (which the arm bridge
+        rightly refuses). Waypoints step at most ``arc_step`` around the base
+        at ``via_radius`` until the straight path to the goal is clear.
+        """
         cfg = self.config
+        a, b = tcp[:2], goal[:2]
+        d = b - a
+        t = float(np.clip(-a @ d / max(d @ d, 1e-12), 0.0, 1.0))
+        if np.linalg.norm(a + t * d) >= cfg.min_radius:
+            return goal
+        ang_a, ang_b = np.arctan2(a[1], a[0]), np.arctan2(b[1], b[0])
+        # No wrapping: angles in (-pi, pi] interpolate through the front of the
+        # robot, never behind the base, where the wrist would wind up to its limit.
+        delta = float(ang_b - ang_a)
+        ang = ang_a + np.sign(delta) * min(abs(delta), cfg.arc_step)
+        return np.array([cfg.via_radius * np.cos(ang), cfg.via_radius * np.sin(ang), max(tcp[2], goal[2])])
+
+    def _action(
+        self, goal: np.ndarray, ff: np.ndarray, R: np.ndarray, tcp: np.ndarray, grip: float, speed: float
+    ) -> np.ndarray:
+        cfg = self.config
+        goal = self._route(tcp, goal)
         dt = 1.0 / cfg.control_hz
-        pos = cfg.gain * (goal - tcp) / ACTION_POS_SCALE + ff * dt / ACTION_POS_SCALE
+        step = cfg.gain * (goal - tcp)
+        if np.linalg.norm(step) > speed * dt:
+            step *= speed * dt / np.linalg.norm(step)
+        pos = (step + ff * dt) / ACTION_POS_SCALE
         rot_err = Rotation.from_matrix(HOME_TCP_ROTMAT @ R.T).as_rotvec()
         rot = cfg.gain * rot_err / ACTION_ROT_SCALE
         return np.clip(np.concatenate([pos, rot, [grip]]), -1.0, 1.0)

@@ -17,7 +17,7 @@ BELT_X_MIN: Final = -0.70
 BELT_X_MAX: Final = 0.70
 BELT_WIDTH: Final = 0.16
 BELT_TOP_Z: Final = 0.04
-BELT_X_START: Final = -0.60  # where arriving workpieces are placed
+BELT_X_START: Final = -0.45  # arriving workpieces appear here: the upstream edge of the reach window
 
 # Level-1 tray: NUM_SLOTS slots in a row along +x (left to right as seen
 # from the external camera), centred at TRAY_CENTER.
