@@ -168,6 +168,7 @@ class SimWorld:
             self._scene_option = mujoco.MjvOption()
             self._scene_option.geomgroup[scene.COLLISION_GROUP] = 0
             self._cam_ids = [m.camera(c).id for c in CAMERA_NAMES]
+            self._cam_fovy = [float(m.cam_fovy[i]) for i in self._cam_ids]
 
     # ------------------------------------------------------------------ reset
     def reset(self, spec: TaskSpec | None = None) -> None:
@@ -391,7 +392,19 @@ class SimWorld:
             rgb = self.render_camera(name)
             self._frame_count[idx] += 1
             if self.link is not None:
-                self.link.write_frame(idx, self._frame_count[idx], float(d.time), rgb)
+                self.link.write_frame(idx, self._frame_count[idx], float(d.time), rgb, self._cam_fovy[idx])
+
+    def refresh_frames(self) -> None:
+        """Render both cameras now and publish them to the link (e.g. while the physics is paused)."""
+        if not self.render_enabled:
+            return
+        d = self.data
+        assert d is not None
+        for idx, name in enumerate(CAMERA_NAMES):
+            rgb = self.render_camera(name)
+            self._frame_count[idx] += 1
+            if self.link is not None:
+                self.link.write_frame(idx, self._frame_count[idx], float(d.time), rgb, self._cam_fovy[idx])
 
     def render_camera(self, camera: str) -> np.ndarray:
         """Render ``camera`` now: (IMAGE_SIZE, IMAGE_SIZE, 3) uint8 RGB (a private copy)."""

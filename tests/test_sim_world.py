@@ -328,6 +328,7 @@ def test_cameras_render_into_the_link() -> None:
         assert f.rgb.std() > 25, cam
         assert f.sim_time == pytest.approx(round(f.sim_time / 0.05) * 0.05, abs=1e-6)  # on the 20 Hz grid
         assert f.frame == round(world.sim_time * 20) + 1  # one per 50 ms of sim time, first at t = 0
+        assert f.fovy == pytest.approx(world.model.cam_fovy[world.model.camera(cam).id])
     ext, wrist = frames["external"].rgb, frames["wrist"].rgb
     assert np.abs(ext.astype(int) - wrist.astype(int)).mean() > 20
     OUT.mkdir(exist_ok=True)

@@ -1,0 +1,360 @@
+"""``sim_world``: the rclpy node that runs the simulated workcell.
+
+A thin adapter around :class:`sim_bridge.world.SimWorld`. It creates the
+shared-memory link the drivers' sim backends attach to, steps the world on
+its own thread paced to the wall clock with absolute deadlines (sim time t
+is due at ``anchor_wall + (t - anchor_sim) / real_time_factor``, so pacing
+never drifts; 0 = as fast as possible), and publishes:
+
+- ``Topics.SIM_GROUND_TRUTH`` (std_msgs/String, JSON of ``ground_truth()``,
+  ~20 Hz wall time, STATE QoS);
+- ``Topics.SIM_EPISODE`` (std_msgs/String, JSON: episode counter, task spec,
+  sim time, done flag and ``evaluate()`` metrics, ~2 Hz, on every reset and
+  once when the horizon is reached; LATCHED QoS).
+
+``Services.SIM_RESET`` (std_srvs/Trigger) starts a new episode from the
+current parameters (they may be changed at run time). When the horizon is
+reached the physics pauses (``pause_at_done``) while the state stays fresh
+for the drivers (same state, new wall stamps; frames re-rendered).
+
+Every world call (construction, reset, step, render) happens on the world
+thread: the offscreen GL context stays on the thread that made it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from typing import Any
+
+import rclpy
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from libero_workcell import ros_qos
+from libero_workcell.contract import CAMERA_HZ_DEFAULT, Params, Qos, QosSpec, Services, Topics
+from sim_bridge.link import SimLink
+from sim_bridge.task import DEFAULT_ARRIVAL_INTERVAL, DEFAULT_BELT_SPEED, DEFAULT_FIRST_ARRIVAL, TaskSpec
+from sim_bridge.world import SimWorld
+
+SERVO_PERIOD = 0.01  # s: state refresh period while paused
+MAX_LAG = 0.25  # s behind the wall clock before the pacing re-anchors (and says so)
+
+
+def qos_profile(spec: QosSpec) -> QoSProfile:
+    """rclpy QoSProfile from a contract QoS spec (the project's one conversion, libero_workcell.ros_qos)."""
+    return ros_qos.qos(spec)
+
+
+def spec_from_parameters(p: dict[str, Any]) -> TaskSpec:
+    """TaskSpec from the node's task parameters (combination -1 / slot_permutation [] or [-1]: from the seed)."""
+    perm = [int(i) for i in (p.get("slot_permutation") or [])]
+    if perm == [-1] or not perm:
+        perm = []
+    preference = str(p.get("preference") or "") or None
+    return TaskSpec.from_seed(
+        int(p["seed"]),
+        belt_speed=float(p["belt_speed"]),
+        combination=int(p["combination"]),
+        slot_permutation=tuple(perm) or None,
+        arrival_interval=float(p["arrival_interval"]),
+        first_arrival=float(p["first_arrival"]),
+        preference=preference,
+    )
+
+
+class SimWorldNode(Node):
+    TASK_PARAMS = ("seed", "belt_speed", "arrival_interval", "first_arrival", "combination", "slot_permutation",
+                   "preference")
+
+    def __init__(self) -> None:
+        super().__init__("sim_world")
+        self.declare_parameter(Params.USE_SIM, True)  # injected into every node; the world ignores it
+        self.declare_parameter(Params.SIM_LINK, "workcell")
+        self.declare_parameter("real_time_factor", 1.0)
+        self.declare_parameter(Params.CAMERA_HZ, CAMERA_HZ_DEFAULT)
+        self.declare_parameter("render", True)
+        self.declare_parameter("ground_truth_hz", 20.0)
+        self.declare_parameter("episode_hz", 2.0)
+        self.declare_parameter("pause_at_done", True)
+        self.declare_parameter("seed", 0)
+        self.declare_parameter(Params.BELT_SPEED, DEFAULT_BELT_SPEED)
+        self.declare_parameter("arrival_interval", DEFAULT_ARRIVAL_INTERVAL)
+        self.declare_parameter("first_arrival", DEFAULT_FIRST_ARRIVAL)
+        self.declare_parameter("combination", -1)
+        self.declare_parameter("slot_permutation", [-1])
+        self.declare_parameter("preference", "")
+        self.spec = spec_from_parameters(self._task_params())  # fail early on bad parameters
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+        self.rtf = max(0.0, float(self._param("real_time_factor")))
+        self.link_name = str(self._param(Params.SIM_LINK))
+        self.link = SimLink.create(self.link_name)
+        self.world: SimWorld | None = None
+        self._gt_pub = self.create_publisher(String, Topics.SIM_GROUND_TRUTH, qos_profile(Qos.STATE))
+        self._ep_pub = self.create_publisher(String, Topics.SIM_EPISODE, qos_profile(Qos.LATCHED))
+        self.create_service(Trigger, Services.SIM_RESET, self._on_reset)
+
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._reset_lock = threading.Lock()
+        self._reset_request: tuple[TaskSpec, threading.Event, list] | None = None
+        self._reanchor = True
+        self.overruns = 0
+        self._thread = threading.Thread(target=self._run, name="sim_world", daemon=True)
+        self._thread.start()
+        self._ready.wait(timeout=60.0)
+        if self._error is not None:
+            self.link.close()
+            raise RuntimeError(f"sim world failed to start: {self._error}") from self._error
+        cameras = f"{float(self._param(Params.CAMERA_HZ)):g} Hz" if self._param("render") else "off"
+        self.get_logger().info(
+            f"sim world up on link {self.link.path} (real_time_factor {self.rtf:g}, cameras {cameras})"
+        )
+
+    # ------------------------------------------------------------------ parameters
+    def _param(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    def _task_params(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        p = {n: self._param(n) for n in self.TASK_PARAMS}
+        p.update(overrides or {})
+        return p
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        changes = {p.name: p.value for p in params}
+        task = {k: v for k, v in changes.items() if k in self.TASK_PARAMS}
+        if task:
+            try:
+                spec_from_parameters(self._task_params(task))
+            except (TypeError, ValueError) as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+        if "real_time_factor" in changes:
+            rtf = float(changes["real_time_factor"])
+            if not math.isfinite(rtf) or rtf < 0:
+                return SetParametersResult(successful=False, reason="real_time_factor must be >= 0")
+            self.rtf = rtf
+            self._reanchor = True
+        if "camera_hz" in changes and self.world is not None:
+            hz = float(changes["camera_hz"])
+            if not math.isfinite(hz) or hz < 0:
+                return SetParametersResult(successful=False, reason="camera_hz must be >= 0")
+            self.world.camera_hz = hz
+        if task:
+            self.get_logger().info(f"task parameters changed ({task}): call {Services.SIM_RESET} to apply")
+        return SetParametersResult(successful=True)
+
+    # ------------------------------------------------------------------ reset service
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        try:
+            spec = spec_from_parameters(self._task_params())
+        except (TypeError, ValueError) as exc:
+            response.success, response.message = False, f"bad task parameters: {exc}"
+            return response
+        done = threading.Event()
+        result: list = []
+        with self._reset_lock:
+            self._reset_request = (spec, done, result)
+        if not done.wait(timeout=30.0):
+            response.success, response.message = False, "sim world did not reset within 30 s"
+            return response
+        response.success = bool(result and result[0] is None)
+        response.message = (
+            f"episode {result[1]}: {spec.language_instruction} (belt {spec.belt_speed} m/s, horizon {spec.horizon:g} s)"
+            if response.success
+            else f"reset failed: {result[0] if result else 'unknown'}"
+        )
+        return response
+
+    # ------------------------------------------------------------------ world thread
+    def _run(self) -> None:
+        try:
+            self.world = SimWorld(
+                self.spec,
+                link=self.link,
+                render=bool(self._param("render")),
+                camera_hz=float(self._param(Params.CAMERA_HZ)),
+            )
+        except BaseException as exc:  # reported to the constructor
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            self._loop(self.world)
+        except Exception as exc:  # a dead world must be loud, then the node exits
+            if not self._stop.is_set() and self.context.ok():
+                self.get_logger().fatal(f"sim world thread crashed: {exc!r}")
+                self._error = exc
+        finally:
+            self.world.close()
+
+    def _loop(self, world: SimWorld) -> None:
+        gt_period = 1.0 / max(1e-3, float(self._param("ground_truth_hz")))
+        ep_period = 1.0 / max(1e-3, float(self._param("episode_hz")))
+        dt = world.model.opt.timestep
+        self._announce(world)
+        next_gt = next_ep = time.monotonic()
+        next_touch = next_frame = 0.0
+        anchor_wall = anchor_sim = 0.0
+        was_done = False
+        while not self._stop.is_set():
+            with self._reset_lock:
+                request, self._reset_request = self._reset_request, None
+            if request is not None:
+                self._do_reset(world, *request)
+                was_done = False
+                next_gt = next_ep = time.monotonic()
+            if self._reanchor:
+                self._reanchor = False
+                anchor_wall, anchor_sim = time.monotonic(), world.sim_time
+            paused = world.done and bool(self._param("pause_at_done"))
+            now = time.monotonic()
+            if paused:
+                if now >= next_touch:
+                    world.touch()
+                    next_touch = now + SERVO_PERIOD
+                if world.render_enabled and world.camera_hz > 0 and now >= next_frame:
+                    world.refresh_frames()
+                    next_frame = now + 1.0 / world.camera_hz
+                self._reanchor = True
+            else:
+                world.step(1 if self.rtf > 0 else 10)
+            for event in world.pop_events():
+                self._log_event(event)
+            now = time.monotonic()
+            if world.done and not was_done:
+                was_done = True
+                self._publish_episode(world)
+                next_ep = now + ep_period
+            if now >= next_gt:
+                self._publish(self._gt_pub, world.ground_truth())
+                next_gt = max(next_gt + gt_period, now)
+            if now >= next_ep:
+                self._publish_episode(world)
+                next_ep = max(next_ep + ep_period, now)
+            # Pacing: sim time t is due at anchor_wall + (t - anchor_sim) / rtf.
+            if paused:
+                self._stop.wait(min(SERVO_PERIOD, max(0.0, next_touch - time.monotonic())))
+            elif self.rtf > 0:
+                due = anchor_wall + (world.sim_time - anchor_sim) / self.rtf
+                lag = time.monotonic() - due
+                if lag > MAX_LAG:
+                    self.overruns += 1
+                    self.get_logger().warn(
+                        f"sim world {lag:.2f} s behind the wall clock at real_time_factor {self.rtf:g}: re-anchoring",
+                        throttle_duration_sec=5.0,
+                    )
+                    self._reanchor = True
+                elif lag < -dt * 0.25:
+                    time.sleep(-lag)
+            else:
+                time.sleep(0)  # let the executor thread in
+
+    def _do_reset(self, world: SimWorld, spec: TaskSpec, done: threading.Event, result: list) -> None:
+        try:
+            world.reset(spec)
+            self.spec = spec
+            result[:] = [None, world.episode]
+            self._reanchor = True
+            self._announce(world)
+        except Exception as exc:  # reported to the service caller
+            result[:] = [exc, None]
+            self.get_logger().error(f"reset failed: {exc!r}")
+        finally:
+            done.set()
+
+    def _announce(self, world: SimWorld) -> None:
+        s = world.spec
+        self.get_logger().info(
+            f"episode {world.episode}: {s.language_instruction} | workpieces {list(s.workpieces)} "
+            f"slots(left->right) {list(s.slot_permutation)} belt {s.belt_speed} m/s, arrivals at "
+            f"{[round(t, 2) for t in s.arrival_times]} s, horizon {s.horizon:g} s (seed {s.seed})"
+        )
+        self._publish_episode(world)
+
+    def _publish_episode(self, world: SimWorld) -> None:
+        metrics = world.final_metrics if world.done and world.final_metrics is not None else world.evaluate()
+        info = {
+            "episode": world.episode,
+            "sim_time": world.sim_time,
+            "wall_time": time.time(),
+            "done": world.done,
+            "horizon": world.horizon,
+            "spec": world.spec.to_dict(),
+            "metrics": metrics,
+            "overruns": self.overruns,
+        }
+        self._publish(self._ep_pub, info)
+
+    def _publish(self, pub: Any, payload: dict[str, Any]) -> None:
+        """Publish JSON; quietly skip once ROS is shutting down (the world thread outlives the context briefly)."""
+        if self._stop.is_set() or not self.context.ok():
+            return
+        try:
+            pub.publish(String(data=json.dumps(payload)))
+        except Exception:
+            if self.context.ok():
+                raise
+
+    def _log_event(self, event: dict[str, Any]) -> None:
+        if not self.context.ok():
+            return
+        log = self.get_logger()
+        t = event["sim_time"]
+        kind = event["kind"]
+        if kind == "done":
+            m = event["metrics"]
+            log.info(
+                f"[t={t:.2f}s] episode done: SR={m['SR']:.0f} PCR_T={m['PCR_T']:.2f} PCR_S={m['PCR_S']:.2f} "
+                f"(PCR_S init {m['pcr_s_init']:.2f}) placed={m['placed']}"
+            )
+            return
+        what = f"{event['workpiece']} ({event['type']}, target slot {event['target_slot']})"
+        if kind == "arrival":
+            log.info(f"[t={t:.2f}s] arrival: {what} on the belt at {[round(x, 3) for x in event['pos']]}")
+        elif kind == "placed":
+            log.info(f"[t={t:.2f}s] placed: {what} in its slot")
+        elif kind == "removed":
+            log.warn(f"[t={t:.2f}s] removed: {what} left its slot")
+        elif kind == "lost":
+            log.warn(f"[t={t:.2f}s] lost: {what} ran off the belt end")
+
+    # ------------------------------------------------------------------ shutdown
+    def shutdown(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
+        self.link.close()
+
+    @property
+    def failed(self) -> BaseException | None:
+        return self._error
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    node: SimWorldNode | None = None
+    try:
+        node = SimWorldNode()
+        while rclpy.ok() and node.failed is None:
+            rclpy.spin_once(node, timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.shutdown()
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()
