@@ -12,14 +12,13 @@ import threading
 import time
 
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, ContractError, Params, Qos, Topics
+from libero_workcell.node_main import run_node
 from libero_workcell.rate import run_loop
 from libero_workcell.ros_qos import qos
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
@@ -81,23 +80,18 @@ class ExpertNode(Node):
         action = self.expert.act(scene[1], state[1])
         self._pub.publish(ros_msgs.action_msg(action, SOURCE_EXPERT))
 
+    @property
+    def finished(self) -> bool:
+        """run_node stops spinning once the episode is done, if asked to."""
+        return self.exit_on_done and self.done.is_set()
+
     def shutdown(self) -> None:
         self._stop.set()
         self._thread.join(timeout=1.0)
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = ExpertNode()
-    try:
-        while rclpy.ok() and not (node.exit_on_done and node.done.is_set()):
-            rclpy.spin_once(node, timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(ExpertNode, "scripted_expert", args)
 
 
 if __name__ == "__main__":

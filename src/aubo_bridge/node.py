@@ -13,11 +13,9 @@ import threading
 import time
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import JointState
@@ -40,6 +38,7 @@ from libero_workcell.contract import (
     Services,
     Topics,
 )
+from libero_workcell.node_main import run_node
 from libero_workcell.rate import run_loop
 from libero_workcell.ros_qos import qos
 
@@ -203,23 +202,7 @@ class AuboBridgeNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    try:
-        node = AuboBridgeNode()
-    except (ConfigError, RuntimeError) as exc:
-        print(f"aubo_bridge: cannot start: {exc}", flush=True)
-        rclpy.try_shutdown()
-        raise SystemExit(2) from exc
-    executor = MultiThreadedExecutor(num_threads=2)
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(AuboBridgeNode, "aubo_bridge", args, threads=2, startup_errors=(ConfigError, RuntimeError, ValueError))
 
 
 if __name__ == "__main__":

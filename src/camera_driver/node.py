@@ -7,9 +7,7 @@ frame age honestly.
 
 from __future__ import annotations
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
@@ -24,6 +22,7 @@ from libero_workcell.contract import (
     Qos,
     Topics,
 )
+from libero_workcell.node_main import run_node
 from libero_workcell.ros_qos import qos
 
 OPTICAL_FRAMES = {"external": EXTERNAL_CAMERA_FRAME, "wrist": WRIST_CAMERA_FRAME}
@@ -86,20 +85,7 @@ class CameraNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    try:
-        node = CameraNode()
-    except (ValueError, RuntimeError) as exc:
-        print(f"camera_driver: cannot start: {exc}", flush=True)
-        rclpy.try_shutdown()
-        raise SystemExit(2) from exc
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(CameraNode, "camera_driver", args)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,8 @@ stop are Trigger services; the speed set-point arrives on a Float64 topic
 
 from __future__ import annotations
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
@@ -20,6 +18,7 @@ from std_srvs.srv import Trigger
 from conveyor_driver.driver import ConveyorBackend, ConveyorConfig, ConveyorDriver, ConveyorError
 from libero_workcell import ros_msgs
 from libero_workcell.contract import BELT_JOINT_NAME, Params, Qos, Services, Topics
+from libero_workcell.node_main import run_node
 from libero_workcell.ros_qos import qos
 
 
@@ -61,6 +60,10 @@ class ConveyorNode(Node):
             _ok, msg = self.driver.start()
             self.get_logger().info(f"autostart: {msg}")
 
+    def shutdown(self) -> None:
+        """A conveyor whose driver goes away stops."""
+        self.driver.stop()
+
     def _trigger(self, handler):
         def serve(request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
             response.success, response.message = handler()
@@ -94,21 +97,7 @@ class ConveyorNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    try:
-        node = ConveyorNode()
-    except (ConveyorError, RuntimeError) as exc:
-        print(f"conveyor_driver: cannot start: {exc}", flush=True)
-        rclpy.try_shutdown()
-        raise SystemExit(2) from exc
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.driver.stop()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(ConveyorNode, "conveyor_driver", args, startup_errors=(ConveyorError, RuntimeError, ValueError))
 
 
 if __name__ == "__main__":
