@@ -35,6 +35,7 @@ MAGIC: Final = 0x4C49424552304931  # "LIBER0I1"
 LAYOUT_VERSION: Final = 2
 MAX_WORKPIECES: Final = 8
 SHM_DIR: Final = Path("/dev/shm")
+READ_TIMEOUT: Final = 0.1  # s a reader waits for a section's writer to finish
 
 _SEQ = np.uint64
 
@@ -216,16 +217,30 @@ class SimLink:
             rec[seq_field][index] += 1
 
     def _read(self, seq_field: str, fields: tuple[str, ...], index: int | None = None) -> tuple[int, dict]:
+        """Copy ``fields`` consistently. Spins, then yields: the writer may be descheduled mid-write."""
         rec = self._rec
-        for _ in range(10000):
+        deadline = None
+        spins = 0
+        while True:
             s1 = int(rec[seq_field] if index is None else rec[seq_field][index])
-            if s1 & 1:
-                continue
-            out = {f: np.copy(rec[f]) for f in fields} if index is None else {f: np.copy(rec[f][index]) for f in fields}
-            s2 = int(rec[seq_field] if index is None else rec[seq_field][index])
-            if s1 == s2:
-                return s1 // 2, out
-        raise LinkError(f"sim link section {seq_field} stayed busy: its writer died mid-write")
+            if not s1 & 1:
+                if index is None:
+                    out = {f: np.copy(rec[f]) for f in fields}
+                else:
+                    out = {f: np.copy(rec[f][index]) for f in fields}
+                s2 = int(rec[seq_field] if index is None else rec[seq_field][index])
+                if s1 == s2:
+                    return s1 // 2, out
+            spins += 1
+            if spins > 100:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + READ_TIMEOUT
+                elif now > deadline:
+                    raise LinkError(
+                        f"sim link section {seq_field} stayed busy for {READ_TIMEOUT} s: writer died mid-write"
+                    )
+                time.sleep(0.0001)
 
     # ---- world side ---------------------------------------------------
     def write_state(self, state: WorldState) -> None:

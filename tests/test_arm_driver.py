@@ -346,3 +346,16 @@ def test_bad_config_is_rejected_clearly(kwargs, match) -> None:
 def test_unknown_config_key_is_an_error() -> None:
     with pytest.raises(ConfigError, match="unknown arm config keys"):
         ArmConfig.from_mapping({"max_tcp_sped": 0.3})
+
+
+def test_unexpected_backend_exception_faults_instead_of_killing_the_servo_loop(rig) -> None:
+    driver, arm, _, clock = rig
+
+    def broken_read():
+        raise OSError("shared memory vanished")
+
+    arm.read = broken_read
+    clock.t += driver.config.servo_period
+    driver.tick()  # must not raise
+    assert driver.mode is ArmMode.FAULT
+    assert "shared memory vanished" in driver.status().fault

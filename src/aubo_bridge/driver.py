@@ -198,27 +198,37 @@ class ArmDriver:
 
     # ------------------------------------------------------------- servo loop
     def tick(self) -> None:
-        """One servo period: read state, check faults and watchdog, send a target."""
+        """One servo period: read state, check faults and watchdog, send a target.
+
+        Never raises: an unexpected error latches a fault (and is reported),
+        so the servo loop cannot die and leave the arm on a stale target.
+        """
         with self._lock:
-            self._refresh()
-            now = self._clock()
-            if self._mode is ArmMode.FAULT or self._mode is ArmMode.DISABLED:
-                return
-            if (
-                self._mode is ArmMode.ENABLED
-                and self._last_action_t is not None
-                and now - self._last_action_t > self.config.watchdog_timeout
-            ):
-                self.counters["watchdog_holds"] += 1
-                self._last_error = f"no action for {now - self._last_action_t:.3f} s: holding"
-                self._hold_here(keep_target=True)
-                self._mode = ArmMode.HOLDING
-            if self._mode is ArmMode.HOMING:
-                self._step_home()
-            elif self._mode is ArmMode.ENABLED:
-                frac = min(1.0, (now - self._seg_t0) / self.config.control_period)
-                self._target = self._seg_start + (self._seg_goal - self._seg_start) * frac
-            self._send(self._target)
+            try:
+                self._tick()
+            except Exception as exc:
+                self._enter_fault(f"servo tick failed: {type(exc).__name__}: {exc}")
+
+    def _tick(self) -> None:
+        self._refresh()
+        now = self._clock()
+        if self._mode is ArmMode.FAULT or self._mode is ArmMode.DISABLED:
+            return
+        if (
+            self._mode is ArmMode.ENABLED
+            and self._last_action_t is not None
+            and now - self._last_action_t > self.config.watchdog_timeout
+        ):
+            self.counters["watchdog_holds"] += 1
+            self._last_error = f"no action for {now - self._last_action_t:.3f} s: holding"
+            self._hold_here(keep_target=True)
+            self._mode = ArmMode.HOLDING
+        if self._mode is ArmMode.HOMING:
+            self._step_home()
+        elif self._mode is ArmMode.ENABLED:
+            frac = min(1.0, (now - self._seg_t0) / self.config.control_period)
+            self._target = self._seg_start + (self._seg_goal - self._seg_start) * frac
+        self._send(self._target)
 
     # -------------------------------------------------------------- internals
     def _apply(self, a: np.ndarray) -> ActionResult:

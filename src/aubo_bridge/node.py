@@ -179,7 +179,7 @@ class AuboBridgeNode(Node):
             ArmMode.FAULT: ros_msgs.DIAG_ERROR,
             ArmMode.DISABLED: ros_msgs.DIAG_WARN,
         }.get(st.mode, ros_msgs.DIAG_OK)
-        lat = np.asarray(self._latency_ms[-200:]) if self._latency_ms else np.array([np.nan])
+        lat = np.asarray(self._latency_ms[-200:])
         values = {
             "mode": st.mode.value,
             "fault": st.fault or "",
@@ -188,7 +188,7 @@ class AuboBridgeNode(Node):
             "servo_hz": self.config.servo_hz,
             "servo_period_error_p99_ms": f"{loop['p99_ms']:.3f}",
             "servo_overruns": self.servo_loop.overruns,
-            "action_age_p50_ms": f"{np.nanpercentile(lat, 50):.2f}",
+            "action_age_p50_ms": f"{np.percentile(lat, 50):.2f}" if lat.size else "n/a",
             **{f"count_{k}": v for k, v in st.counters.items()},
         }
         message = st.fault or st.last_error or st.mode.value

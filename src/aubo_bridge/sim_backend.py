@@ -7,13 +7,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from aubo_bridge.backend import ArmMeasurement, GripperMeasurement
-from sim_bridge.link import SimLink, WorldState
+from aubo_bridge.backend import ArmMeasurement, BackendError, GripperMeasurement
+from sim_bridge.link import LinkError, SimLink, WorldState
 
 
 def _staleness(link: SimLink, stale_after: float) -> tuple[WorldState | None, str | None]:
     """(state or None before the world's first write, fault or None)."""
-    seq, state = link.read_state()
+    try:
+        seq, state = link.read_state()
+    except LinkError as exc:
+        raise BackendError(str(exc)) from exc
     if seq == 0:
         return None, None
     age = time.time() - state.wall_time
@@ -27,7 +30,6 @@ class SimArmBackend:
         self._link = link
         self._clock = clock
         self._stale_after = stale_after
-        self._last_q: np.ndarray | None = None
 
     def read(self) -> ArmMeasurement:
         state, fault = _staleness(self._link, self._stale_after)
@@ -45,14 +47,14 @@ class SimArmBackend:
         )
 
     def servo(self, q: np.ndarray) -> None:
-        self._last_q = np.array(q, dtype=float)
-        self._link.write_arm_command(self._last_q)
+        self._link.write_arm_command(np.array(q, dtype=float))
 
     def hold(self) -> None:
         # The world holds the last servo target; re-send the measured joints so
         # the arm stops where it is rather than finishing a stale target.
-        _, state = self._link.read_state()
-        self._link.write_arm_command(state.arm_q)
+        state, _ = _staleness(self._link, self._stale_after)
+        if state is not None:
+            self._link.write_arm_command(state.arm_q)
 
     def close(self) -> None:
         pass
