@@ -29,9 +29,7 @@ import threading
 import time
 from typing import Any
 
-import rclpy
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
@@ -40,6 +38,7 @@ from std_srvs.srv import Trigger
 
 from libero_workcell import ros_qos
 from libero_workcell.contract import CAMERA_HZ_DEFAULT, Params, Qos, QosSpec, Services, Topics
+from libero_workcell.node_main import run_node
 from sim_bridge.link import SimLink
 from sim_bridge.task import DEFAULT_ARRIVAL_INTERVAL, DEFAULT_BELT_SPEED, DEFAULT_FIRST_ARRIVAL, TaskSpec
 from sim_bridge.world import SimWorld
@@ -111,7 +110,13 @@ class SimWorldNode(Node):
         self.overruns = 0
         self._thread = threading.Thread(target=self._run, name="sim_world", daemon=True)
         self._thread.start()
-        self._ready.wait(timeout=60.0)
+        try:
+            if not self._ready.wait(timeout=120.0):
+                raise RuntimeError("sim world did not start within 120 s")
+        except BaseException:  # Ctrl-C / SIGTERM during start-up: leave no link behind
+            self._stop.set()
+            self.link.close()
+            raise
         if self._error is not None:
             self.link.close()
             raise RuntimeError(f"sim world failed to start: {self._error}") from self._error
@@ -337,23 +342,25 @@ class SimWorldNode(Node):
 
     @property
     def failed(self) -> BaseException | None:
+        """The world thread's fatal error, if it died."""
         return self._error
+
+    @property
+    def finished(self) -> bool:
+        """run_node stops spinning when the world thread has died."""
+        return self._error is not None
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node: SimWorldNode | None = None
-    try:
-        node = SimWorldNode()
-        while rclpy.ok() and node.failed is None:
-            rclpy.spin_once(node, timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.shutdown()
-            node.destroy_node()
-        rclpy.try_shutdown()
+    nodes: list[SimWorldNode] = []
+
+    def factory() -> SimWorldNode:
+        nodes.append(SimWorldNode())
+        return nodes[-1]
+
+    run_node(factory, "sim_world", args)
+    if nodes and nodes[0].failed is not None:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
