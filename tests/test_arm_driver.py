@@ -38,9 +38,10 @@ class IdealArm:
         self.servo_calls = 0
         self.holds = 0
         self.refuse = False
+        self.epoch = 0
 
     def read(self) -> ArmMeasurement:
-        return ArmMeasurement(self.clock(), self.q.copy(), np.zeros(6), self.ready, self.fault)
+        return ArmMeasurement(self.clock(), self.q.copy(), np.zeros(6), self.ready, self.fault, epoch=self.epoch)
 
     def servo(self, q: np.ndarray) -> None:
         if self.refuse:
@@ -359,3 +360,27 @@ def test_unexpected_backend_exception_faults_instead_of_killing_the_servo_loop(r
     driver.tick()  # must not raise
     assert driver.mode is ArmMode.FAULT
     assert "shared memory vanished" in driver.status().fault
+
+
+def test_arm_moved_outside_the_stream_reanchors_and_holds(rig) -> None:
+    """A sim reset puts the arm back home: the driver must not drag it back to its old goal."""
+    driver, arm, _, clock = rig
+    for _ in range(3):
+        driver.submit_action(np.array([0.4, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
+        run_control_period(driver, clock)
+    arm.q = HOME_Q.copy()  # teleported, as a world reset does
+    arm.epoch = 1
+    clock.t += driver.config.servo_period
+    driver.tick()
+    assert driver.mode is ArmMode.HOLDING
+    np.testing.assert_allclose(arm.q, HOME_Q)  # the target sent is where the arm now is
+    np.testing.assert_allclose(driver.status().goal_pos, fk(HOME_Q)[0])
+
+
+def test_following_error_faults(rig) -> None:
+    driver, arm, _, clock = rig
+    arm.q = arm.q + np.array([0, 0.5, 0, 0, 0, 0])  # pushed away, no epoch change: a collision
+    clock.t += driver.config.servo_period
+    driver.tick()
+    assert driver.mode is ArmMode.FAULT
+    assert "following error: joint 2" in driver.status().fault

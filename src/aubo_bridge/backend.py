@@ -26,6 +26,7 @@ class ArmMeasurement:
     fault: str | None  # why the arm must not move (protective stop, link lost, ...), or None
     tcp_pos: np.ndarray | None = None  # controller-reported TCP, for cross-checking the model
     tcp_quat: np.ndarray | None = None  # x, y, z, w
+    epoch: int = 0  # changes when the arm was moved outside this driver's stream (sim reset): re-anchor
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ class ArmConfig:
     home_q: np.ndarray = field(default_factory=lambda: HOME_Q.copy())
     home_joint_speed: float = 0.6  # rad/s, homing moves
     state_stale_after: float = 0.5  # s without fresh arm state -> fault
+    max_following_error: float = 0.35  # rad between servo target and measured joints -> fault
     ik_pos_tol: float = 1e-5  # m
     ik_rot_tol: float = 1e-4  # rad
 

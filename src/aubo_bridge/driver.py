@@ -113,6 +113,7 @@ class ArmDriver:
         self._goal_pos, self._goal_R = fk(self._target, config.tool_offset)
         self._last_action_t: float | None = None
         self._gripper_coord_cmd: float | None = None
+        self._epoch = self._meas.epoch
 
     # ------------------------------------------------------------------ state
     def status(self) -> ArmStatus:
@@ -298,7 +299,18 @@ class ArmDriver:
         except BackendError as exc:
             self._enter_fault(f"state read failed: {exc}")
             return
+        if self._meas.epoch != self._epoch:  # the arm was put somewhere else (sim reset): start from there
+            self._epoch = self._meas.epoch
+            self.counters["resyncs"] += 1
+            self._hold_here()
+            if self._mode is ArmMode.ENABLED:
+                self._mode = ArmMode.HOLDING
         fault = self._meas.fault or (f"gripper: {self._grip_meas.fault}" if self._grip_meas.fault else None)
+        if fault is None and self._mode in (ArmMode.ENABLED, ArmMode.HOLDING, ArmMode.HOMING):
+            lag = np.abs(self._target - self._meas.q)
+            if np.max(lag) > self.config.max_following_error:
+                j = int(np.argmax(lag))
+                fault = f"following error: joint {j + 1} is {lag[j]:.3f} rad from its servo target"
         if fault is None and not self._meas.ready and self._mode not in (ArmMode.DISABLED, ArmMode.FAULT):
             fault = "arm controller left the ready state"
         if fault is not None and self._mode is not ArmMode.FAULT:

@@ -53,6 +53,7 @@ _CONFIG_PARAMS = (
     "max_tracking_error",
     "home_joint_speed",
     "state_stale_after",
+    "max_following_error",
 )
 _ARRAY_PARAMS = ("workspace_min", "workspace_max", "tool_offset", "home_q")
 

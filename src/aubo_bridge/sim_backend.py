@@ -44,6 +44,7 @@ class SimArmBackend:
             fault=fault,
             tcp_pos=state.tcp_pos,
             tcp_quat=state.tcp_quat,
+            epoch=state.episode,
         )
 
     def servo(self, q: np.ndarray) -> None:
