@@ -384,3 +384,18 @@ def test_following_error_faults(rig) -> None:
     driver.tick()
     assert driver.mode is ArmMode.FAULT
     assert "following error: joint 2" in driver.status().fault
+
+
+def test_bunched_actions_never_exceed_joint_speed_in_the_servo_stream(rig) -> None:
+    """Actions arriving in bursts (network jitter) are accepted, and servo targets stay within joint limits."""
+    driver, arm, _, clock = rig
+    limit = driver.config.max_joint_speed * driver.config.servo_period
+    previous = arm.q.copy()
+    for _ in range(10):
+        for _ in range(3):  # three actions in one servo period
+            assert driver.submit_action(np.array([0.45, 0.0, 0.0, 0, 0, 0.1, 0]), SOURCE_POLICY).accepted
+        for _ in range(3):
+            clock.t += driver.config.servo_period
+            driver.tick()
+            assert np.all(np.abs(arm.q - previous) <= limit + 1e-12)
+            previous = arm.q.copy()

@@ -228,7 +228,11 @@ class ArmDriver:
             self._step_home()
         elif self._mode is ArmMode.ENABLED:
             frac = min(1.0, (now - self._seg_t0) / self.config.control_period)
-            self._target = self._seg_start + (self._seg_goal - self._seg_start) * frac
+            desired = self._seg_start + (self._seg_goal - self._seg_start) * frac
+            # Hard joint-velocity limit on the stream itself: however actions bunch up
+            # in time, no servo target moves a joint faster than max_joint_speed.
+            max_step = self.config.max_joint_speed * self.config.servo_period
+            self._target = self._target + np.clip(desired - self._target, -max_step, max_step)
         self._send(self._target)
 
     # -------------------------------------------------------------- internals
@@ -246,14 +250,16 @@ class ArmDriver:
             drot = drot * (max_r / np.linalg.norm(drot))
         new_pos = np.clip(self._goal_pos + dpos, cfg.workspace_min, cfg.workspace_max)
         new_R = Rotation.from_rotvec(drot).as_matrix() @ self._goal_R
-        sol = ik(new_pos, new_R, self._target, cfg.tool_offset, pos_tol=cfg.ik_pos_tol, rot_tol=cfg.ik_rot_tol)
+        sol = ik(new_pos, new_R, self._seg_goal, cfg.tool_offset, pos_tol=cfg.ik_pos_tol, rot_tol=cfg.ik_rot_tol)
         if not sol.converged:
             return self._reject(
                 "ik",
                 f"goal {np.round(new_pos, 4).tolist()} unreachable (IK error "
                 f"{sol.pos_error * 1e3:.2f} mm, {np.degrees(sol.rot_error):.2f} deg)",
             )
-        joint_speed = np.abs(sol.q - self._target) / cfg.control_period
+        # The step this action asks for, from the previous goal's joints; how fast the
+        # servo stream then really moves is bounded separately, per tick, in _tick.
+        joint_speed = np.abs(sol.q - self._seg_goal) / cfg.control_period
         if np.any(joint_speed > cfg.max_joint_speed):
             j = int(np.argmax(joint_speed / cfg.max_joint_speed))
             return self._reject(
