@@ -87,8 +87,8 @@ def graph_runner(request: pytest.FixtureRequest, ros_env: dict[str, str]) -> Ite
         running.stop()
 
 
-@pytest.fixture
-def rclpy_node() -> Iterator[Any]:
+@contextlib.contextmanager
+def ros_probe(name: str) -> Iterator[Any]:
     """An rclpy node on its own context, spun by a background executor thread."""
     import rclpy
     from rclpy.context import Context
@@ -96,7 +96,7 @@ def rclpy_node() -> Iterator[Any]:
 
     context = Context()
     rclpy.init(context=context)
-    node = rclpy.create_node(f"test_probe_{os.getpid()}", context=context)
+    node = rclpy.create_node(f"{name}_{os.getpid()}", context=context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
 
@@ -104,7 +104,7 @@ def rclpy_node() -> Iterator[Any]:
         with contextlib.suppress(ExternalShutdownException):
             executor.spin()
 
-    thread = threading.Thread(target=spin, name="rclpy_node-executor", daemon=True)
+    thread = threading.Thread(target=spin, name=f"{name}-executor", daemon=True)
     thread.start()
     try:
         yield node
@@ -113,3 +113,10 @@ def rclpy_node() -> Iterator[Any]:
         thread.join(timeout=5.0)
         node.destroy_node()
         context.try_shutdown()
+
+
+@pytest.fixture
+def rclpy_node() -> Iterator[Any]:
+    """An rclpy node on its own context, spun by a background executor thread."""
+    with ros_probe("test_probe") as node:
+        yield node

@@ -1,0 +1,285 @@
+"""The simulated workcell graph on real rclpy: every node its own process, loopback DDS.
+
+One graph per module (sim_world, aubo_bridge with `policy` as the active
+source, conveyor_driver, both camera drivers), driven from a probe node
+exactly as a policy or an operator would: topics and services only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+from conftest import TEST_OUTPUT, ros_probe, wait_for
+
+from libero_workcell import ros_msgs
+from libero_workcell.bringup import Graph
+from libero_workcell.contract import (
+    ACTION_POS_SCALE,
+    IMAGE_ENCODING,
+    IMAGE_SIZE,
+    SOURCE_POLICY,
+    SOURCE_TELEOP,
+    Qos,
+    Services,
+    Topics,
+)
+from libero_workcell.launcher import launch
+from libero_workcell.ros_qos import qos
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+BELT_SPEED = 0.05
+
+
+@dataclass
+class Probe:
+    node: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    state: np.ndarray | None = None
+    state_count: int = 0
+    belt: tuple[float, float] | None = None  # (position, velocity)
+    truth: dict | None = None
+    images: dict[str, Any] = field(default_factory=dict)
+    infos: dict[str, Any] = field(default_factory=dict)
+    diagnostics: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def tcp(self) -> np.ndarray:
+        with self.lock:
+            assert self.state is not None
+            return self.state[:3].copy()
+
+    def counters(self) -> dict[str, int]:
+        values = self.diagnostics.get("aubo_bridge", {})
+        return {k[len("count_") :]: int(v) for k, v in values.items() if k.startswith("count_")}
+
+    def call(self, service: str, timeout: float = 5.0) -> tuple[bool, str]:
+        from std_srvs.srv import Trigger
+
+        client = self.node.create_client(Trigger, service)
+        try:
+            assert client.wait_for_service(timeout_sec=timeout), f"{service} not available"
+            future = client.call_async(Trigger.Request())
+            assert wait_for(future.done, timeout), f"{service} did not answer"
+            result = future.result()
+            return result.success, result.message
+        finally:
+            self.node.destroy_client(client)
+
+
+@pytest.fixture(scope="module")
+def graph(request: pytest.FixtureRequest) -> Iterator[Any]:
+    overrides = [
+        f"sim_link:=rosgraph_{os.getpid()}",
+        f"belt_speed:={BELT_SPEED}",
+        "aubo_bridge.active_source:=policy",
+        "sim_world.first_arrival:=1.0",
+        "sim_world.arrival_interval:=6.0",
+    ]
+    log_dir = TEST_OUTPUT / "test_ros_graph"
+    running = launch(Graph.load().resolve(overrides), env=dict(os.environ), log_dir=log_dir)
+    try:
+        yield running
+    finally:
+        codes = running.stop(timeout=10)
+        # every node shut down cleanly on SIGINT (run_node's contract)
+        assert all(code == 0 for code in codes.values()), codes
+
+
+@pytest.fixture(scope="module")
+def probe(graph: Any) -> Iterator[Probe]:
+    from diagnostic_msgs.msg import DiagnosticArray
+    from sensor_msgs.msg import CameraInfo, Image, JointState
+    from std_msgs.msg import String
+
+    with ros_probe("graph_probe") as node:
+        p = Probe(node)
+
+        def on_state(msg: JointState) -> None:
+            with p.lock:
+                p.state = ros_msgs.state_from_msg(msg)
+                p.state_count += 1
+
+        def on_belt(msg: JointState) -> None:
+            p.belt = (msg.position[0], msg.velocity[0])
+
+        def on_truth(msg: String) -> None:
+            p.truth = json.loads(msg.data)
+
+        def on_diag(msg: DiagnosticArray) -> None:
+            for st in msg.status:
+                p.diagnostics[st.name] = {kv.key: kv.value for kv in st.values}
+
+        node.create_subscription(JointState, Topics.ROBOT_STATE, on_state, qos(Qos.STATE))
+        node.create_subscription(JointState, Topics.CONVEYOR_STATE, on_belt, qos(Qos.STATE))
+        node.create_subscription(String, Topics.SIM_GROUND_TRUTH, on_truth, qos(Qos.STATE))
+        node.create_subscription(DiagnosticArray, Topics.DIAGNOSTICS, on_diag, qos(Qos.DIAGNOSTICS))
+        for cam in ("external", "wrist"):
+            node.create_subscription(
+                Image, Topics.image(cam), lambda m, c=cam: p.images.__setitem__(c, m), qos(Qos.SENSOR)
+            )
+            node.create_subscription(
+                CameraInfo, Topics.camera_info(cam), lambda m, c=cam: p.infos.__setitem__(c, m), qos(Qos.SENSOR)
+            )
+        p.publish_action = node.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND)).publish
+        ready = wait_for(lambda: p.state is not None and p.truth is not None and len(p.images) == 2, 60)
+        graph.check()
+        assert ready, "graph did not come up within 60 s"
+        # auto-enabled arm: wait until diagnostics say so
+        assert wait_for(lambda: p.diagnostics.get("aubo_bridge", {}).get("mode") == "enabled", 20)
+        yield p
+
+
+def stream(p: Probe, action: list[float], steps: int, source: str = SOURCE_POLICY, hz: float = 20.0) -> None:
+    """Publish ``action`` ``steps`` times at ``hz`` on absolute deadlines."""
+    t0 = time.perf_counter()
+    for k in range(steps):
+        p.publish_action(ros_msgs.action_msg(action, source))
+        delay = t0 + (k + 1) / hz - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+
+
+def settle(p: Probe, still_for: float = 0.3, timeout: float = 5.0) -> np.ndarray:
+    """Wait until the TCP stops moving; return where it rests."""
+    last, since = p.tcp(), time.monotonic()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = p.tcp()
+        if np.linalg.norm(now - last) > 2e-4:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= still_for:
+            return now
+    raise AssertionError("TCP did not settle")
+
+
+def unchanged_while(p: Probe, act: Callable[[], None], tol: float = 5e-4) -> np.ndarray:
+    before = settle(p)
+    act()
+    time.sleep(0.4)
+    after = settle(p)
+    assert np.linalg.norm(after - before) < tol, f"arm moved {after - before}"
+    return after
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        [0.2, 0.0, 0.0, 0, 0, 0, -1.0],
+        [0.0, -0.3, 0.1, 0, 0, 0, -1.0],
+    ],
+)
+def test_published_action_moves_tcp_by_the_commanded_amount(probe: Probe, action: list[float]) -> None:
+    p0 = settle(probe)
+    steps = 10
+    stream(probe, action, steps)
+    p1 = settle(probe)
+    expected = np.asarray(action[:3]) * ACTION_POS_SCALE * steps
+    np.testing.assert_allclose(p1 - p0, expected, atol=2e-3)
+
+
+def test_bad_actions_rejected_and_the_arm_holds(probe: Probe) -> None:
+    before = probe.counters().get("rejected_invalid", 0)
+    bad = [
+        [float("nan"), 0, 0, 0, 0, 0, 0],
+        [0.0, 0.0, 2.0, 0, 0, 0, 0],
+        [0.0, 0.0, -math.inf, 0, 0, 0, 0],
+    ]
+    unchanged_while(probe, lambda: [stream(probe, b, 5) for b in bad])
+    assert wait_for(lambda: probe.counters().get("rejected_invalid", 0) >= before + 15, 3.0), probe.counters()
+
+
+def test_only_the_active_source_drives(probe: Probe) -> None:
+    unchanged_while(probe, lambda: stream(probe, [0.3, 0, 0, 0, 0, 0, 0], 10, source=SOURCE_TELEOP))
+    assert probe.counters().get("rejected_source", 0) >= 10
+
+
+def test_stop_refuses_actions_until_enabled(probe: Probe) -> None:
+    ok, _ = probe.call(Services.ARM_STOP)
+    assert ok
+    try:
+        unchanged_while(probe, lambda: stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 10))
+    finally:
+        ok, msg = probe.call(Services.ARM_ENABLE)
+        assert ok, msg
+    p0 = settle(probe)
+    stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 5)
+    assert settle(probe)[1] - p0[1] == pytest.approx(5 * 0.2 * ACTION_POS_SCALE, abs=2e-3)
+
+
+def test_watchdog_holds_the_arm_when_the_stream_stops(probe: Probe) -> None:
+    holds_before = probe.counters().get("watchdog_holds", 0)
+    stream(probe, [-0.2, 0.0, 0.0, 0, 0, 0, 0], 8)
+    t_last = time.monotonic()
+    rest = settle(probe, still_for=0.3)
+    assert time.monotonic() - t_last < 1.5
+    assert wait_for(lambda: probe.counters().get("watchdog_holds", 0) > holds_before, 3.0)
+    time.sleep(0.5)
+    assert np.linalg.norm(probe.tcp() - rest) < 5e-4  # and it stays held
+
+
+def test_conveyor_moves_workpieces_at_the_set_speed(probe: Probe) -> None:
+    from std_msgs.msg import Float64
+
+    speed_pub = probe.node.create_publisher(Float64, Topics.CONVEYOR_SPEED_CMD, qos(Qos.COMMAND))
+    speed_pub.publish(Float64(data=BELT_SPEED))
+    assert wait_for(lambda: probe.belt is not None and abs(probe.belt[1] - BELT_SPEED) < 1e-3, 10), probe.belt
+
+    def on_belt() -> list[dict]:
+        t = probe.truth or {"workpieces": []}
+        return [w for w in t["workpieces"] if w["arrived"] and not w["held"] and w["pos"][2] > 0.03]
+
+    assert wait_for(lambda: len(on_belt()) > 0, 20), "no workpiece arrived on the belt"
+    name = on_belt()[0]["name"]
+
+    def sample() -> tuple[float, float]:
+        t = probe.truth
+        w = next(w for w in t["workpieces"] if w["name"] == name)
+        return t["sim_time"], w["pos"][0]
+
+    time.sleep(0.5)  # past the arrival transient
+    t0, x0 = sample()
+    time.sleep(2.0)
+    t1, x1 = sample()
+    assert (x1 - x0) / (t1 - t0) == pytest.approx(BELT_SPEED, rel=0.05)
+
+    ok, _ = probe.call(Services.CONVEYOR_STOP)
+    assert ok
+    assert wait_for(lambda: probe.belt is not None and abs(probe.belt[1]) < 1e-3, 5)
+    time.sleep(0.5)
+    t0, x0 = sample()
+    time.sleep(1.0)
+    t1, x1 = sample()
+    assert abs(x1 - x0) < 1e-3  # stopped belt, stopped workpiece
+    ok, _ = probe.call(Services.CONVEYOR_START)
+    assert ok
+    assert wait_for(lambda: abs(probe.belt[1] - BELT_SPEED) < 1e-3, 5)
+
+
+def test_cameras_publish_256_square_images_of_the_scene(probe: Probe) -> None:
+    for cam in ("external", "wrist"):
+        msg = probe.images[cam]
+        assert (msg.height, msg.width, msg.encoding) == (IMAGE_SIZE, IMAGE_SIZE, IMAGE_ENCODING)
+        rgb = ros_msgs.image_from_msg(msg)
+        assert rgb.std() > 20, f"{cam} image is nearly blank"
+        age = time.time() - ros_msgs.wall_from_stamp(msg.header.stamp)
+        assert age < 1.0, f"{cam} stamp is {age:.2f} s old"
+        info = probe.infos[cam]
+        assert info.k[0] > 0 and info.k[0] == info.k[4] and info.width == IMAGE_SIZE
+        cv2.imwrite(str(TEST_OUTPUT / f"ros_{cam}.png"), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+    ext = ros_msgs.image_from_msg(probe.images["external"]).astype(float)
+    wri = ros_msgs.image_from_msg(probe.images["wrist"]).astype(float)
+    assert np.abs(ext - wri).mean() > 20  # two different views
+    # the external view shows the blue tray: a patch of strongly blue pixels
+    blue = (ext[..., 2] > 120) & (ext[..., 2] > ext[..., 0] + 60) & (ext[..., 2] > ext[..., 1] + 30)
+    assert blue.sum() > 200
