@@ -27,6 +27,8 @@ NODE_SOURCES = {
     "aubo_bridge": ROOT / "src" / "aubo_bridge" / "node.py",
     "conveyor_driver": ROOT / "src" / "conveyor_driver" / "node.py",
     "camera_driver": ROOT / "src" / "camera_driver" / "node.py",
+    "sim_world": ROOT / "sim_bridge" / "world_node.py",
+    "scripted_expert": ROOT / "sim_bridge" / "expert_node.py",
 }
 
 
@@ -110,9 +112,9 @@ def _declared_params(path: Path) -> set[str]:
 
 
 def _doc_section(title: str) -> str:
-    match = re.search(r"^### " + re.escape(title) + r"\n(.*?)(?=^#|\Z)", DOC, flags=re.M | re.S)
+    match = re.search(r"^### " + re.escape(title) + r"( \([^\n]*\))?\n(.*?)(?=^#|\Z)", DOC, flags=re.M | re.S)
     assert match, f"no '### {title}' section in docs/interfaces.md"
-    return match.group(1)
+    return match.group(2)
 
 
 @pytest.mark.parametrize("node", sorted(NODE_SOURCES))
