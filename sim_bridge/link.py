@@ -284,6 +284,16 @@ class SimLink:
             belt_running=bool(v["belt_running"]),
         )
 
+    def read_fresh_state(self, stale_after: float) -> tuple[WorldState | None, str | None]:
+        """(state, fault): state is None before the world's first write; fault names a stalled world."""
+        seq, state = self.read_state()
+        if seq == 0:
+            return None, None
+        age = time.time() - state.wall_time
+        if age > stale_after:
+            return state, f"sim world state is {age:.2f} s old: world stopped or stalled"
+        return state, None
+
     def write_arm_command(self, q: np.ndarray) -> None:
         self._write("arm_cmd_seq", {"arm_cmd_q": q, "arm_cmd_wall": time.time()})
 

@@ -94,3 +94,13 @@ class ArmConfig:
         if unknown:
             raise ConfigError(f"unknown arm config keys {unknown}; known: {sorted(known)}")
         return cls(**values)
+
+
+def parameter_defaults() -> dict[str, float | list[float]]:
+    """Every ArmConfig field as a ROS parameter default (arrays as double lists): one list of names."""
+    defaults = ArmConfig()
+    out: dict[str, float | list[float]] = {}
+    for f in fields(ArmConfig):
+        value = getattr(defaults, f.name)
+        out[f.name] = [float(v) for v in value] if isinstance(value, np.ndarray) else float(value)
+    return out

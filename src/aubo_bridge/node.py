@@ -23,7 +23,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from aubo_bridge.backends import make_backends
-from aubo_bridge.config import ArmConfig, ConfigError
+from aubo_bridge.config import ArmConfig, ConfigError, parameter_defaults
 from aubo_bridge.driver import ArmDriver, ArmMode
 from libero_workcell import ros_msgs
 from libero_workcell.arbiter import ArbiterError
@@ -42,39 +42,20 @@ from libero_workcell.node_main import run_node
 from libero_workcell.rate import run_loop
 from libero_workcell.ros_qos import qos
 
-# ArmConfig fields exposed as parameters (name -> default from ArmConfig).
-_CONFIG_PARAMS = (
-    "control_hz",
-    "servo_hz",
-    "watchdog_timeout",
-    "max_tcp_speed",
-    "max_tcp_rot_speed",
-    "joint_speed_fraction",
-    "max_tracking_error",
-    "home_joint_speed",
-    "state_stale_after",
-    "max_following_error",
-)
-_ARRAY_PARAMS = ("workspace_min", "workspace_max", "tool_offset", "home_q")
+ARM_PARAMS = parameter_defaults()  # every ArmConfig field is a parameter of the same name
 
 
 class AuboBridgeNode(Node):
     def __init__(self) -> None:
         super().__init__("aubo_bridge")
-        defaults = ArmConfig()
         self.declare_parameter(Params.USE_SIM, True)
         self.declare_parameter(Params.SIM_LINK, "workcell")
         self.declare_parameter(Params.ACTIVE_SOURCE, SOURCE_NONE)
         self.declare_parameter("auto_enable", False)
         self.declare_parameter("publish_hz", 50.0)
-        for name in _CONFIG_PARAMS:
-            self.declare_parameter(name, float(getattr(defaults, name)))
-        for name in _ARRAY_PARAMS:
-            self.declare_parameter(name, [float(v) for v in getattr(defaults, name)])
-
-        values = {n: self.get_parameter(n).value for n in _CONFIG_PARAMS}
-        values |= {n: list(self.get_parameter(n).value) for n in _ARRAY_PARAMS}
-        self.config = ArmConfig.from_mapping(values)
+        for name, default in ARM_PARAMS.items():
+            self.declare_parameter(name, default)
+        self.config = ArmConfig.from_mapping({n: self.get_parameter(n).value for n in ARM_PARAMS})
         self.use_sim = bool(self.get_parameter(Params.USE_SIM).value)
         arm, gripper = make_backends(
             use_sim=self.use_sim,
@@ -137,7 +118,7 @@ class AuboBridgeNode(Node):
                     return SetParametersResult(successful=False, reason=str(exc))
                 self.get_logger().info(f"active action source -> {p.value!r}")
                 self._publish_source(str(p.value))
-            elif p.name in _CONFIG_PARAMS or p.name in _ARRAY_PARAMS or p.name == Params.USE_SIM:
+            elif p.name in ARM_PARAMS or p.name == Params.USE_SIM:
                 return SetParametersResult(successful=False, reason=f"{p.name} is fixed at start-up")
         return SetParametersResult(successful=True)
 

@@ -12,17 +12,11 @@ from sim_bridge.link import LinkError, SimLink, WorldState
 
 
 def _staleness(link: SimLink, stale_after: float) -> tuple[WorldState | None, str | None]:
-    """(state or None before the world's first write, fault or None)."""
+    """The link's fresh-state read, with link failures reported as backend errors."""
     try:
-        seq, state = link.read_state()
+        return link.read_fresh_state(stale_after)
     except LinkError as exc:
         raise BackendError(str(exc)) from exc
-    if seq == 0:
-        return None, None
-    age = time.time() - state.wall_time
-    if age > stale_after:
-        return state, f"sim world state is {age:.2f} s old: world stopped or stalled"
-    return state, None
 
 
 class SimArmBackend:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from conveyor_driver.driver import BeltState
-from sim_bridge.link import SimLink
+from sim_bridge.link import LinkError, SimLink
 
 
 class SimConveyorBackend:
@@ -16,11 +16,12 @@ class SimConveyorBackend:
         self._stale_after = stale_after
 
     def read(self) -> BeltState:
-        seq, s = self._link.read_state()
-        if seq == 0:
+        try:
+            s, fault = self._link.read_fresh_state(self._stale_after)
+        except LinkError as exc:
+            return BeltState(self._clock(), 0.0, 0.0, False, str(exc))
+        if s is None:
             return BeltState(self._clock(), 0.0, 0.0, False, None)
-        age = time.time() - s.wall_time
-        fault = f"sim world state is {age:.2f} s old: world stopped" if age > self._stale_after else None
         return BeltState(self._clock(), s.belt_pos, s.belt_speed, s.belt_running, fault)
 
     def run(self, speed: float) -> None:
