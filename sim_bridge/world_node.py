@@ -254,7 +254,7 @@ class SimWorldNode(Node):
                 lag = time.monotonic() - due
                 if lag > MAX_LAG:
                     self.overruns += 1
-                    self.get_logger().warn(
+                    self.get_logger().warning(
                         f"sim world {lag:.2f} s behind the wall clock at real_time_factor {self.rtf:g}: re-anchoring",
                         throttle_duration_sec=5.0,
                     )
@@ -329,9 +329,9 @@ class SimWorldNode(Node):
         elif kind == "placed":
             log.info(f"[t={t:.2f}s] placed: {what} in its slot")
         elif kind == "removed":
-            log.warn(f"[t={t:.2f}s] removed: {what} left its slot")
+            log.warning(f"[t={t:.2f}s] removed: {what} left its slot")
         elif kind == "lost":
-            log.warn(f"[t={t:.2f}s] lost: {what} ran off the belt end")
+            log.warning(f"[t={t:.2f}s] lost: {what} ran off the belt end")
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:

@@ -399,3 +399,33 @@ def test_bunched_actions_never_exceed_joint_speed_in_the_servo_stream(rig) -> No
             driver.tick()
             assert np.all(np.abs(arm.q - previous) <= limit + 1e-12)
             previous = arm.q.copy()
+
+
+class LaggingArm(IdealArm):
+    """Closes a fixed fraction of the gap to its target per servo call, like a servo with lookahead."""
+
+    def servo(self, q: np.ndarray) -> None:
+        self.servo_calls += 1
+        self.q = self.q + 0.1 * (np.array(q, float) - self.q)
+
+
+def test_resuming_after_a_hold_keeps_every_commanded_millimetre() -> None:
+    """A stalled stream, then more actions: the arm ends where the accepted actions add up to."""
+    clock = ManualClock()
+    arm, gripper = LaggingArm(clock), IdealGripper(clock)
+    driver = ArmDriver(ArmConfig(), arm, gripper, clock=clock, active_source=SOURCE_POLICY)
+    driver.enable()
+    p0, _ = fk(arm.q)
+    for burst in range(3):
+        for _ in range(4):
+            assert driver.submit_action(np.array([0.0, 0.2, 0.0, 0, 0, 0, 0]), SOURCE_POLICY).accepted
+            run_control_period(driver, clock)
+        while driver.mode is ArmMode.ENABLED:  # the stream stalls: the watchdog holds ...
+            clock.t += driver.config.servo_period
+            driver.tick()
+        assert driver.mode is ArmMode.HOLDING, burst  # ... and the next burst resumes at once, arm still lagging
+    for _ in range(300):  # let the lagging arm arrive
+        clock.t += driver.config.servo_period
+        driver.tick()
+    p1, _ = fk(arm.q)
+    np.testing.assert_allclose(p1 - p0, [0.0, 12 * 0.2 * ACTION_POS_SCALE, 0.0], atol=1e-5)

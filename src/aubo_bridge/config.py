@@ -39,7 +39,9 @@ class ArmConfig:
     max_tcp_speed: float = 0.5  # m/s: goal translation per step is clipped to this / control_hz
     max_tcp_rot_speed: float = 2.0  # rad/s
     joint_speed_fraction: float = 0.6  # of the i5H joint velocity limits, for servo targets
-    max_tracking_error: float = 0.03  # m: goal re-anchors on the measured TCP beyond this
+    # m: the goal re-anchors on the measured TCP when the arm lags it by more (windup guard).
+    # Must exceed max_tcp_speed x the controller's tracking delay (AUBO servo lookahead ~0.1 s).
+    max_tracking_error: float = 0.08
     tool_offset: np.ndarray = field(default_factory=lambda: TOOL_OFFSET.copy())  # flange -> grip_site
     home_q: np.ndarray = field(default_factory=lambda: HOME_Q.copy())
     home_joint_speed: float = 0.6  # rad/s, homing moves

@@ -239,8 +239,10 @@ class ArmDriver:
     def _apply(self, a: np.ndarray) -> ActionResult:
         cfg = self.config
         now = self._clock()
-        if self._mode is ArmMode.HOLDING or self._tracking_error() > cfg.max_tracking_error:
-            self._hold_here()  # re-anchor the goal on the measured pose
+        if self._tracking_error() > cfg.max_tracking_error:
+            self._hold_here()  # the arm could not follow (blocked, stalled): re-anchor on the measured pose
+        elif self._mode is ArmMode.HOLDING:
+            self._hold_here(keep_target=True)  # resume from where the arm was told to hold
         dpos, drot, grip = action_to_delta(a)
         max_d = cfg.max_tcp_speed * cfg.control_period
         if np.linalg.norm(dpos) > max_d:
