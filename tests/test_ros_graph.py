@@ -52,6 +52,7 @@ class Probe:
     images: dict[str, Any] = field(default_factory=dict)
     infos: dict[str, Any] = field(default_factory=dict)
     diagnostics: dict[str, dict[str, str]] = field(default_factory=dict)
+    diag_seq: dict[str, int] = field(default_factory=dict)
 
     def tcp(self) -> np.ndarray:
         with self.lock:
@@ -59,7 +60,10 @@ class Probe:
             return self.state[:3].copy()
 
     def counters(self) -> dict[str, int]:
-        values = self.diagnostics.get("aubo_bridge", {})
+        """aubo_bridge's counters from a /diagnostics message published after this call (1 Hz)."""
+        seq = self.diag_seq.get("aubo_bridge", 0)
+        assert wait_for(lambda: self.diag_seq.get("aubo_bridge", 0) > seq, 3.0), "no fresh diagnostics"
+        values = self.diagnostics["aubo_bridge"]
         return {k[len("count_") :]: int(v) for k, v in values.items() if k.startswith("count_")}
 
     def call(self, service: str, timeout: float = 5.0) -> tuple[bool, str]:
@@ -118,6 +122,7 @@ def probe(graph: Any) -> Iterator[Probe]:
         def on_diag(msg: DiagnosticArray) -> None:
             for st in msg.status:
                 p.diagnostics[st.name] = {kv.key: kv.value for kv in st.values}
+                p.diag_seq[st.name] = p.diag_seq.get(st.name, 0) + 1
 
         node.create_subscription(JointState, Topics.ROBOT_STATE, on_state, qos(Qos.STATE))
         node.create_subscription(JointState, Topics.CONVEYOR_STATE, on_belt, qos(Qos.STATE))
@@ -196,12 +201,13 @@ def test_bad_actions_rejected_and_the_arm_holds(probe: Probe) -> None:
         [0.0, 0.0, -math.inf, 0, 0, 0, 0],
     ]
     unchanged_while(probe, lambda: [stream(probe, b, 5) for b in bad])
-    assert wait_for(lambda: probe.counters().get("rejected_invalid", 0) >= before + 15, 3.0), probe.counters()
+    assert probe.counters().get("rejected_invalid", 0) >= before + 15
 
 
 def test_only_the_active_source_drives(probe: Probe) -> None:
+    before = probe.counters().get("rejected_source", 0)
     unchanged_while(probe, lambda: stream(probe, [0.3, 0, 0, 0, 0, 0, 0], 10, source=SOURCE_TELEOP))
-    assert probe.counters().get("rejected_source", 0) >= 10
+    assert probe.counters().get("rejected_source", 0) >= before + 10
 
 
 def test_stop_refuses_actions_until_enabled(probe: Probe) -> None:
@@ -223,7 +229,7 @@ def test_watchdog_holds_the_arm_when_the_stream_stops(probe: Probe) -> None:
     t_last = time.monotonic()
     rest = settle(probe, still_for=0.3)
     assert time.monotonic() - t_last < 1.5
-    assert wait_for(lambda: probe.counters().get("watchdog_holds", 0) > holds_before, 3.0)
+    assert probe.counters().get("watchdog_holds", 0) > holds_before
     time.sleep(0.5)
     assert np.linalg.norm(probe.tcp() - rest) < 5e-4  # and it stays held
 
@@ -283,3 +289,18 @@ def test_cameras_publish_256_square_images_of_the_scene(probe: Probe) -> None:
     # the external view shows the blue tray: a patch of strongly blue pixels
     blue = (ext[..., 2] > 120) & (ext[..., 2] > ext[..., 0] + 60) & (ext[..., 2] > ext[..., 1] + 30)
     assert blue.sum() > 200
+
+
+def test_home_service_returns_the_tcp_to_the_home_pose(probe: Probe) -> None:
+    from libero_workcell.layout import HOME_TCP_POS
+
+    stream(probe, [0.2, 0.2, -0.2, 0, 0, 0, 0], 6)  # somewhere else first
+    away = settle(probe)
+    assert np.linalg.norm(away - HOME_TCP_POS) > 0.02
+    ok, msg = probe.call(Services.ARM_HOME)
+    assert ok, msg
+    assert wait_for(lambda: np.linalg.norm(probe.tcp() - HOME_TCP_POS) < 2e-3, 20), probe.tcp()
+    assert wait_for(lambda: probe.diagnostics["aubo_bridge"]["mode"] == "enabled", 5)
+    # and actions drive again from there
+    stream(probe, [0.0, 0.0, -0.2, 0, 0, 0, 0], 5)
+    assert settle(probe)[2] == pytest.approx(HOME_TCP_POS[2] - 5 * 0.2 * ACTION_POS_SCALE, abs=2e-3)
