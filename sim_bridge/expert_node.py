@@ -19,7 +19,7 @@ from std_msgs.msg import String
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, ContractError, Params, Qos, Topics
 from libero_workcell.node_main import run_node
-from libero_workcell.rate import run_loop
+from libero_workcell.rate import CONTROL_PRIORITY, run_loop
 from libero_workcell.ros_qos import qos
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 
@@ -44,7 +44,9 @@ class ExpertNode(Node):
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
         self._stop = threading.Event()
-        self._thread, self.loop = run_loop(hz, self._step, self._stop, "expert")
+        self._thread, self.loop = run_loop(hz, self._step, self._stop, "expert", priority=CONTROL_PRIORITY)
+        if self.loop.priority_note:
+            self.get_logger().warning(f"action loop: {self.loop.priority_note}")
         self.get_logger().info(f"scripted expert publishing actions as {SOURCE_EXPERT!r} at {hz} Hz")
 
     def _on_truth(self, msg: String) -> None:

@@ -303,6 +303,10 @@ class SimLink:
     def write_belt_command(self, speed: float, run: bool) -> None:
         self._write("belt_cmd_seq", {"belt_cmd_speed": speed, "belt_cmd_run": run})
 
+    def frame_index(self, camera: str) -> int:
+        """The newest frame's counter (0: none yet): a cheap check before copying a frame."""
+        return int(self._rec["cam_frame"][CAMERA_NAMES.index(camera)])
+
     def read_frame(self, camera: str) -> CameraFrame | None:
         """The newest frame of ``camera``, or None before the first render."""
         index = CAMERA_NAMES.index(camera)

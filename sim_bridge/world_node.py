@@ -45,6 +45,7 @@ from sim_bridge.world import SimWorld
 
 SERVO_PERIOD = 0.01  # s: state refresh period while paused
 MAX_LAG = 0.25  # s behind the wall clock before the pacing re-anchors (and says so)
+MAX_PACING_SLEEP = 0.05  # s: one pacing sleep at most (stays responsive to stop and parameter changes)
 
 
 def qos_profile(spec: QosSpec) -> QoSProfile:
@@ -94,6 +95,7 @@ class SimWorldNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self.rtf = max(0.0, float(self._param("real_time_factor")))
+        self._pending_rtf: float | None = None
         self.link_name = str(self._param(Params.SIM_LINK))
         self.link = SimLink.create(self.link_name)
         self.world: SimWorld | None = None
@@ -146,8 +148,7 @@ class SimWorldNode(Node):
             rtf = float(changes["real_time_factor"])
             if not math.isfinite(rtf) or rtf < 0:
                 return SetParametersResult(successful=False, reason="real_time_factor must be >= 0")
-            self.rtf = rtf
-            self._reanchor = True
+            self._pending_rtf = rtf  # applied by the world thread together with a re-anchor
         if "camera_hz" in changes and self.world is not None:
             hz = float(changes["camera_hz"])
             if not math.isfinite(hz) or hz < 0:
@@ -218,6 +219,9 @@ class SimWorldNode(Node):
                 self._do_reset(world, *request)
                 was_done = False
                 next_gt = next_ep = time.monotonic()
+            if self._pending_rtf is not None:  # a new pace starts from here, never against the old anchor
+                self.rtf, self._pending_rtf = self._pending_rtf, None
+                self._reanchor = True
             if self._reanchor:
                 self._reanchor = False
                 anchor_wall, anchor_sim = time.monotonic(), world.sim_time
@@ -260,7 +264,7 @@ class SimWorldNode(Node):
                     )
                     self._reanchor = True
                 elif lag < -dt * 0.25:
-                    time.sleep(-lag)
+                    self._stop.wait(min(-lag, MAX_PACING_SLEEP))
             else:
                 time.sleep(0)  # let the executor thread in
 

@@ -63,7 +63,7 @@ def test_default_nodes_and_parameters():
     }
     assert specs["aubo_bridge"].parameters == {
         "use_sim": True, "sim_link": "workcell", "control_hz": 20.0, "servo_hz": 100.0,
-        "watchdog_timeout": 0.1, "auto_enable": True, "active_source": "expert",
+        "watchdog_timeout": 0.075, "auto_enable": True, "active_source": "expert",
     }
     assert specs["conveyor_driver"].parameters == {
         "use_sim": True, "sim_link": "workcell", "belt_speed": 0.03, "autostart": True,

@@ -218,7 +218,7 @@ class ArmDriver:
         if (
             self._mode is ArmMode.ENABLED
             and self._last_action_t is not None
-            and now - self._last_action_t > self.config.watchdog_timeout
+            and now - self._last_action_t >= self.config.watchdog_timeout
         ):
             self.counters["watchdog_holds"] += 1
             self._last_error = f"no action for {now - self._last_action_t:.3f} s: holding"
@@ -227,7 +227,9 @@ class ArmDriver:
         if self._mode is ArmMode.HOMING:
             self._step_home()
         elif self._mode is ArmMode.ENABLED:
-            frac = min(1.0, (now - self._seg_t0) / self.config.control_period)
+            # A servo target is where the arm should be when the next one is due
+            # (AUBO servoJoint's t = the call interval): interpolate to now + one servo period.
+            frac = min(1.0, (now + self.config.servo_period - self._seg_t0) / self.config.control_period)
             desired = self._seg_start + (self._seg_goal - self._seg_start) * frac
             # Hard joint-velocity limit on the stream itself: however actions bunch up
             # in time, no servo target moves a joint faster than max_joint_speed.

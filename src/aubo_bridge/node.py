@@ -39,7 +39,7 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.node_main import run_node
-from libero_workcell.rate import run_loop
+from libero_workcell.rate import CONTROL_PRIORITY, run_loop
 from libero_workcell.ros_qos import qos
 
 ARM_PARAMS = parameter_defaults()  # every ArmConfig field is a parameter of the same name
@@ -85,7 +85,11 @@ class AuboBridgeNode(Node):
         self._auto_enable = bool(self.get_parameter("auto_enable").value)
         self._latency_ms: list[float] = []
         self._stop = threading.Event()
-        self._servo_thread, self.servo_loop = run_loop(self.config.servo_hz, self.driver.tick, self._stop, "servo")
+        self._servo_thread, self.servo_loop = run_loop(
+            self.config.servo_hz, self.driver.tick, self._stop, "servo", priority=CONTROL_PRIORITY
+        )
+        if self.servo_loop.priority_note:
+            self.get_logger().warning(f"servo thread: {self.servo_loop.priority_note}")
         self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish_state)
         self.create_timer(1.0, self._publish_diagnostics)
         if self._auto_enable:

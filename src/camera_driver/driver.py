@@ -30,6 +30,9 @@ class CameraBackend(Protocol):
 
     def latest(self) -> Frame | None: ...
 
+    def latest_index(self) -> int:
+        """Index of the newest frame (0: none), without copying it."""
+
     def close(self) -> None: ...
 
 
@@ -57,6 +60,8 @@ class CameraDriver:
 
     def read_new(self) -> tuple[Frame | None, str]:
         """Like :meth:`read_latest` but None (reason "no new frame") if it was already returned."""
+        if self.backend.latest_index() == self._last_index:
+            return None, "no new frame"  # cheap: no frame copied
         frame, reason = self.read_latest()
         if frame is None:
             return None, reason

@@ -7,6 +7,8 @@ frame age honestly.
 
 from __future__ import annotations
 
+import threading
+
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
@@ -23,6 +25,7 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.node_main import run_node
+from libero_workcell.rate import run_loop
 from libero_workcell.ros_qos import qos
 
 OPTICAL_FRAMES = {"external": EXTERNAL_CAMERA_FRAME, "wrist": WRIST_CAMERA_FRAME}
@@ -47,6 +50,7 @@ class CameraNode(Node):
         self.declare_parameter(Params.CAMERA_NAME, "external")
         self.declare_parameter(Params.CAMERA_HZ, CAMERA_HZ_DEFAULT)
         self.declare_parameter(Params.MAX_FRAME_AGE, 0.2)
+        self.declare_parameter("poll_hz", 200.0)
         self.camera = str(self.get_parameter(Params.CAMERA_NAME).value)
         backend = make_backend(
             bool(self.get_parameter(Params.USE_SIM).value), str(self.get_parameter(Params.SIM_LINK).value), self.camera
@@ -56,9 +60,10 @@ class CameraNode(Node):
         self._pub_image = self.create_publisher(Image, Topics.image(self.camera), qos(Qos.SENSOR))
         self._pub_info = self.create_publisher(CameraInfo, Topics.camera_info(self.camera), qos(Qos.SENSOR))
         self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
-        hz = float(self.get_parameter(Params.CAMERA_HZ).value)
-        # Poll at twice the frame rate so a new frame waits at most half a period.
-        self.create_timer(0.5 / hz, self._poll)
+        # Frames are checked on a thread at poll_hz (a cheap counter read), not at
+        # camera_hz: a sim running faster than real time delivers frames faster.
+        self._stop = threading.Event()
+        self._thread, _ = run_loop(float(self.get_parameter("poll_hz").value), self._poll, self._stop, "camera")
         self.create_timer(1.0, self._publish_diag)
         self.published = 0
         self._status = "no frame yet"
@@ -75,6 +80,10 @@ class CameraNode(Node):
         self._pub_image.publish(ros_msgs.image_msg(frame.rgb, frame.wall_time, self.frame_id))
         self._pub_info.publish(ros_msgs.camera_info_msg(w, h, frame.fovy, frame.wall_time, self.frame_id))
         self.published += 1
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1.0)
 
     def _publish_diag(self) -> None:
         level = ros_msgs.DIAG_OK if self._status == "ok" else ros_msgs.DIAG_WARN

@@ -17,5 +17,8 @@ class SimCameraBackend:
             return None
         return Frame(self.name, f.frame, f.wall_time, f.rgb, f.fovy)
 
+    def latest_index(self) -> int:
+        return self._link.frame_index(self.name)
+
     def close(self) -> None:
         pass

@@ -31,7 +31,9 @@ WRIST_CAMERA_FRAME: Final = "wrist_camera_optical"
 # --------------------------------------------------------------------------
 CONTROL_HZ_DEFAULT: Final = 20.0  # LIBERO's control frequency
 SIM_SERVO_HZ_DEFAULT: Final = 100.0  # servo-target rate of the sim backend
-WATCHDOG_PERIODS_DEFAULT: Final = 2.0  # hold after this many control periods without an action
+# Hold after this many control periods without an action. 1.5 leaves half a period
+# for action jitter and the servo tick, so the hold lands within 2 periods.
+WATCHDOG_PERIODS_DEFAULT: Final = 1.5
 
 # --------------------------------------------------------------------------
 # 7-D action: six relative operational-space commands + one gripper command.

@@ -10,6 +10,8 @@ period error percentiles.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections import deque
@@ -27,6 +29,7 @@ class RateLoop:
         self._next: float | None = None
         self._last_tick: float | None = None
         self.overruns = 0
+        self.priority_note: str | None = None
         self.periods: deque[float] = deque(maxlen=history)  # measured tick-to-tick periods, s
 
     def sleep(self, stop: threading.Event | None = None) -> bool:
@@ -69,16 +72,42 @@ class RateLoop:
         }
 
 
+# SCHED_FIFO priority for control threads (servo, action loops). On a loaded
+# machine a normal thread can wake milliseconds late; real-time priority is
+# what robot drivers use for their control loop. Never for heavy work (physics).
+CONTROL_PRIORITY = 20
+
+
+def set_realtime_priority(priority: int) -> str | None:
+    """Give the calling thread SCHED_FIFO ``priority``; returns why not, or None on success."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (AttributeError, PermissionError, OSError) as exc:
+        return f"no real-time priority ({exc}); loop timing may jitter under load"
+    # The woken thread still needs the GIL: make other threads hand it over within 1 ms.
+    sys.setswitchinterval(0.001)
+    return None
+
+
 def run_loop(
-    hz: float, body: Callable[[], None], stop: threading.Event, name: str
+    hz: float, body: Callable[[], None], stop: threading.Event, name: str, priority: int = 0
 ) -> tuple[threading.Thread, RateLoop]:
-    """Run ``body`` at ``hz`` on a daemon thread until ``stop`` is set."""
+    """Run ``body`` at ``hz`` on a daemon thread until ``stop`` is set.
+
+    With ``priority`` > 0 the thread asks for SCHED_FIFO at that priority;
+    ``loop.priority_note`` then says why it did not get it (None if it did).
+    """
     loop = RateLoop(hz)
+    ready = threading.Event()
 
     def _run() -> None:
+        if priority > 0:
+            loop.priority_note = set_realtime_priority(priority)
+        ready.set()
         while loop.sleep(stop):
             body()
 
     thread = threading.Thread(target=_run, name=name, daemon=True)
     thread.start()
+    ready.wait(timeout=1.0)
     return thread, loop
