@@ -7,7 +7,7 @@ the raw per-repetition data. A benchmark, not a test: it never fails on a
 missed target (exit code 0 unless the harness itself broke).
 
 All DDS traffic stays on loopback (:func:`libero_workcell.dds.loopback_env`)
-on a domain in 150..200 derived from the pid (tests use 1..100), and each
+on a per-run domain (1..100, from the pid: RTPS ports stay below the ephemeral range), and each
 graph gets its own shared-memory link; every node started is stopped at the
 end, also on errors, Ctrl-C and SIGTERM.
 """
@@ -37,7 +37,6 @@ from bench.common import ERROR, INFO, Figure, fmt, p50_p99_text, table, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "bench-output"
-DOMAIN_LO, DOMAIN_HI = 150, 200
 PERIOD_ERR_TARGET_MS = 2.0
 RTF_TARGET = 2.0
 WATCHDOG_TARGET_MS = 100.0
@@ -265,8 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="shorter windows and fewer repetitions (< 1 min)")
     parser.add_argument("--only", default="inproc,expert,policy",
                         help="comma list of parts to run: inproc, expert, policy (default: all)")
-    parser.add_argument("--domain-id", type=int, default=None, help=f"ROS_DOMAIN_ID (default {DOMAIN_LO}..{DOMAIN_HI} "
-                        "from the pid)")
+    parser.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID (default: 1..100 from the pid)")
     parser.add_argument("--out", default=str(OUT_DIR / "bench.json"), help="JSON output file")
     args = parser.parse_args(argv)
     parts = {p.strip() for p in args.only.split(",") if p.strip()}
@@ -275,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["MUJOCO_GL"] = "egl"
     from libero_workcell import dds
 
-    domain = args.domain_id if args.domain_id is not None else DOMAIN_LO + os.getpid() % (DOMAIN_HI - DOMAIN_LO + 1)
+    domain = args.domain_id if args.domain_id is not None else dds.per_run_domain_id()
     dds.apply_loopback_env(domain)  # before rclpy is imported anywhere in this process
     env = dds.loopback_env(domain)
     out_path = Path(args.out)

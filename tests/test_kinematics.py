@@ -84,3 +84,17 @@ def test_home_q_puts_tcp_at_home_pointing_down() -> None:
     np.testing.assert_allclose(p, HOME_TCP_POS, atol=1e-8)
     np.testing.assert_allclose(R, HOME_TCP_ROTMAT, atol=1e-8)
     assert R[2, 2] == pytest.approx(-1.0)  # tool z points down
+
+
+def test_rotation_error_matches_scipy_everywhere_including_near_pi() -> None:
+    from aubo_bridge.kinematics import rotation_error
+
+    rng = np.random.default_rng(3)
+    cases = [
+        (Rotation.random(random_state=rng).as_matrix(), Rotation.random(random_state=rng).as_matrix())
+        for _ in range(500)
+    ]
+    near_pi = Rotation.from_rotvec([0.0, np.pi - 1e-4, 0.0]).as_matrix()
+    cases += [(near_pi, np.eye(3)), (np.eye(3), np.eye(3)), (Rotation.from_rotvec([1e-9, 0, 0]).as_matrix(), np.eye(3))]
+    for R_t, R_c in cases:
+        np.testing.assert_allclose(rotation_error(R_t, R_c), Rotation.from_matrix(R_t @ R_c.T).as_rotvec(), atol=1e-7)

@@ -47,6 +47,11 @@ from libero_workcell.contract import (
     validate_action,
 )
 
+# One control step's goal is millimetres from the previous one: IK from the
+# previous goal's joints converges in 2-3 iterations. A goal that needs more
+# is unreachable in practice, and the lock the servo tick needs is held meanwhile.
+IK_MAX_ITERATIONS = 15
+
 
 class ArmMode(enum.Enum):
     DISABLED = "disabled"  # powered but not accepting actions (start-up, after stop)
@@ -254,7 +259,15 @@ class ArmDriver:
             drot = drot * (max_r / np.linalg.norm(drot))
         new_pos = np.clip(self._goal_pos + dpos, cfg.workspace_min, cfg.workspace_max)
         new_R = Rotation.from_rotvec(drot).as_matrix() @ self._goal_R
-        sol = ik(new_pos, new_R, self._seg_goal, cfg.tool_offset, pos_tol=cfg.ik_pos_tol, rot_tol=cfg.ik_rot_tol)
+        sol = ik(
+            new_pos,
+            new_R,
+            self._seg_goal,
+            cfg.tool_offset,
+            pos_tol=cfg.ik_pos_tol,
+            rot_tol=cfg.ik_rot_tol,
+            max_iterations=IK_MAX_ITERATIONS,
+        )
         if not sol.converged:
             return self._reject(
                 "ik",

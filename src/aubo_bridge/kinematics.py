@@ -18,58 +18,65 @@ from transforms3d.euler import euler2mat
 
 from aubo_bridge.description import JOINT_LIMITS, JOINT_ORIGINS, TOOL_OFFSET
 
-
-def _origin(xyz: tuple[float, float, float], rpy: tuple[float, float, float]) -> np.ndarray:
-    T = np.eye(4)
-    T[:3, :3] = euler2mat(*rpy, axes="sxyz")  # URDF: fixed-axis roll, pitch, yaw
-    T[:3, 3] = xyz
-    return T
+# URDF joint origins as (rotation, translation); URDF rpy is fixed-axis roll, pitch, yaw.
+_ORIGIN_R: Final = tuple(euler2mat(*j.rpy, axes="sxyz") for j in JOINT_ORIGINS)
+_ORIGIN_P: Final = tuple(np.array(j.xyz, dtype=float) for j in JOINT_ORIGINS)
 
 
-_ORIGINS: Final = tuple(_origin(j.xyz, j.rpy) for j in JOINT_ORIGINS)
+def _chain(q: np.ndarray, tool_offset: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(joint axes z_i (6x3), joint origins p_i (6x3), TCP position, TCP rotation) in the base frame.
 
-
-def _rot_z(angle: float) -> np.ndarray:
-    c, s = np.cos(angle), np.sin(angle)
-    T = np.eye(4)
-    T[0, 0], T[0, 1], T[1, 0], T[1, 1] = c, -s, s, c
-    return T
-
-
-def joint_frames(q: np.ndarray, tool_offset: np.ndarray = TOOL_OFFSET) -> list[np.ndarray]:
-    """World transforms of each joint frame (after its rotation) and, last, the TCP."""
-    T = np.eye(4)
-    frames = []
-    for origin, angle in zip(_ORIGINS, q, strict=True):
-        T = T @ origin @ _rot_z(angle)
-        frames.append(T)
-    tcp = T.copy()
-    tcp[:3, 3] = T[:3, :3] @ tool_offset + T[:3, 3]
-    frames.append(tcp)
-    return frames
+    3x3 rotations and translations rather than 4x4 products: this runs in the
+    servo path, a few times per control step.
+    """
+    R = np.eye(3)
+    p = np.zeros(3)
+    axes = np.empty((6, 3))
+    origins = np.empty((6, 3))
+    for i, (Ro, po, angle) in enumerate(zip(_ORIGIN_R, _ORIGIN_P, q, strict=True)):
+        p = p + R @ po
+        c, s = np.cos(angle), np.sin(angle)
+        R = R @ Ro @ np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        axes[i] = R[:, 2]
+        origins[i] = p
+    return axes, origins, p + R @ tool_offset, R
 
 
 def fk(q: np.ndarray, tool_offset: np.ndarray = TOOL_OFFSET) -> tuple[np.ndarray, np.ndarray]:
     """TCP (position m, rotation matrix) in the base frame for joints ``q`` (rad)."""
-    T = joint_frames(np.asarray(q, float), tool_offset)[-1]
-    return T[:3, 3].copy(), T[:3, :3].copy()
+    _, _, p, R = _chain(np.asarray(q, float), tool_offset)
+    return p, R
+
+
+def fk_jacobian(q: np.ndarray, tool_offset: np.ndarray = TOOL_OFFSET) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(TCP position, TCP rotation, geometric Jacobian 6x6) in one pass over the chain."""
+    axes, origins, p, R = _chain(np.asarray(q, float), tool_offset)
+    J = np.empty((6, 6))
+    J[:3] = np.cross(axes, p - origins).T
+    J[3:] = axes.T
+    return p, R, J
 
 
 def jacobian(q: np.ndarray, tool_offset: np.ndarray = TOOL_OFFSET) -> np.ndarray:
     """Geometric Jacobian (6x6): rows = TCP linear velocity, angular velocity (base frame)."""
-    frames = joint_frames(np.asarray(q, float), tool_offset)
-    p_tcp = frames[-1][:3, 3]
-    J = np.zeros((6, 6))
-    for i, T in enumerate(frames[:-1]):
-        z = T[:3, 2]
-        J[:3, i] = np.cross(z, p_tcp - T[:3, 3])
-        J[3:, i] = z
-    return J
+    return fk_jacobian(q, tool_offset)[2]
 
 
 def rotation_error(R_target: np.ndarray, R_current: np.ndarray) -> np.ndarray:
-    """Rotation vector (rad, base frame) that takes R_current to R_target: Log(R_t R_c^T)."""
-    return Rotation.from_matrix(R_target @ R_current.T).as_rotvec()
+    """Rotation vector (rad, base frame) that takes R_current to R_target: Log(R_t R_c^T).
+
+    The closed form is used where it is well conditioned (what IK sees every
+    iteration); within 0.01 rad of pi, scipy's robust conversion takes over.
+    """
+    E = R_target @ R_current.T
+    cos = min(1.0, max(-1.0, (E[0, 0] + E[1, 1] + E[2, 2] - 1.0) / 2.0))
+    angle = float(np.arccos(cos))
+    v = np.array([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
+    if angle < 1e-8:
+        return 0.5 * v
+    if angle > np.pi - 1e-2:
+        return Rotation.from_matrix(E).as_rotvec()
+    return (angle / (2.0 * np.sin(angle))) * v
 
 
 @dataclass(frozen=True)
@@ -105,12 +112,11 @@ def ik(
     target_R = np.asarray(rotmat, float)
     lam2 = damping**2
     for it in range(1, max_iterations + 1):
-        p, R = fk(q, tool_offset)
+        p, R, J = fk_jacobian(q, tool_offset)
         err = np.concatenate([target_p - p, rotation_error(target_R, R)])
         pe, re = float(np.linalg.norm(err[:3])), float(np.linalg.norm(err[3:]))
         if pe <= pos_tol and re <= rot_tol:
             return IkResult(q, True, pe, re, it - 1)
-        J = jacobian(q, tool_offset)
         dq = J.T @ np.linalg.solve(J @ J.T + lam2 * np.eye(6), err)
         biggest = float(np.max(np.abs(dq)))
         if biggest > max_step:
