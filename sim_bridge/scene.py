@@ -51,7 +51,8 @@ ARM_POS_ACTUATORS: Final = ARM_JOINT_NAMES  # position servos carry the joint na
 ARM_VEL_ACTUATORS: Final = tuple(f"{n}_ff" for n in ARM_JOINT_NAMES)  # velocity feed-forward
 # Servo gains: proximal joints carry more reflected inertia (armature).
 ARM_KP: Final = (8000.0, 8000.0, 6000.0, 2500.0, 2500.0, 1500.0)  # N m / rad
-ARM_KV: Final = (120.0, 120.0, 80.0, 25.0, 25.0, 12.0)  # N m s / rad
+# Damping: doubled from the first tuning, which overshot 2-5 mm when a stream stopped; now <= 1.2 mm.
+ARM_KV: Final = (240.0, 240.0, 160.0, 50.0, 50.0, 24.0)  # N m s / rad
 ARM_ARMATURE: Final = (0.4, 0.4, 0.25, 0.08, 0.08, 0.05)  # kg m^2 (rotor inertia through the gears)
 ARM_FORCE: Final = (300.0, 300.0, 200.0, 60.0, 60.0, 60.0)  # N m
 CAMERAS: Final = ("external", "wrist")

@@ -12,11 +12,14 @@ the drivers' sim backends only through a :class:`~sim_bridge.link.SimLink`:
 - it renders both cameras at ``camera_hz`` of *sim* time into the link.
 
 Arm servo: each joint has a stiff position servo and a velocity
-feed-forward actuator. A new servo target moves the position set-point (rate
-limited to the joint velocity limits) and sets the feed-forward velocity to
-the target's rate of change, estimated from the sim time between targets, so
-a 100 Hz target stream is tracked with little lag. Without new targets the
-feed-forward decays to zero and the servo holds the last target.
+feed-forward actuator, driven the way a servo controller executes
+``servoJoint(q, t)``: each new target is reached over the stream's interval
+t (the sim time since the previous target), the position set-point moving
+linearly from where it was and the feed-forward velocity equal to that
+segment's slope, both ending exactly at the target. So a 100 Hz stream is
+tracked with little lag and the arm stops without overshoot when the stream
+holds still. A first target, or one after a long gap, is approached at the
+joint velocity limits without feed-forward.
 
 Conveyor: the belt surface is a heavy body on a slide joint whose velocity
 is set every step (with an acceleration ramp), so workpieces on it are
@@ -43,8 +46,7 @@ from sim_bridge.task import TaskSpec
 BELT_ACCEL: Final = 0.2  # m/s^2, conveyor acceleration ramp
 BELT_MAX_SPEED: Final = 0.5  # m/s, commanded speeds are clamped to +-this
 MONITOR_PERIOD: Final = 0.05  # s of sim time between placement / loss checks
-FF_MAX_INTERVAL: Final = 0.05  # s: targets further apart than this carry no feed-forward
-FF_HOLD_FACTOR: Final = 2.5  # feed-forward drops to 0 after this many target intervals without a new one
+FF_MAX_INTERVAL: Final = 0.05  # s: targets further apart than this are approached without feed-forward
 
 
 def home_joint_positions(model: mujoco.MjModel | None = None) -> np.ndarray:
@@ -186,9 +188,9 @@ class SimWorld:
         d.ctrl[self._arm_pos_act] = self._home_q
         d.ctrl[self._arm_vel_act] = 0.0
         self._arm_target = self._home_q.copy()
-        self._arm_ff = np.zeros(6)
+        self._arm_seg_start = self._home_q.copy()  # set-point when the current target arrived
         self._arm_target_time = 0.0
-        self._arm_target_interval = 0.0
+        self._arm_seg_duration = 0.0  # s over which the set-point moves to the target (0: rate-limited)
         self._arm_settled = True
         # Gripper open.
         d.qpos[self._finger_qadr] = scene.FINGER_STROKE
@@ -268,21 +270,21 @@ class SimWorld:
 
     # ---- command setters (used by the link reader and by in-process callers) --
     def set_arm_target(self, q: np.ndarray) -> None:
-        """New joint servo target (rad); clamped to the joint limits."""
+        """New joint servo target (rad), clamped to the joint limits, reached over the stream's interval."""
         d = self.data
         assert d is not None
         q = np.clip(np.asarray(q, float), JOINT_LIMITS[:, 0], JOINT_LIMITS[:, 1])
-        dt = d.time - self._arm_target_time
-        if self.velocity_feedforward and 1e-6 < dt <= FF_MAX_INTERVAL:
-            self._arm_ff = np.clip((q - self._arm_target) / dt, -JOINT_VELOCITY_LIMITS, JOINT_VELOCITY_LIMITS)
-            self._arm_target_interval = dt
+        interval = d.time - self._arm_target_time
+        start = d.ctrl[self._arm_pos_act].copy()
+        if self.velocity_feedforward and 1e-6 < interval <= FF_MAX_INTERVAL:
+            # never faster than the joint velocity limits: stretch the segment if needed
+            self._arm_seg_duration = max(interval, float(np.max(np.abs(q - start) / JOINT_VELOCITY_LIMITS)))
         else:
-            self._arm_ff = np.zeros(6)
-            self._arm_target_interval = 0.0
+            self._arm_seg_duration = 0.0
+        self._arm_seg_start = start
         self._arm_target = q
         self._arm_target_time = d.time
         self._arm_settled = False
-        d.ctrl[self._arm_vel_act] = self._arm_ff
 
     def set_gripper(self, coord: float) -> None:
         """Gripper target coordinate: 0 open .. 1 closed."""
@@ -298,19 +300,27 @@ class SimWorld:
         assert d is not None
         dt = scene.TIMESTEP
         if not self._arm_settled:
-            ctrl = d.ctrl[self._arm_pos_act]
-            err = self._arm_target - ctrl
-            step = JOINT_VELOCITY_LIMITS * dt
-            if np.all(np.abs(err) <= step):
-                d.ctrl[self._arm_pos_act] = self._arm_target
-                self._arm_settled = True
+            duration = self._arm_seg_duration
+            if duration > 0:
+                elapsed = d.time + dt - self._arm_target_time  # where the set-point is due after this step
+                delta = self._arm_target - self._arm_seg_start
+                if elapsed >= duration:
+                    d.ctrl[self._arm_pos_act] = self._arm_target
+                    d.ctrl[self._arm_vel_act] = 0.0
+                    self._arm_settled = True
+                else:
+                    d.ctrl[self._arm_pos_act] = self._arm_seg_start + delta * (elapsed / duration)
+                    d.ctrl[self._arm_vel_act] = delta / duration
             else:
-                d.ctrl[self._arm_pos_act] = ctrl + np.minimum(np.maximum(err, -step), step)
-        interval = self._arm_target_interval
-        if interval > 0 and d.time - self._arm_target_time > FF_HOLD_FACTOR * interval:
-            self._arm_ff = np.zeros(6)
-            self._arm_target_interval = 0.0
-            d.ctrl[self._arm_vel_act] = 0.0
+                ctrl = d.ctrl[self._arm_pos_act]
+                err = self._arm_target - ctrl
+                step = JOINT_VELOCITY_LIMITS * dt
+                d.ctrl[self._arm_vel_act] = 0.0
+                if np.all(np.abs(err) <= step):
+                    d.ctrl[self._arm_pos_act] = self._arm_target
+                    self._arm_settled = True
+                else:
+                    d.ctrl[self._arm_pos_act] = ctrl + np.minimum(np.maximum(err, -step), step)
         finger = (1.0 - self._gripper_target) * scene.FINGER_STROKE
         d.ctrl[self._finger_act[0]] = finger
         d.ctrl[self._finger_act[1]] = finger
