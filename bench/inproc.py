@@ -132,27 +132,16 @@ def watchdog_sim_time(arm_params: dict[str, Any], stream_steps: int = 10, after:
     commanded stream speed and stays so for 50 ms.
     """
     from aubo_bridge.config import ArmConfig
-    from aubo_bridge.driver import ArmDriver
-    from aubo_bridge.sim_backend import SimArmBackend, SimGripperBackend
     from libero_workcell.contract import ACTION_DIM, ACTION_POS_SCALE, GRIPPER_OPEN, SOURCE_POLICY
-    from sim_bridge.link import SimLink
+    from sim_bridge.episode import make_sim_rig
     from sim_bridge.task import TaskSpec
-    from sim_bridge.world import SimWorld
 
     known = {f.name for f in fields(ArmConfig)}
     cfg = ArmConfig.from_mapping({k: v for k, v in arm_params.items() if k in known})
-    link = SimLink.in_memory()
-    world = SimWorld(TaskSpec.from_seed(0), link=link, render=False)
-    clock = lambda: world.sim_time  # noqa: E731 - the driver runs on sim time
-    arm = SimArmBackend(link, clock=clock, stale_after=math.inf)
-    gripper = SimGripperBackend(link, clock=clock, stale_after=math.inf)
-    driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
-    ok, msg = driver.enable()
-    if not ok:
-        raise RuntimeError(f"arm would not enable: {msg}")
+    rig = make_sim_rig(TaskSpec.from_seed(0), cfg, active_source=SOURCE_POLICY)
+    world, driver = rig.world, rig.driver
     speed_thr = speed_fraction * magnitude * ACTION_POS_SCALE * cfg.control_hz
-    servo_per_control = round(cfg.servo_hz / cfg.control_hz)
-    physics_per_servo = round(cfg.servo_period / world.model.opt.timestep)
+    servo_per_control, physics_per_servo = rig.servo_per_control, rig.physics_per_servo
     times: list[float] = []
     positions: list[np.ndarray] = []
 

@@ -37,6 +37,44 @@ class EpisodeResult:
     states: list[np.ndarray] = field(default_factory=list)
 
 
+@dataclass
+class SimRig:
+    """The world, its link and an enabled ArmDriver on sim time: the graph's pieces in one process."""
+
+    world: SimWorld
+    link: SimLink
+    driver: ArmDriver
+    servo_per_control: int  # servo ticks per control period
+    physics_per_servo: int  # physics steps per servo tick
+
+    def servo_tick(self) -> None:
+        """One servo period: the driver sends a target, the world advances to the next tick."""
+        self.driver.tick()
+        self.world.step(self.physics_per_servo)
+
+
+def make_sim_rig(
+    spec: TaskSpec, arm_config: ArmConfig | None = None, render: bool = False, active_source: str = SOURCE_EXPERT
+) -> SimRig:
+    cfg = arm_config or ArmConfig()
+    link = SimLink.in_memory()
+    world = SimWorld(spec, link=link, render=render)
+    clock = lambda: world.sim_time  # noqa: E731 - the driver runs on sim time here
+    arm = SimArmBackend(link, clock=clock, stale_after=math.inf)
+    gripper = SimGripperBackend(link, clock=clock, stale_after=math.inf)
+    driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=active_source)
+    ok, msg = driver.enable()
+    if not ok:
+        raise RuntimeError(f"arm would not enable: {msg}")
+    return SimRig(
+        world,
+        link,
+        driver,
+        servo_per_control=round(cfg.servo_hz / cfg.control_hz),
+        physics_per_servo=round(cfg.servo_period / world.model.opt.timestep),
+    )
+
+
 def expert_source(expert: ScriptedExpert | None = None) -> ActionSource:
     expert = expert or ScriptedExpert()
     return lambda gt, state: expert.act(SceneView.from_ground_truth(gt), state)
@@ -52,19 +90,9 @@ def run_episode(
     on_step: Callable[[SimWorld, np.ndarray, np.ndarray], None] | None = None,
 ) -> EpisodeResult:
     """Run ``spec`` to its horizon (or until all workpieces are placed) with ``source`` driving."""
-    cfg = arm_config or ArmConfig()
     source = source or expert_source()
-    link = SimLink.in_memory()
-    world = SimWorld(spec, link=link, render=render)
-    clock = lambda: world.sim_time  # noqa: E731 - the driver runs on sim time here
-    arm = SimArmBackend(link, clock=clock, stale_after=math.inf)
-    gripper = SimGripperBackend(link, clock=clock, stale_after=math.inf)
-    driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_EXPERT)
-    ok, msg = driver.enable()
-    if not ok:
-        raise RuntimeError(f"arm would not enable: {msg}")
-    servo_per_control = round(cfg.servo_hz / cfg.control_hz)
-    physics_per_servo = round(cfg.servo_period / world.model.opt.timestep)
+    rig = make_sim_rig(spec, arm_config, render)
+    world, driver = rig.world, rig.driver
     result = EpisodeResult(spec, {}, 0, 0)
     while world.sim_time < spec.horizon:
         state = driver.status().state7
@@ -76,9 +104,8 @@ def run_episode(
             result.states.append(state)
         if on_step is not None:
             on_step(world, action, state)
-        for _ in range(servo_per_control):
-            driver.tick()
-            world.step(physics_per_servo)
+        for _ in range(rig.servo_per_control):
+            rig.servo_tick()
         result.steps += 1
         if stop_when_done and world.evaluate()["SR"] == 1.0:
             break
