@@ -10,13 +10,15 @@ cd "$here"
 req=requirements.txt
 [ "${1:-}" = "--dev" ] && req=requirements-dev.txt
 
-# System libraries: EGL + Mesa for MuJoCo's offscreen rendering, socat for
-# the serial-bus emulators' pty pairs.
+# System libraries: EGL + Mesa for MuJoCo's offscreen rendering, libusb for
+# pyrealsense2, socat for the serial-bus emulators' pty pairs.
 need_apt=()
 ldconfig -p 2>/dev/null | grep -q 'libEGL.so.1' || need_apt+=(libegl1)
 ldconfig -p 2>/dev/null | grep -q 'libGL.so.1' || need_apt+=(libgl1)
 ls /usr/lib/*/dri/swrast_dri.so /usr/lib/*/dri/*swrast* >/dev/null 2>&1 || need_apt+=(libgl1-mesa-dri)
 ldconfig -p 2>/dev/null | grep -q 'libglib-2.0.so.0' || need_apt+=(libglib2.0-0)
+ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0' || need_apt+=(libusb-1.0-0)   # pyrealsense2
+command -v socat >/dev/null || need_apt+=(socat)   # pty pairs for the Modbus emulators
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "bootstrap: apt-get install ${need_apt[*]}"

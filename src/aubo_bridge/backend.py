@@ -34,6 +34,7 @@ class GripperMeasurement:
     stamp: float
     coord: float  # [0 open, 1 closed]
     fault: str | None
+    object_detected: bool = False  # fingers stalled short of a close command: something is held
 
 
 class ArmBackend(Protocol):
@@ -45,6 +46,10 @@ class ArmBackend(Protocol):
     def hold(self) -> None:
         """Stop motion at once (the driver calls this on stop, fault and watchdog)."""
 
+    def acknowledge_fault(self) -> None:
+        """Operator reset: clear what the device lets a client clear (e.g. unlock a protective
+        stop). Never starts motion. Raises BackendError if the device refuses."""
+
     def close(self) -> None: ...
 
 
@@ -53,5 +58,8 @@ class GripperBackend(Protocol):
 
     def command(self, coord: float) -> None:
         """Move the fingers toward ``coord`` in [0 open, 1 closed]."""
+
+    def acknowledge_fault(self) -> None:
+        """Operator reset: e.g. the gripper's alarm reset. Never moves the fingers."""
 
     def close(self) -> None: ...

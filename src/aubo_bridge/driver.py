@@ -177,6 +177,11 @@ class ArmDriver:
     def reset_fault(self) -> tuple[bool, str]:
         """Operator acknowledgement. Leaves the arm DISABLED: motion needs an explicit enable."""
         with self._lock:
+            try:
+                self._arm.acknowledge_fault()
+                self._gripper.acknowledge_fault()
+            except BackendError as exc:
+                return False, f"device refused the reset: {exc}"
             self._refresh()
             if self._meas.fault is not None or self._grip_meas.fault is not None:
                 return False, f"fault still present: {self._meas.fault or self._grip_meas.fault}"

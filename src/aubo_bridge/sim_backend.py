@@ -51,6 +51,9 @@ class SimArmBackend:
         if state is not None:
             self._link.write_arm_command(state.arm_q)
 
+    def acknowledge_fault(self) -> None:
+        pass  # the sim has no latched device faults: a stale world clears when it runs again
+
     def close(self) -> None:
         pass
 
@@ -68,6 +71,9 @@ class SimGripperBackend:
 
     def command(self, coord: float) -> None:
         self._link.write_gripper_command(float(coord))
+
+    def acknowledge_fault(self) -> None:
+        pass  # the sim has no latched device faults: a stale world clears when it runs again
 
     def close(self) -> None:
         pass

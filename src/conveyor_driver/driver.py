@@ -35,6 +35,9 @@ class ConveyorBackend(Protocol):
 
     def halt(self) -> None: ...
 
+    def acknowledge_fault(self) -> None:
+        """Operator reset of the drive's alarm. Never starts the belt."""
+
     def close(self) -> None: ...
 
 
@@ -99,6 +102,7 @@ class ConveyorDriver:
 
     def reset_fault(self) -> tuple[bool, str]:
         with self._lock:
+            self._backend.acknowledge_fault()
             state = self._backend.read()
             if state.fault:
                 return False, f"fault still present: {state.fault}"

@@ -53,6 +53,7 @@ class ConveyorNode(Node):
         self.create_subscription(Float64, Topics.CONVEYOR_SPEED_CMD, self._on_speed, qos(Qos.COMMAND))
         self.create_service(Trigger, Services.CONVEYOR_START, self._trigger(self.driver.start))
         self.create_service(Trigger, Services.CONVEYOR_STOP, self._trigger(self.driver.stop))
+        self.create_service(Trigger, Services.CONVEYOR_RESET_FAULT, self._trigger(self.driver.reset_fault))
         self.add_on_set_parameters_callback(self._on_params)
         self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish)
         self.create_timer(1.0, self._publish_diag)

@@ -30,5 +30,8 @@ class SimConveyorBackend:
     def halt(self) -> None:
         self._link.write_belt_command(0.0, False)
 
+    def acknowledge_fault(self) -> None:
+        pass
+
     def close(self) -> None:
         pass

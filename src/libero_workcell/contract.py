@@ -121,6 +121,7 @@ class Services:
     ARM_RESET_FAULT: Final = "/aubo/reset_fault"
     CONVEYOR_START: Final = "/conveyor/start"
     CONVEYOR_STOP: Final = "/conveyor/stop"
+    CONVEYOR_RESET_FAULT: Final = "/conveyor/reset_fault"
     SIM_RESET: Final = "/sim/reset"
 
 
