@@ -39,6 +39,8 @@ class IdealArm:
         self.holds = 0
         self.refuse = False
         self.epoch = 0
+        self.acknowledged = 0
+        self.refuse_reset = False
 
     def read(self) -> ArmMeasurement:
         return ArmMeasurement(self.clock(), self.q.copy(), np.zeros(6), self.ready, self.fault, epoch=self.epoch)
@@ -51,6 +53,11 @@ class IdealArm:
 
     def hold(self) -> None:
         self.holds += 1
+
+    def acknowledge_fault(self) -> None:
+        self.acknowledged += 1
+        if self.refuse_reset:
+            raise BackendError("protective stop must be cleared on the pendant")
 
     def close(self) -> None:
         pass
@@ -68,6 +75,9 @@ class IdealGripper:
     def command(self, coord: float) -> None:
         self.commands.append(coord)
         self.coord = coord
+
+    def acknowledge_fault(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -276,6 +286,7 @@ def test_backend_fault_latches_until_operator_reset(rig) -> None:
     assert not driver.enable()[0]
     ok, msg = driver.reset_fault()
     assert ok, msg
+    assert arm.acknowledged == 1  # the operator's reset reached the device
     assert driver.mode is ArmMode.DISABLED  # needs an explicit enable
     assert driver.enable()[0]
     assert driver.submit_action(np.zeros(7), SOURCE_POLICY).accepted
@@ -429,3 +440,14 @@ def test_resuming_after_a_hold_keeps_every_commanded_millimetre() -> None:
         driver.tick()
     p1, _ = fk(arm.q)
     np.testing.assert_allclose(p1 - p0, [0.0, 12 * 0.2 * ACTION_POS_SCALE, 0.0], atol=1e-5)
+
+
+def test_device_refusing_the_reset_keeps_the_fault(rig) -> None:
+    driver, arm, _, _clock = rig
+    arm.fault = "protective stop"
+    driver.tick()
+    arm.fault = None
+    arm.refuse_reset = True
+    ok, msg = driver.reset_fault()
+    assert not ok and "pendant" in msg
+    assert driver.mode is ArmMode.FAULT
