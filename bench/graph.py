@@ -1,4 +1,4 @@
-"""Measurements through the running graph (config/sim_workcell.yaml, started by the project's launcher).
+"""Measurements through the running graph (config/workcell.yaml, started by the project's launcher).
 
 Two graphs are started, one after the other, on this run's loopback DDS domain
 and their own shared-memory link (never the default ``workcell`` link):

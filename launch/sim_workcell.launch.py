@@ -1,7 +1,7 @@
 """The simulated workcell: ``ros2 launch libero_workcell sim_workcell.launch.py [ARG:=VALUE ...]``.
 
 Thin over data: the launch arguments, nodes and parameters come from
-``config/sim_workcell.yaml`` through :mod:`libero_workcell.bringup`, the same
+``config/workcell.yaml`` through :mod:`libero_workcell.bringup`, the same
 definition ``workcell bringup`` runs where launch_ros is not installed. With
 ``loopback_dds:=true`` (the default) DDS is confined to 127.0.0.1 with the
 package's Fast DDS profile, on the inherited ROS_DOMAIN_ID or, if none is
@@ -27,7 +27,7 @@ from launch_ros.actions import Node
 
 from libero_workcell import bringup, dds
 
-GRAPH_FILE = "sim_workcell.yaml"
+GRAPH_FILE = "workcell.yaml"
 
 
 def _graph() -> bringup.Graph:

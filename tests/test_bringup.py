@@ -39,7 +39,7 @@ LAUNCH_FILE = REPO / "launch" / "sim_workcell.launch.py"
 # --------------------------------------------------------------------------
 def test_graph_loads_from_repo_config():
     graph = Graph.load()
-    assert graph.path == REPO / "config" / "sim_workcell.yaml"
+    assert graph.path == REPO / "config" / "workcell.yaml"
     assert graph.node_names() == [*SIM_NODES, "scripted_expert"]
     defaults = {name: a.default for name, a in graph.arguments.items()}
     assert defaults["use_sim"] is True
@@ -142,8 +142,8 @@ def test_malformed_graphs_are_rejected(tmp_path, case):
 
 
 def test_find_graph(tmp_path):
-    assert bringup.find_graph() == REPO / "config" / "sim_workcell.yaml"
-    assert bringup.find_graph("sim_workcell.yaml") == REPO / "config" / "sim_workcell.yaml"
+    assert bringup.find_graph() == REPO / "config" / "workcell.yaml"
+    assert bringup.find_graph("workcell.yaml") == REPO / "config" / "workcell.yaml"
     own = tmp_path / "own.yaml"
     own.write_text("nodes: []")
     assert bringup.find_graph(own) == own
@@ -506,3 +506,38 @@ def test_sim_graph_comes_up_and_publishes(graph_runner, rclpy_node):
     assert came_up and all(seen.values()), f"silent topics: {[t for t, n in seen.items() if not n]}"
     codes = running.stop(timeout=10)
     assert all(code == 0 for code in codes.values()), codes
+
+
+CONDITIONAL_GRAPH = """
+arguments:
+  use_sim: {default: true}
+  sim_link: {default: workcell}
+inject: [use_sim]
+nodes:
+  - name: arm
+    executable: aubo_bridge
+    module: aubo_bridge.node
+    parameters: {control_hz: 20.0}
+    parameters_if:
+      use_sim: {auto_enable: true}
+      not use_sim: {arcs.ip: "192.168.1.10", arcs.rpc_port: 30004}
+"""
+
+
+def test_parameters_if_selects_sim_or_real_settings(tmp_path) -> None:
+    path = tmp_path / "graph.yaml"
+    path.write_text(CONDITIONAL_GRAPH)
+    graph = Graph.load(path)
+    (sim,) = graph.resolve([])
+    assert sim.parameters == {"use_sim": True, "control_hz": 20.0, "auto_enable": True}
+    (real,) = graph.resolve(["use_sim:=false"])
+    assert real.parameters == {"use_sim": False, "control_hz": 20.0, "arcs.ip": "192.168.1.10", "arcs.rpc_port": 30004}
+    (real,) = graph.resolve(["use_sim:=false", "arm.arcs.ip:=10.0.0.7", "arm.arcs.rpc_port:=30005"])
+    assert real.parameters["arcs.ip"] == "10.0.0.7" and real.parameters["arcs.rpc_port"] == 30005
+
+
+def test_parameters_if_rejects_unknown_conditions(tmp_path) -> None:
+    path = tmp_path / "graph.yaml"
+    path.write_text(CONDITIONAL_GRAPH.replace("not use_sim:", "not use_real:"))
+    with pytest.raises(GraphError, match="condition"):
+        Graph.load(path)

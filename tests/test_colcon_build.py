@@ -70,7 +70,7 @@ def test_executables_land_in_lib_pkg(colcon_install):
 def test_share_files_and_ament_index(colcon_install):
     prefix = colcon_install / PKG
     share = prefix / "share" / PKG
-    for rel in ("package.xml", "launch/sim_workcell.launch.py", "config/sim_workcell.yaml"):
+    for rel in ("package.xml", "launch/sim_workcell.launch.py", "config/workcell.yaml"):
         assert (share / rel).is_file(), rel
     assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / PKG).is_file()
     site = prefix / "lib" / PY / "site-packages" / PKG
@@ -95,7 +95,7 @@ def test_installed_workcell_runs_from_the_install(colcon_install):
     result = _in_sourced_env(colcon_install, f"{exe} --help && {exe} bringup --dry-run use_sim:=false")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "bringup" in result.stdout and "demo" in result.stdout
-    graph = colcon_install / PKG / "share" / PKG / "config" / "sim_workcell.yaml"
+    graph = colcon_install / PKG / "share" / PKG / "config" / "workcell.yaml"
     assert f"workcell: graph {graph}" in result.stdout  # found through the ament index, not the source tree
     assert "node sim_world" not in result.stdout and "node aubo_bridge" in result.stdout
     code = "import libero_workcell.dds as d; print(d.profile_path())"

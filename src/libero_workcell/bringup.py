@@ -4,7 +4,7 @@ Why: ``ros2 launch`` on a robot PC and ``workcell bringup`` here (no launch_ros
 wheels) must start the same nodes with the same parameters. Both read the
 graph through :class:`Graph`; the launch file and the process launcher
 (:mod:`libero_workcell.launcher`) hold no node list of their own. The YAML
-schema is documented at the top of ``config/sim_workcell.yaml``.
+schema is documented at the top of ``config/workcell.yaml``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 PACKAGE = "libero_workcell"
-DEFAULT_GRAPH = "sim_workcell.yaml"
+DEFAULT_GRAPH = "workcell.yaml"
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _ARG_REF = re.compile(r"^\$\(arg ([A-Za-z][A-Za-z0-9_]*)\)$")
@@ -226,7 +226,7 @@ class Graph:
             if not isinstance(name, str) or not _NAME.match(name) or name in seen:
                 raise GraphError(f"{where}: node name {name!r} is missing, invalid or repeated")
             seen.add(name)
-            unknown = set(node) - {"name", "executable", "module", "condition", "parameters"}
+            unknown = set(node) - {"name", "executable", "module", "condition", "parameters", "parameters_if"}
             if unknown:
                 raise GraphError(f"{where}: node {name}: unknown keys {sorted(unknown)}")
             for key in ("executable", "module"):
@@ -234,10 +234,28 @@ class Graph:
                     raise GraphError(f"{where}: node {name}: {key} is required")
             if "condition" in node:
                 self._condition_arg(node)
-            for param, value in (node.get("parameters") or {}).items():
+            blocks = node.get("parameters_if") or {}
+            if not isinstance(blocks, dict) or not all(isinstance(b, dict) for b in blocks.values()):
+                raise GraphError(f"{where}: node {name}: parameters_if maps conditions to parameter mappings")
+            for cond in blocks:
+                self._condition_arg({"name": name, "condition": cond})
+            for param, value in self._all_params(node).items():
                 if param in self.inject:
                     raise GraphError(f"{where}: node {name}: parameter {param} is injected from the arguments")
                 self._param_default(name, param, value)
+
+    @staticmethod
+    def _all_params(node: Mapping[str, Any]) -> dict[str, Any]:
+        """Every parameter a node may get: ``parameters`` and each ``parameters_if`` block."""
+        merged = dict(node.get("parameters") or {})
+        for block in (node.get("parameters_if") or {}).values():
+            for param, value in block.items():
+                merged.setdefault(param, value)
+        return merged
+
+    def _condition_holds(self, node_name: str, cond: str, values: Mapping[str, Any]) -> bool:
+        arg, negate = self._condition_arg({"name": node_name, "condition": cond})
+        return bool(values[arg]) != negate
 
     def _condition_arg(self, node: Mapping[str, Any]) -> tuple[str, bool]:
         cond = str(node["condition"]).strip()
@@ -272,11 +290,11 @@ class Graph:
                 args[key] = _typed(raw, self.arguments[key].default, key)
             elif node not in nodes:
                 raise GraphError(f"override {key!r}: no node {node!r}; nodes: {', '.join(nodes)}")
-            elif param not in (nodes[node].get("parameters") or {}):
-                known = ", ".join(nodes[node].get("parameters") or {}) or "none"
+            elif param not in (declared := self._all_params(nodes[node])):
+                known = ", ".join(declared) or "none"
                 raise GraphError(f"override {key!r}: {node} has no parameter {param!r} in the graph; it has: {known}")
             else:
-                like = self._param_default(node, param, nodes[node]["parameters"][param])
+                like = self._param_default(node, param, declared[param])
                 params[(node, param)] = _typed(raw, like, key)
         return args, params
 
@@ -297,7 +315,11 @@ class Graph:
                 if bool(values[arg]) == negate:
                     continue
             params: dict[str, Any] = {name: values[name] for name in self.inject}
-            for param, value in (node.get("parameters") or {}).items():
+            chosen = dict(node.get("parameters") or {})
+            for cond, block in (node.get("parameters_if") or {}).items():
+                if self._condition_holds(node["name"], cond, values):
+                    chosen.update(block)
+            for param, value in chosen.items():
                 if (node["name"], param) in param_overrides:
                     value = param_overrides[(node["name"], param)]
                 elif isinstance(value, str) and (ref := _ARG_REF.match(value)):

@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("bringup", help="run the workcell graph until Ctrl-C",
-                       description="Run the graph (default config/sim_workcell.yaml). Overrides: ARG:=VALUE for "
+                       description="Run the graph (default config/workcell.yaml). Overrides: ARG:=VALUE for "
                        "launch arguments (use_sim, sim_link, expert, ...), NODE.PARAM:=VALUE for node parameters.")
     p.add_argument("overrides", nargs="*", metavar="key:=value")
     p.add_argument("--graph", default=None, help="graph YAML file (path or name in config/)")
