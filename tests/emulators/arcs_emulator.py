@@ -1,0 +1,405 @@
+"""Loopback emulator of an AUBO ARCS controller's JSON-RPC port, for the real ``pyaubo_sdk`` client.
+
+Wire format (what pyaubo_sdk 0.24.1 sends and accepts, see HARDWARE.md): every frame is
+``b"SOF" + b"\\x01" + 4-byte big-endian length + body``; bodies are JSON-RPC 2.0, except
+the login frame ``__login__\\n<user>\\n<password digest>\\n<sdk version>\\n``. Enums are
+answered as strings ("Running", "Normal"), as the controller does.
+
+The server runs in a child process, not a thread: the SDK keeps the GIL while it waits
+for a reply, so an in-process server could never answer. The parent-side
+:class:`ArcsEmulator` drives it over the child's stdin/stdout (one JSON line each way)
+for fault injection and inspection. It binds 127.0.0.1 on an ephemeral port only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HEADER = b"SOF\x01"
+# The digest pyaubo_sdk 0.24.1 sends for the password "123456" (captured on loopback;
+# the algorithm is not documented). A wrong password sends a different digest.
+DIGEST_123456 = "3353545435353664345433434443435463466335333566235443434253142434333426365553"
+VERSION_CODE_OK = 24000  # accepted by SDK 0.24.1 (anything up to at least 240000 is)
+VERSION_CODE_INCOMPATIBLE = 99_999_999  # makes RpcClient.connect() return -15
+
+MODE_NAMES = {3: "PowerOff", 4: "PowerOn", 5: "Idle", 6: "BrakeReleasing", 8: "Running", 10: "Error"}
+SAFETY_NAMES = {1: "Normal", 2: "ReducedMode", 5: "ProtectiveStop", 6: "SafeguardStop", 7: "SystemEmergencyStop"}
+HOME_Q = [0.492702059, 0.3548380589, 1.7669445318, -0.1586898539, 1.5707963268, 2.0634983858]
+
+
+# ----------------------------------------------------------------------------- child process
+class _Controller:
+    """The emulated controller: robot/safety modes, a rate-limited joint follower, injected faults."""
+
+    def __init__(self, opts: dict[str, Any]) -> None:
+        from aubo_bridge.kinematics import fk  # child process: imported here, path set by the parent
+
+        self._fk = fk
+        self.lock = threading.Lock()
+        self.opts = opts
+        self.q = np.array(opts.get("q0", HOME_Q), float)
+        self.qd = np.zeros(6)
+        self.target = self.q.copy()
+        self.mode = 3  # PowerOff
+        self.safety = 1
+        self.cause_active = False  # the reason for a stop is still there: unlock refused
+        self.collided = False
+        self.servo_mode = 0
+        self.queue_full = 0
+        self.slow = 0.0
+        self.refuse = False
+        self.reject_logins = False
+        self.version_code = int(opts.get("version_code", VERSION_CODE_OK))
+        self.counts: dict[str, int] = {}
+        self.conns: list[socket.socket] = []
+        self.max_speed = float(opts.get("max_joint_speed", 2.0))
+        self.boot_delay = float(opts.get("boot_delay", 0.2))
+        self._mode_at: tuple[float, int] | None = None  # (time, mode) a transition lands on
+
+    # -- physics: a 1 kHz loop moving q toward the servo target, frozen in any stop
+    def step(self, dt: float) -> None:
+        with self.lock:
+            if self._mode_at and time.monotonic() >= self._mode_at[0]:
+                self.mode, self._mode_at = self._mode_at[1], None
+            if self.mode != 8 or self.safety not in (1, 2) or self.collided:
+                self.target = self.q.copy()
+            step = np.clip(self.target - self.q, -self.max_speed * dt, self.max_speed * dt)
+            self.q = self.q + step
+            self.qd = step / dt
+
+    def stop(self, safety: int, collided: bool = False) -> None:
+        with self.lock:
+            self.safety, self.cause_active, self.servo_mode = safety, True, 0
+            self.collided = self.collided or collided
+            self.target = self.q.copy()
+
+    def tcp_pose(self) -> list[float]:
+        from scipy.spatial.transform import Rotation
+
+        p, R = self._fk(self.q)
+        rot = Rotation.from_matrix(R)
+        ang = rot.as_rotvec() if self.opts.get("tcp_orientation") == "rotvec" else rot.as_euler("xyz")
+        return [*map(float, p), *map(float, ang)]
+
+    # -- RPC methods; returns (result, error)
+    def call(self, method: str, params: dict[str, Any]) -> Any:
+        self.counts[method] = self.counts.get(method, 0) + 1
+        name = method.split(".")[-1]
+        with self.lock:
+            if method == "SystemInfo.getInterfaceVersionCode":
+                return self.version_code
+            if method == "getRobotNames":
+                return ["rob1"]
+            if method == "getAxisNames":
+                return []
+            if name == "poweron":
+                if self.mode == 3:
+                    self.mode, self._mode_at = 4, (time.monotonic() + self.boot_delay, 5)
+                return 0
+            if name == "startup":
+                if self.mode in (4, 5):
+                    self.mode, self._mode_at = 6, (time.monotonic() + self.boot_delay, 8)
+                return 0
+            if name == "poweroff":
+                self.mode, self.servo_mode = 3, 0
+                return 0
+            if name == "getRobotModeType":
+                return MODE_NAMES.get(self.mode, "Error")
+            if name == "getSafetyModeType":
+                return SAFETY_NAMES.get(self.safety, "Fault")
+            if name == "getJointPositions":
+                return [float(v) for v in self.q]
+            if name == "getJointSpeeds":
+                return [float(v) for v in self.qd]
+            if name == "getTcpPose":
+                return self.tcp_pose()
+            if name == "isCollisionOccurred":
+                return bool(self.collided)
+            if name == "isSteady":
+                return bool(np.all(np.abs(self.qd) < 1e-4))
+            if name == "isPowerOn":
+                return self.mode in (4, 5, 6, 8)
+            if name == "setServoModeSelect":
+                mode = int(params.get("mode", 0))
+                if mode and (self.mode != 8 or self.safety not in (1, 2)):
+                    return -1  # AUBO_BAD_STATE
+                self.servo_mode = mode
+                return 0
+            if name == "getServoModeSelect":
+                return self.servo_mode
+            if name == "servoJoint":
+                if self.queue_full > 0:
+                    self.queue_full -= 1
+                    return 2
+                if self.servo_mode == 0:
+                    return -13
+                q = np.asarray(params.get("q", []), float)
+                if q.shape != (6,) or not np.all(np.isfinite(q)):
+                    return -5
+                if self.mode == 8 and self.safety in (1, 2) and not self.collided:
+                    self.target = q
+                return 0
+            if name == "stopJoint":
+                self.target = self.q.copy()
+                return 0
+            if name == "setUnlockProtectiveStop":
+                if self.cause_active:
+                    return -1  # AUBO_BAD_STATE: the stop's cause is still there
+                self.safety, self.collided = 1, False
+                return 0
+        raise KeyError(method)
+
+
+def _recvn(conn: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return buf
+
+
+def _send(conn: socket.socket, obj: dict[str, Any]) -> None:
+    body = json.dumps(obj).encode()
+    conn.sendall(HEADER + struct.pack(">I", len(body)) + body)
+
+
+def _serve_conn(ctl: _Controller, conn: socket.socket) -> None:
+    logged_in = False
+    try:
+        while True:
+            head = _recvn(conn, 8)
+            body = _recvn(conn, struct.unpack(">I", head[4:8])[0])
+            if ctl.slow:
+                time.sleep(ctl.slow)
+            if body.startswith(b"__login__"):
+                parts = body.decode().split("\n")
+                logged_in = (
+                    not ctl.reject_logins
+                    and parts[1] == ctl.opts.get("user", "aubo")
+                    and parts[2] == ctl.opts.get("digest", DIGEST_123456)
+                )
+                ctl.counts["__login__"] = ctl.counts.get("__login__", 0) + 1
+                _send(conn, {"id": None, "jsonrpc": "2.0", "result": 0 if logged_in else -7})
+                continue
+            req = json.loads(body)
+            reply: dict[str, Any] = {"id": req.get("id"), "jsonrpc": "2.0"}
+            method = req.get("method", "")
+            if not logged_in and method not in ("SystemInfo.getInterfaceVersionCode",):
+                reply["error"] = {"code": -32001, "message": "login failed: wrong user name or password"}
+            else:
+                try:
+                    reply["result"] = ctl.call(method, req.get("params") or {})
+                except KeyError:
+                    reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+            _send(conn, reply)
+    except (EOFError, OSError, ValueError):
+        pass
+    finally:
+        conn.close()
+
+
+def _child_main(opts: dict[str, Any]) -> None:
+    ctl = _Controller(opts)
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+
+    def accept() -> None:
+        while True:
+            conn, _ = srv.accept()
+            if ctl.refuse:
+                conn.close()
+                continue
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            ctl.conns.append(conn)
+            threading.Thread(target=_serve_conn, args=(ctl, conn), daemon=True).start()
+
+    def physics() -> None:
+        last = time.monotonic()
+        while True:
+            time.sleep(0.001)
+            now = time.monotonic()
+            ctl.step(max(now - last, 1e-4))
+            last = now
+
+    threading.Thread(target=accept, daemon=True).start()
+    threading.Thread(target=physics, daemon=True).start()
+    print(json.dumps({"port": srv.getsockname()[1]}), flush=True)
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        out: Any = None
+        op = cmd.pop("op")
+        if op == "protective_stop":
+            ctl.stop(5)
+        elif op == "safeguard_stop":
+            ctl.stop(6)
+        elif op == "emergency_stop":
+            ctl.stop(7)
+        elif op == "collision":
+            ctl.stop(5, collided=True)
+        elif op == "clear_cause":
+            ctl.cause_active = False
+        elif op == "disconnect":
+            ctl.refuse = bool(cmd.get("refuse", False))
+            for conn in ctl.conns:
+                with_suppress_close(conn)
+            ctl.conns.clear()
+        elif op == "accept_connections":
+            ctl.refuse = False
+        elif op == "set":
+            for key, value in cmd.items():
+                setattr(ctl, key, value)
+        elif op == "state":
+            with ctl.lock:
+                out = {
+                    "q": ctl.q.tolist(),
+                    "target": ctl.target.tolist(),
+                    "mode": MODE_NAMES.get(ctl.mode, "Error"),
+                    "safety": SAFETY_NAMES.get(ctl.safety, "Fault"),
+                    "servo_mode": ctl.servo_mode,
+                    "collided": ctl.collided,
+                    "tcp_pose": ctl.tcp_pose(),
+                    "counts": dict(ctl.counts),
+                }
+        print(json.dumps({"ok": True, "out": out}), flush=True)
+        if op == "quit":
+            break
+
+
+def with_suppress_close(conn: socket.socket) -> None:
+    """Drop a client the hard way (shutdown first so the peer sees it at once)."""
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+        conn.close()
+    except OSError:
+        pass
+
+
+# ----------------------------------------------------------------------------- parent side
+class ArcsEmulator:
+    """Start/stop the emulator process and inject faults; ``with ArcsEmulator() as emu: emu.port``.
+
+    Options: ``user``/``digest`` (accepted credentials), ``version_code``, ``q0`` (initial joints),
+    ``boot_delay`` (s per start-up stage), ``max_joint_speed`` (rad/s), ``tcp_orientation``
+    ("zyx_euler" or "rotvec", what getTcpPose reports).
+    """
+
+    host = "127.0.0.1"
+
+    def __init__(self, **opts: Any) -> None:
+        self.opts = opts
+        self._proc: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()
+        self.port = 0
+
+    def start(self) -> ArcsEmulator:
+        src = str(Path(__file__).resolve().parents[2] / "src")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, *sys.path]))
+        self._proc = subprocess.Popen(
+            [sys.executable, __file__, json.dumps(self.opts)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("ARCS emulator failed to start")
+        self.port = int(json.loads(line)["port"])
+        return self
+
+    def _cmd(self, op: str, **kw: Any) -> Any:
+        assert self._proc is not None and self._proc.stdin is not None and self._proc.stdout is not None
+        with self._lock:
+            self._proc.stdin.write(json.dumps({"op": op, **kw}) + "\n")
+            self._proc.stdin.flush()
+            return json.loads(self._proc.stdout.readline())["out"]
+
+    # fault injection
+    def protective_stop(self) -> None:
+        self._cmd("protective_stop")
+
+    def safeguard_stop(self) -> None:
+        self._cmd("safeguard_stop")
+
+    def emergency_stop(self) -> None:
+        self._cmd("emergency_stop")
+
+    def collision(self) -> None:
+        self._cmd("collision")
+
+    def clear_cause(self) -> None:
+        """The stop's cause is gone (e-stop released, obstacle removed): an unlock now succeeds."""
+        self._cmd("clear_cause")
+
+    def disconnect(self, refuse: bool = True) -> None:
+        """Drop every client socket; with ``refuse``, also close new connections until accept_connections()."""
+        self._cmd("disconnect", refuse=refuse)
+
+    def accept_connections(self) -> None:
+        self._cmd("accept_connections")
+
+    def refuse_connections(self) -> None:
+        self._cmd("set", refuse=True)
+
+    def slow_replies(self, seconds: float) -> None:
+        self._cmd("set", slow=float(seconds))
+
+    def queue_full(self, n: int) -> None:
+        self._cmd("set", queue_full=int(n))
+
+    def reject_logins(self, reject: bool = True) -> None:
+        self._cmd("set", reject_logins=bool(reject))
+
+    def set_version_code(self, code: int) -> None:
+        self._cmd("set", version_code=int(code))
+
+    def set_mode(self, mode: int) -> None:
+        """Force a RobotModeType value (e.g. 10 Error)."""
+        self._cmd("set", mode=int(mode))
+
+    # inspection
+    def state(self) -> dict[str, Any]:
+        return self._cmd("state")
+
+    def q(self) -> np.ndarray:
+        return np.array(self.state()["q"])
+
+    def stop(self) -> None:
+        if self._proc is None:
+            return
+        try:
+            self._cmd("quit")
+        except (OSError, ValueError):
+            pass
+        try:
+            self._proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None
+
+    def __enter__(self) -> ArcsEmulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+if __name__ == "__main__":
+    _child_main(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {})
