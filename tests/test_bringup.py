@@ -217,12 +217,12 @@ def _fake_launch_modules(made: list[Any]) -> dict[str, types.ModuleType]:
     return mods
 
 
-def _run_launch_file(monkeypatch, overrides: dict[str, str]) -> list[Any]:
+def _run_launch_file(monkeypatch, overrides: dict[str, str], launch_file: Path = LAUNCH_FILE) -> list[Any]:
     """Load the launch file with fake modules, 'launch' it with ``overrides``; return what it made."""
     made: list[Any] = []
     for name, module in _fake_launch_modules(made).items():
         monkeypatch.setitem(sys.modules, name, module)
-    spec = importlib.util.spec_from_file_location("sim_workcell_launch_under_test", LAUNCH_FILE)
+    spec = importlib.util.spec_from_file_location("workcell_launch_under_test", launch_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     description = module.generate_launch_description()
@@ -541,3 +541,14 @@ def test_parameters_if_rejects_unknown_conditions(tmp_path) -> None:
     path.write_text(CONDITIONAL_GRAPH.replace("not use_sim:", "not use_real:"))
     with pytest.raises(GraphError, match="condition"):
         Graph.load(path)
+
+
+def test_real_launch_file_is_the_same_graph_with_use_sim_false(monkeypatch):
+    actions = _run_launch_file(monkeypatch, {}, launch_file=REPO / "launch" / "real_workcell.launch.py")
+    nodes = [a for a in actions if type(a).__name__ == "Node"]
+    expected = Graph.load().resolve(["use_sim:=false"])
+    assert [(n.name, n.executable, n.parameters) for n in nodes] == [
+        (s.name, s.executable, [s.parameters]) for s in expected
+    ]
+    assert "sim_world" not in {n.name for n in nodes}
+    assert all(n.parameters[0]["use_sim"] is False for n in nodes)

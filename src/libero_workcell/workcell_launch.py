@@ -1,0 +1,83 @@
+"""The workcell launch description, shared by ``launch/sim_workcell.launch.py`` and ``real_workcell.launch.py``.
+
+Thin over data: the launch arguments, nodes and parameters come from
+``config/workcell.yaml`` through :mod:`libero_workcell.bringup`, the same
+definition ``workcell bringup`` runs where launch_ros is not installed. With
+``loopback_dds:=true`` DDS is confined to 127.0.0.1 with the package's Fast
+DDS profile, on the inherited ROS_DOMAIN_ID or, if none is set, a per-run
+one that is printed at start. As with ``workcell bringup``, a node that
+exits shuts the whole graph down.
+
+``launch`` and ``launch_ros`` are imported when a description is generated,
+not at module import: they exist on a robot PC with ROS 2, not as wheels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from libero_workcell import bringup, dds
+
+GRAPH_FILE = "workcell.yaml"
+
+
+def _graph(launch_dir: Path) -> bringup.Graph:
+    # launch/ and config/ are siblings both in the source tree and in share/libero_workcell/.
+    beside = launch_dir.parent / "config" / GRAPH_FILE
+    return bringup.Graph.load(beside if beside.is_file() else GRAPH_FILE)
+
+
+def workcell_launch_description(launch_dir: Path, defaults: Mapping[str, Any] | None = None):
+    """The LaunchDescription: graph arguments (with ``defaults`` replacing the graph's) and its nodes."""
+    from launch import LaunchDescription
+    from launch.actions import (
+        DeclareLaunchArgument,
+        LogInfo,
+        OpaqueFunction,
+        SetEnvironmentVariable,
+        Shutdown,
+        UnsetEnvironmentVariable,
+    )
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import Node
+
+    graph = _graph(launch_dir)
+    defaults = dict(defaults or {})
+    unknown = set(defaults) - set(graph.arguments)
+    if unknown:
+        raise bringup.GraphError(f"launch defaults name unknown arguments {sorted(unknown)}")
+
+    def actions(context, *args, **kwargs):
+        overrides = {name: LaunchConfiguration(name).perform(context) for name in graph.arguments}
+        values = graph.argument_values(overrides)
+        out = []
+        if values.get("loopback_dds", False):
+            domain = dds.inherited_domain_id(getattr(context, "environment", None))  # the launch's own env
+            domain = dds.per_run_domain_id() if domain is None else domain
+            out += [UnsetEnvironmentVariable(name=name) for name in dds.CONFLICTING_VARS]
+            out += [SetEnvironmentVariable(name=k, value=v) for k, v in dds.loopback_vars(domain).items()]
+            out.append(LogInfo(msg=f"loopback DDS on ROS_DOMAIN_ID={domain} ({dds.profile_path()})"))
+        for spec in graph.resolve(overrides):
+            out.append(
+                Node(
+                    package=bringup.PACKAGE,
+                    executable=spec.executable,
+                    name=spec.name,
+                    parameters=[dict(spec.parameters)],
+                    output="screen",
+                    on_exit=Shutdown(reason=f"node {spec.name} exited"),  # like `workcell bringup`
+                )
+            )
+        return out
+
+    declared = [
+        DeclareLaunchArgument(
+            name,
+            default_value=bringup.launch_text(defaults.get(name, arg.default)),
+            description=arg.description,
+        )
+        for name, arg in graph.arguments.items()
+    ]
+    return LaunchDescription([*declared, OpaqueFunction(function=actions)])
