@@ -1,0 +1,257 @@
+"""Modbus RTU device emulators: CTAG2F90D gripper, Delta VFD, Leadshine stepper.
+
+Each emulator is a pymodbus 3.16 ``ModbusSerialServer`` on a tty path (one
+end of a pty pair), run on its own asyncio loop in a background thread, with
+a device model stepped every ``tick`` s on that same loop (so the model and
+the server never race). Registers live in a ``SimDevice`` (the pymodbus 3.16
+API that replaces the deprecated ``ModbusDeviceContext`` /
+``ModbusSequentialDataBlock`` in v4); writes are seen through its async
+``action`` hook and applied by the model right after pymodbus stores them.
+Pinned to pymodbus 3.16.x: the SimDevice action signature is new in 3.x.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from typing import Any
+
+from pymodbus import FramerType
+from pymodbus.server import ModbusSerialServer
+from pymodbus.simulator import DataType, SimData, SimDevice
+
+
+class ModbusEmulator:
+    """Base: a register file at [(address, count), ...] served on ``port``, model stepped each tick."""
+
+    BLOCKS: tuple[tuple[int, int], ...] = ()
+
+    def __init__(self, port: str, slave_id: int = 1, tick: float = 0.005) -> None:
+        self.port = port
+        self.slave_id = slave_id
+        self.tick = tick
+        self.writes: list[tuple[int, list[int]]] = []  # every write the device received, in order
+        self._regs: list[int] | None = None
+        self._base = 0
+        self._loop = asyncio.new_event_loop()
+        self._server: ModbusSerialServer | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"{type(self).__name__}-emulator", daemon=True)
+        self._t_last = time.monotonic()
+        self._thread.start()
+        if not self._ready.wait(5.0):
+            raise RuntimeError(f"{type(self).__name__} did not start on {port}")
+
+    # ------------------------------------------------------------- registers
+    def reg(self, address: int) -> int:
+        assert self._regs is not None
+        return self._regs[address - self._base]
+
+    def set_reg(self, address: int, value: int) -> None:
+        assert self._regs is not None
+        self._regs[address - self._base] = int(value) & 0xFFFF
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(*args)`` on the emulator loop (thread-safe access to the model) and return its result."""
+
+        async def wrapped() -> Any:
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result(2.0)
+
+    # ----------------------------------------------------------------- model
+    def on_write(self, address: int, values: list[int]) -> None:
+        """Called after a write landed in the register file."""
+
+    def step(self, dt: float) -> None:
+        """Advance the device model by dt s."""
+
+    # --------------------------------------------------------------- serving
+    async def _action(
+        self, fc: int, start: int, address: int, count: int, regs: list[int], values: list[int] | list[bool] | None
+    ) -> None:
+        if self._regs is None:
+            self._regs, self._base = regs, start
+        if values is not None and fc in (6, 16):
+            vals = [int(v) for v in values]
+            self.writes.append((address, vals))
+            self._loop.call_soon(self.on_write, address, vals)  # pymodbus stores the values after we return
+        return None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._main())
+
+    async def _main(self) -> None:
+        simdata = [SimData(a, count=n, values=0, datatype=DataType.REGISTERS) for a, n in self.BLOCKS]
+        device = SimDevice(self.slave_id, simdata=simdata, action=self._action)
+        self._server = ModbusSerialServer(device, framer=FramerType.RTU, port=self.port, baudrate=115200)
+        await self._server.serve_forever(background=True)
+        # Touch the register file once so the model has it before the first request.
+        await self._server.context.async_getValues(self.slave_id, 3, self.BLOCKS[0][0], 1)  # type: ignore[union-attr]
+        self._ready.set()
+        self._t_last = time.monotonic()
+        while self._server is not None:
+            await asyncio.sleep(self.tick)
+            now = time.monotonic()
+            self.step(now - self._t_last)
+            self._t_last = now
+
+    def close(self) -> None:
+        async def stop() -> None:
+            server, self._server = self._server, None
+            if server is not None:
+                await server.shutdown()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(stop(), self._loop).result(3.0)
+        self._thread.join(timeout=3.0)
+
+
+def hi_lo(value: int) -> tuple[int, int]:
+    return (value >> 16) & 0xFFFF, value & 0xFFFF
+
+
+class CtagEmulator(ModbusEmulator):
+    """CTAG2F90D: fingers move toward the triggered target; they stall on an object.
+
+    Speed register 0..255 scales ``full_speed`` (counts/s). ``object_at`` is
+    the position (counts) where closing fingers meet an object; None = no
+    object. ``alarm`` (written to ``alarm_register``) stops all motion until
+    an alarm reset (0x0110 = 1).
+    """
+
+    BLOCKS = ((0x0100, 0x20), (0x0400, 0x20))
+    ENABLE, TARGET, SPEED, TRIGGER, RESET, FEEDBACK = 0x0100, 0x0102, 0x0104, 0x0108, 0x0110, 0x0418
+
+    def __init__(self, port: str, alarm_register: int = 0x0412, full_speed: float = 18000.0, **kw: Any) -> None:
+        self.alarm_register = alarm_register
+        self.full_speed = full_speed  # counts/s at speed 255: a full stroke in 0.5 s
+        self.position = 0.0
+        self.target = 0
+        self.enabled = False
+        self.object_at: int | None = None
+        self.alarm_resets = 0
+        super().__init__(port, **kw)
+
+    def place_object(self, width_m: float | None, stroke_m: float = 0.09, full: int = 9000) -> None:
+        """An object of ``width_m`` between the fingers (None removes it)."""
+        self.object_at = None if width_m is None else round(full * (1.0 - width_m / stroke_m))
+
+    def inject_alarm(self, code: int = 1) -> None:
+        self.call(self.set_reg, self.alarm_register, code)
+
+    def on_write(self, address: int, values: list[int]) -> None:
+        for a, v in zip(range(address, address + len(values)), values, strict=True):
+            if a == self.ENABLE:
+                self.enabled = v == 1
+            elif a == self.TRIGGER and v == 1:
+                if self.enabled and self.reg(self.alarm_register) == 0:
+                    self.target = (self.reg(self.TARGET) << 16) | self.reg(self.TARGET + 1)
+                self.set_reg(self.TRIGGER, 0)
+            elif a == self.RESET and v == 1:
+                self.alarm_resets += 1
+                self.set_reg(self.alarm_register, 0)
+                self.set_reg(self.RESET, 0)
+
+    def step(self, dt: float) -> None:
+        if self.enabled and self.reg(self.alarm_register) == 0:
+            limit = self.target
+            if self.object_at is not None and self.target > self.object_at and self.position <= self.object_at:
+                limit = self.object_at
+            v = self.full_speed * max(1, self.reg(self.SPEED)) / 255.0
+            delta = limit - self.position
+            self.position += max(-v * dt, min(v * dt, delta))
+        hi, lo = hi_lo(round(self.position))
+        self.set_reg(self.FEEDBACK, hi)
+        self.set_reg(self.FEEDBACK + 1, lo)
+
+
+class DeltaVfdEmulator(ModbusEmulator):
+    """Delta VFD: output frequency ramps toward the setpoint while running; a fault code trips it.
+
+    0x2000 command (0x12 run forward, 0x01 stop), 0x2001 setpoint Hz x 100,
+    0x2002 bit 1 reset, 0x2100 fault code, 0x2103 output frequency Hz x 100.
+    """
+
+    BLOCKS = ((0x2000, 0x10), (0x2100, 0x10))
+    COMMAND, SETPOINT, CONTROL, FAULT, OUTPUT = 0x2000, 0x2001, 0x2002, 0x2100, 0x2103
+
+    def __init__(self, port: str, ramp_hz_per_s: float = 200.0, **kw: Any) -> None:
+        self.ramp = ramp_hz_per_s
+        self.running = False
+        self.output_hz = 0.0
+        self.resets = 0
+        super().__init__(port, **kw)
+
+    def inject_fault(self, code: int = 7) -> None:
+        self.call(self.set_reg, self.FAULT, code)
+
+    def on_write(self, address: int, values: list[int]) -> None:
+        for a, v in zip(range(address, address + len(values)), values, strict=True):
+            if a == self.COMMAND:
+                if v & 0x03 == 0x01:
+                    self.running = False
+                elif v & 0x03 == 0x02 and self.reg(self.FAULT) == 0:
+                    self.running = True
+            elif a == self.CONTROL and v & 0x02:
+                self.resets += 1
+                self.set_reg(self.FAULT, 0)
+                self.set_reg(self.CONTROL, 0)
+
+    def step(self, dt: float) -> None:
+        if self.reg(self.FAULT):
+            self.running, self.output_hz = False, 0.0  # trip: the motor coasts
+        goal = self.reg(self.SETPOINT) / 100.0 if self.running else 0.0
+        d = goal - self.output_hz
+        self.output_hz += max(-self.ramp * dt, min(self.ramp * dt, d))
+        self.set_reg(self.OUTPUT, round(self.output_hz * 100))
+
+
+class LeadshineEmulator(ModbusEmulator):
+    """Leadshine RS-485 stepper in velocity mode (0x6200 = 2): 0x6002 0x10 runs at 0x6203 rpm, 0x40 e-stops.
+
+    Feedback (registers not documented for the real drive; the backend's map
+    must point at them): actual speed rpm at ``speed_register``, alarm code
+    at ``alarm_register``. 0x1801 = 0x1111 resets the alarm.
+    """
+
+    BLOCKS = ((0x1800, 0x10), (0x6000, 0x10), (0x6200, 0x10))
+    CONTROL_WORD, TRIGGER, MODE, RPM, ACCEL, DECEL = 0x1801, 0x6002, 0x6200, 0x6203, 0x6204, 0x6205
+
+    def __init__(self, port: str, speed_register: int = 0x600A, alarm_register: int = 0x600B, **kw: Any) -> None:
+        self.speed_register = speed_register
+        self.alarm_register = alarm_register
+        self.running = False
+        self.rpm = 0.0
+        self.estops = 0
+        self.stops = 0
+        super().__init__(port, **kw)
+
+    def inject_alarm(self, code: int = 1) -> None:
+        self.call(self.set_reg, self.alarm_register, code)
+
+    def on_write(self, address: int, values: list[int]) -> None:
+        for a, v in zip(range(address, address + len(values)), values, strict=True):
+            if a == self.TRIGGER:
+                if v == 0x10 and self.reg(self.MODE) == 2 and self.reg(self.alarm_register) == 0:
+                    self.running = True
+                elif v == 0x40:
+                    self.estops += 1
+                    self.running, self.rpm = False, 0.0
+                else:
+                    self.stops += 1
+                    self.running = False
+            elif a == self.CONTROL_WORD and v == 0x1111:
+                self.set_reg(self.alarm_register, 0)
+
+    def step(self, dt: float) -> None:
+        if self.reg(self.alarm_register):
+            self.running, self.rpm = False, 0.0
+        goal = float(self.reg(self.RPM)) if self.running else 0.0
+        rate = float(self.reg(self.ACCEL if goal > self.rpm else self.DECEL) or 1000)  # rpm/s
+        d = goal - self.rpm
+        self.rpm += max(-rate * dt, min(rate * dt, d))
+        self.set_reg(self.speed_register, round(self.rpm))
