@@ -26,7 +26,7 @@ import pytest
 import yaml
 from conftest import REPO, wait_for
 
-from libero_workcell import bringup, dds
+from libero_workcell import bringup, cli, dds
 from libero_workcell.bringup import Graph, GraphError, NodeSpec
 from libero_workcell.launcher import NodeDiedError, launch, ros_params_yaml
 
@@ -552,3 +552,17 @@ def test_real_launch_file_is_the_same_graph_with_use_sim_false(monkeypatch):
     ]
     assert "sim_world" not in {n.name for n in nodes}
     assert all(n.parameters[0]["use_sim"] is False for n in nodes)
+
+
+def test_real_profile_never_starts_motion_by_itself():
+    """On hardware neither the arm nor the belt may start on their own."""
+    specs = {s.name: s for s in Graph.load().resolve(["use_sim:=false"])}
+    assert specs["aubo_bridge"].parameters["auto_enable"] is False
+    assert specs["conveyor_driver"].parameters["autostart"] is False
+
+
+def test_bringup_only_starts_the_named_nodes(capsys):
+    assert cli.main(["bringup", "--dry-run", "--only", "conveyor_driver,wrist_camera"]) == 0
+    out = capsys.readouterr().out
+    assert "node conveyor_driver" in out and "node wrist_camera" in out and "node aubo_bridge" not in out
+    assert cli.main(["bringup", "--dry-run", "--only", "nope"]) == 2

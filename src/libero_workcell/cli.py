@@ -46,6 +46,12 @@ def cmd_bringup(args: argparse.Namespace) -> int:
     graph = bringup.Graph.load(args.graph)
     values = graph.argument_values(args.overrides)
     nodes = graph.resolve(args.overrides)
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = sorted(set(wanted) - {n.name for n in nodes})
+        if unknown:
+            raise bringup.GraphError(f"--only: {unknown} not in this graph run; nodes: {[n.name for n in nodes]}")
+        nodes = [n for n in nodes if n.name in wanted]
     env = _run_env(values, args.domain_id)
     print(f"workcell: graph {graph.path}", flush=True)
     if values.get("loopback_dds", True):
@@ -92,8 +98,7 @@ def cmd_demo(argv: Sequence[str]) -> int:
     except ModuleNotFoundError as exc:
         if exc.name != "libero_workcell.demo":
             raise
-        print("workcell demo: libero_workcell.demo is not there yet (the demo has not been written); "
-              "`workcell bringup` runs the graph on its own.", file=sys.stderr)
+        print("workcell demo: libero_workcell.demo is missing from this install", file=sys.stderr)
         return 2
     return int(run_demo(list(argv)) or 0)
 
@@ -111,6 +116,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--domain-id", type=int, default=None,
                    help="ROS_DOMAIN_ID (default: inherited ROS_DOMAIN_ID, else derived from the pid)")
     p.add_argument("--dry-run", action="store_true", help="print the resolved nodes and exit")
+    p.add_argument("--only", default="", metavar="NODE[,NODE]",
+                   help="start only these nodes of the graph (e.g. to check one device on its own)")
     p.set_defaults(func=cmd_bringup)
 
     p = sub.add_parser("env", help="print the loopback DDS environment as shell lines")
