@@ -13,6 +13,7 @@ for fault injection and inspection. It binds 127.0.0.1 on an ephemeral port only
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -383,10 +384,8 @@ class ArcsEmulator:
     def stop(self) -> None:
         if self._proc is None:
             return
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self._cmd("quit")
-        except (OSError, ValueError):
-            pass
         try:
             self._proc.wait(timeout=2)
         except subprocess.TimeoutExpired:

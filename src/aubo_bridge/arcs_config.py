@@ -1,0 +1,99 @@
+"""Settings of the real AUBO-i5H backend (ARCS controller SDK), validated once at start-up.
+
+A bad value fails when the node starts, naming the parameter, never later while moving.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+from aubo_bridge.config import ConfigError
+
+TCP_ORIENTATIONS = ("zyx_euler", "rotvec")
+
+
+@dataclass(frozen=True)
+class ArcsConfig:
+    ip: str = ""  # controller address; must be set (nothing is contacted by default)
+    rpc_port: int = 30004
+    user: str = "aubo"
+    password: str = "123456"
+    connect_timeout: float = 2.0  # s, TCP reachability probe before the SDK's connect()
+    # s per RPC. The SDK keeps the GIL while it waits for a reply, so a slow controller freezes
+    # the whole process for up to this long: keep it a few servo periods, not seconds.
+    request_timeout: float = 0.1
+    startup_timeout: float = 30.0  # s from poweron/startup to RobotMode Running
+    startup_poll_interval: float = 0.1  # s
+    servo_hz: float = 100.0  # servoJoint call rate; t = 1 / servo_hz
+    servo_mode: int = 1  # setServoModeSelect: 1 planned, 2 pass-through direct, 3 pass-through buffered
+    servo_acc: float = 0.2  # servoJoint a, v: passed as AUBO's ROS 2 driver does (unused by ARCS)
+    servo_vel: float = 0.2
+    lookahead_time: float = 0.1  # s, in [0.03, 0.2]
+    gain: float = 200.0  # in [100, 200]
+    queue_full_retries: int = 3  # servoJoint returned 2: retries within one servo period
+    state_hz: float = 100.0  # RPC state polling rate (background thread)
+    state_stale_after: float = 0.25  # s without a successful poll -> fault
+    hold_acc: float = 3.0  # rad/s^2, stopJoint deceleration
+    steady_timeout: float = 1.0  # s to wait for isSteady before leaving servo mode on close
+    tcp_orientation: str = "zyx_euler"  # getTcpPose rx, ry, rz: "zyx_euler" (documented) or "rotvec"
+
+    def __post_init__(self) -> None:
+        for name in (
+            "connect_timeout",
+            "request_timeout",
+            "startup_timeout",
+            "startup_poll_interval",
+            "servo_hz",
+            "servo_acc",
+            "servo_vel",
+            "state_hz",
+            "state_stale_after",
+            "hold_acc",
+            "steady_timeout",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+        if not isinstance(self.ip, str):
+            raise ConfigError(f"ip must be a string, got {self.ip!r}")
+        if not isinstance(self.rpc_port, int) or not 0 < self.rpc_port < 65536:
+            raise ConfigError(f"rpc_port must be a TCP port, got {self.rpc_port!r}")
+        if self.servo_hz < 100.0:
+            raise ConfigError(f"servo_hz must be >= 100 (the driver's servo rate), got {self.servo_hz}")
+        if self.servo_mode not in (1, 2, 3):
+            raise ConfigError(f"servo_mode must be 1, 2 or 3 (setServoModeSelect), got {self.servo_mode!r}")
+        if not 0.03 <= self.lookahead_time <= 0.2:
+            raise ConfigError(f"lookahead_time must be in [0.03, 0.2] s, got {self.lookahead_time}")
+        if not 100.0 <= self.gain <= 200.0:
+            raise ConfigError(f"gain must be in [100, 200], got {self.gain}")
+        if not isinstance(self.queue_full_retries, int) or self.queue_full_retries < 0:
+            raise ConfigError(f"queue_full_retries must be a non-negative integer, got {self.queue_full_retries!r}")
+        if self.tcp_orientation not in TCP_ORIENTATIONS:
+            raise ConfigError(f"tcp_orientation must be one of {TCP_ORIENTATIONS}, got {self.tcp_orientation!r}")
+        if self.state_stale_after <= 1.0 / self.state_hz:
+            raise ConfigError("state_stale_after must exceed one state poll period")
+
+    @property
+    def servo_period(self) -> float:
+        return 1.0 / self.servo_hz
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> ArcsConfig:
+        """Build from a parameter mapping; unknown keys are an error (typos must not pass silently)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown ARCS config keys {unknown}; known: {sorted(known)}")
+        return cls(**values)
+
+
+def parameter_defaults() -> dict[str, str | int | float]:
+    """Every ArcsConfig field as a ROS parameter default, typed as ROS needs (str / int / double)."""
+    defaults = ArcsConfig()
+    out: dict[str, str | int | float] = {}
+    for f in fields(ArcsConfig):
+        value = getattr(defaults, f.name)
+        out[f.name] = value if isinstance(value, (str, int)) else float(value)
+    return out
