@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 
 import pytest
 
-from aubo_bridge.config import parameter_defaults
 from libero_workcell import contract
 from libero_workcell.contract import (
     ACTION_NAMES,
@@ -30,6 +30,13 @@ NODE_SOURCES = {
     "camera_driver": ROOT / "src" / "camera_driver" / "node.py",
     "sim_world": ROOT / "sim_bridge" / "world_node.py",
     "scripted_expert": ROOT / "sim_bridge" / "expert_node.py",
+}
+NODE_MODULES = {
+    "aubo_bridge": "aubo_bridge.node",
+    "conveyor_driver": "conveyor_driver.node",
+    "camera_driver": "camera_driver.node",
+    "sim_world": "sim_bridge.world_node",
+    "scripted_expert": "sim_bridge.expert_node",
 }
 
 
@@ -121,12 +128,13 @@ def _doc_section(title: str) -> str:
 @pytest.mark.parametrize("node", sorted(NODE_SOURCES))
 def test_node_parameters_documented(node: str) -> None:
     declared = _declared_params(NODE_SOURCES[node])
-    if node == "aubo_bridge":  # it declares every ArmConfig field under the field's name
-        declared |= set(parameter_defaults())
+    # parameters generated from device config dataclasses: the node module lists them
+    module = importlib.import_module(NODE_MODULES[node])
+    declared |= set(getattr(module, "CONFIG_PARAMS", {}))
     assert declared, f"found no declare_parameter calls in {node}"
     section = _doc_section(node)
     documented = set(
-        re.findall(r"`(\w+)`", "\n".join(line.split("|")[1] for line in section.splitlines() if "|" in line))
+        re.findall(r"`([\w.]+)`", "\n".join(line.split("|")[1] for line in section.splitlines() if "|" in line))
     )
     assert declared <= documented, f"undocumented {node} parameters: {sorted(declared - documented)}"
     assert documented <= declared, f"documented but not declared by {node}: {sorted(documented - declared)}"

@@ -43,6 +43,7 @@ from libero_workcell.rate import CONTROL_PRIORITY, run_loop
 from libero_workcell.ros_qos import qos
 
 ARM_PARAMS = parameter_defaults()  # every ArmConfig field is a parameter of the same name
+CONFIG_PARAMS = dict(ARM_PARAMS)  # every generated parameter, for docs and checks
 
 
 class AuboBridgeNode(Node):

@@ -13,6 +13,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
+from camera_driver.config import RealSenseConfig, UvcConfig
 from camera_driver.driver import CameraBackend, CameraDriver
 from libero_workcell import ros_msgs
 from libero_workcell.contract import (
@@ -25,13 +26,25 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.node_main import run_node
+from libero_workcell.node_params import declare_config, prefixed
 from libero_workcell.rate import run_loop
 from libero_workcell.ros_qos import qos
 
 OPTICAL_FRAMES = {"external": EXTERNAL_CAMERA_FRAME, "wrist": WRIST_CAMERA_FRAME}
 
 
-def make_backend(use_sim: bool, sim_link: str, camera: str) -> CameraBackend:
+# Which real device each camera is by default (LIBERO-Industry workcell: RealSense on the wrist, UVC outside).
+DEFAULT_DEVICE_TYPE = {"wrist": "realsense", "external": "uvc"}
+DEVICE_TYPES = ("realsense", "uvc")
+# Every generated parameter (device configs under their prefix), for docs and checks.
+CONFIG_PARAMS = prefixed("realsense", RealSenseConfig.parameter_defaults()) | prefixed(
+    "uvc", UvcConfig.parameter_defaults()
+)
+
+
+def make_backend(
+    use_sim: bool, sim_link: str, camera: str, device_type: str, realsense: dict, uvc: dict
+) -> CameraBackend:
     if camera not in CAMERA_NAMES:
         raise ValueError(f"camera_name must be one of {CAMERA_NAMES}, got {camera!r}")
     if use_sim:
@@ -39,7 +52,16 @@ def make_backend(use_sim: bool, sim_link: str, camera: str) -> CameraBackend:
         from sim_bridge.link import SimLink
 
         return SimCameraBackend(SimLink.attach(sim_link), camera)
-    raise RuntimeError("real camera backends (RealSense, UVC) are not in this build yet: start with use_sim:=true")
+    device_type = device_type or DEFAULT_DEVICE_TYPE[camera]
+    if device_type == "realsense":
+        from camera_driver.realsense_backend import RealSenseBackend
+
+        return RealSenseBackend(camera, RealSenseConfig.from_mapping(realsense))
+    if device_type == "uvc":
+        from camera_driver.uvc_backend import UvcBackend
+
+        return UvcBackend(camera, UvcConfig.from_mapping(uvc))
+    raise ValueError(f"device_type must be one of {DEVICE_TYPES} (or empty for the default), got {device_type!r}")
 
 
 class CameraNode(Node):
@@ -51,9 +73,17 @@ class CameraNode(Node):
         self.declare_parameter(Params.CAMERA_HZ, CAMERA_HZ_DEFAULT)
         self.declare_parameter(Params.MAX_FRAME_AGE, 0.2)
         self.declare_parameter("poll_hz", 200.0)
+        self.declare_parameter("device_type", "")
+        realsense = declare_config(self, "realsense", RealSenseConfig.parameter_defaults())
+        uvc = declare_config(self, "uvc", UvcConfig.parameter_defaults())
         self.camera = str(self.get_parameter(Params.CAMERA_NAME).value)
         backend = make_backend(
-            bool(self.get_parameter(Params.USE_SIM).value), str(self.get_parameter(Params.SIM_LINK).value), self.camera
+            bool(self.get_parameter(Params.USE_SIM).value),
+            str(self.get_parameter(Params.SIM_LINK).value),
+            self.camera,
+            str(self.get_parameter("device_type").value),
+            realsense,
+            uvc,
         )
         self.driver = CameraDriver(backend, float(self.get_parameter(Params.MAX_FRAME_AGE).value))
         self.frame_id = OPTICAL_FRAMES[self.camera]
@@ -84,6 +114,7 @@ class CameraNode(Node):
     def shutdown(self) -> None:
         self._stop.set()
         self._thread.join(timeout=1.0)
+        self.driver.backend.close()
 
     def _publish_diag(self) -> None:
         level = ros_msgs.DIAG_OK if self._status == "ok" else ros_msgs.DIAG_WARN
