@@ -122,6 +122,7 @@ class ModbusDevice:
         self._lock = threading.Lock()
         self._writes: queue.Queue[_Write | None] = queue.Queue()
         self._stop = threading.Event()
+        self._closing = threading.Event()
         self._client: ModbusSerialClient | None = None
         self._thread: threading.Thread | None = None
         self.stats = {"polls": 0, "writes": 0, "retries": 0, "failures": 0, "connects": 0, "connect_failures": 0}
@@ -146,7 +147,7 @@ class ModbusDevice:
 
     def write(self, address: int, values: Sequence[int]) -> Future[None]:
         """Queue a write (FC6 for one register, FC16 for several); never blocks."""
-        if self._stop.is_set() or self._thread is None:
+        if self._closing.is_set() or self._thread is None:
             raise BusError(f"{self.name}: bus is closed")
         fut: Future[None] = Future()
         self._writes.put(_Write(int(address), [int(v) & 0xFFFF for v in values], fut))
@@ -166,10 +167,13 @@ class ModbusDevice:
         while self.snapshot().stamp <= t_written and time.monotonic() < deadline:
             time.sleep(0.002)
 
-    def close(self) -> None:
-        self._stop.set()
+    def close(self, drain_timeout: float = 1.0) -> None:
+        """Send the writes already queued (e.g. a final stop), then end the I/O thread."""
+        self._closing.set()
         self._writes.put(None)
         if self._thread is not None:
+            self._thread.join(timeout=drain_timeout)
+            self._stop.set()
             self._thread.join(timeout=2.0)
         self._disconnect()
 
@@ -280,6 +284,8 @@ class ModbusDevice:
         next_poll = time.monotonic()
         while not self._stop.is_set():
             if not connected:
+                if self._closing.is_set():
+                    break
                 try:
                     self._connect()
                     connected = True
@@ -289,13 +295,15 @@ class ModbusDevice:
                     self._set_fault(f"{self.name}: link down: {_short(exc)}")
                     self._fail_pending(f"{self.name}: link down")
                     self.stats["connect_failures"] += 1
-                    self._stop.wait(self.serial.reconnect_period)
+                    self._closing.wait(self.serial.reconnect_period)
                 continue
             try:
                 try:
                     w = self._writes.get(timeout=max(0.0, next_poll - time.monotonic()))
                 except queue.Empty:
                     w = None
+                if w is None and self._closing.is_set():
+                    break
                 if w is not None:
                     try:
                         self.transact_write(w.address, w.values)
@@ -304,8 +312,6 @@ class ModbusDevice:
                         raise
                     w.done.set_result(None)
                     continue  # drain writes in order before the next poll
-                if self._stop.is_set():
-                    break
                 next_poll = max(next_poll + self.poll_period, time.monotonic())
                 self._poll()
             except Exception as exc:
@@ -313,7 +319,7 @@ class ModbusDevice:
                 self._fail_pending(f"{self.name}: link fault")
                 self._disconnect()
                 connected = False
-                self._stop.wait(self.serial.reconnect_period)
+                self._closing.wait(self.serial.reconnect_period)
 
 
 def _short(exc: BaseException | None) -> str:

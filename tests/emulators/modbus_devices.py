@@ -251,7 +251,8 @@ class LeadshineEmulator(ModbusEmulator):
         if self.reg(self.alarm_register):
             self.running, self.rpm = False, 0.0
         goal = float(self.reg(self.RPM)) if self.running else 0.0
-        rate = float(self.reg(self.ACCEL if goal > self.rpm else self.DECEL) or 1000)  # rpm/s
+        ramp_ms = self.reg(self.ACCEL if goal > self.rpm else self.DECEL) or 100  # ms per 1000 rpm
+        rate = 1e6 / ramp_ms  # rpm/s
         d = goal - self.rpm
         self.rpm += max(-rate * dt, min(rate * dt, d))
         self.set_reg(self.speed_register, round(self.rpm))
