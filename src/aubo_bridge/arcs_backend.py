@@ -109,7 +109,13 @@ def classify(mode: int, safety: int, collided: bool) -> tuple[bool, str | None]:
 
 
 def _sdk_log(level: int, source: str, line: int, message: str) -> None:
-    """Route the SDK's console log into Python logging (0 fatal .. 4 debug)."""
+    """Route the SDK's console log into Python logging (0 fatal .. 4 debug).
+
+    The SDK warns that the login reply is not JSON-RPC and echoes the login frame, password
+    digest included: that message is redacted (login itself is checked by the next RPC).
+    """
+    if "__login__" in message:
+        message, level = "login reply is not JSON-RPC (SDK warning; login is checked by the next call)", 4
     log.log({0: logging.CRITICAL, 1: logging.ERROR, 2: logging.WARNING}.get(level, logging.DEBUG), "%s", message)
 
 
@@ -132,6 +138,7 @@ class ArcsArmBackend:
         self._last_ok = -np.inf
         self._link_error: str | None = "not connected"
         self._stop = threading.Event()
+        self._wake = threading.Event()  # ends a poll back-off early (stop, operator reset)
         self._poller: threading.Thread | None = None
         self.polls = 0  # successful state polls, for rate measurements
 
@@ -181,7 +188,9 @@ class ArcsArmBackend:
             ret = self._rpc.login(cfg.user, cfg.password)
         except pyaubo_sdk.AuboException as exc:
             self._rpc.disconnect()
-            raise BackendError(f"login to {self._where} as {cfg.user!r} rejected (wrong user or password?): {exc}") from exc
+            raise BackendError(
+                f"login to {self._where} as {cfg.user!r} rejected (wrong user or password?): {exc}"
+            ) from exc
         if ret != 0 or not self._rpc.hasLogined():
             self._rpc.disconnect()
             raise BackendError(f"login to {self._where} as {cfg.user!r} failed: {code_meaning(ret)}")
@@ -264,7 +273,8 @@ class ArcsArmBackend:
             except BackendError as exc:
                 self._link_error = str(exc)
                 # Each failed RPC froze the process for up to request_timeout: back off.
-                self._stop.wait(max(0.2, 5 * self.config.request_timeout))
+                self._wake.wait(max(0.2, 5 * self.config.request_timeout))
+                self._wake.clear()
                 next_t = time.monotonic()
                 continue
             except Exception as exc:  # a malformed reply must not kill the poller silently
@@ -298,7 +308,9 @@ class ArcsArmBackend:
             self._servo_on = True
         target = [float(v) for v in q]
         t0 = time.monotonic()
-        for attempt in range(cfg.queue_full_retries + 1):
+        attempts = 0
+        while attempts <= cfg.queue_full_retries:
+            attempts += 1
             ret = self._call(
                 self._motion.servoJoint, target, cfg.servo_acc, cfg.servo_vel, cfg.servo_period,
                 cfg.lookahead_time, cfg.gain,
@@ -313,7 +325,7 @@ class ArcsArmBackend:
             if remaining <= 0:
                 break
             time.sleep(min(remaining, cfg.servo_period / (cfg.queue_full_retries + 1)))
-        raise BackendError(f"servoJoint queue full after {attempt + 1} attempts within one servo period")
+        raise BackendError(f"servoJoint queue full after {attempts} attempts within one servo period")
 
     def hold(self) -> None:
         """stopJoint now; the next servo() re-selects servo mode from the measured joints."""
@@ -342,6 +354,7 @@ class ArcsArmBackend:
                     "clear the cause (e-stop, obstacle, pendant) first"
                 )
             self._poll_once()
+        self._wake.set()  # the link works again: end the poller's back-off now
 
     def close(self) -> None:
         """Stop polling, leave servo mode once the arm is steady, log out. Idempotent."""
@@ -349,6 +362,7 @@ class ArcsArmBackend:
             return
         self._closed = True
         self._stop.set()
+        self._wake.set()
         if self._poller is not None:
             self._poller.join(timeout=2.0)
         rpc, self._rpc = self._rpc, None
