@@ -158,8 +158,12 @@ class ArcsArmBackend:
         self._rpc.setLogHandler(_sdk_log)
         self._rpc.setRequestTimeout(max(1, round(cfg.request_timeout * 1000)))
         self._open_session()
-        self._startup()
-        self._poll_once()
+        try:
+            self._startup()
+            self._poll_once()
+        except BackendError:
+            self._rpc.disconnect()  # leave no half-open session behind a failed start-up
+            raise
         self._poller = threading.Thread(target=self._poll_loop, name="arcs-state-poll", daemon=True)
         self._poller.start()
 
@@ -283,6 +287,14 @@ class ArcsArmBackend:
             self._stop.wait(max(0.0, next_t - time.monotonic()))
             if time.monotonic() - next_t > period:
                 next_t = time.monotonic()  # fell behind (GIL, slow reply): do not burst
+
+    def ping(self) -> float:
+        """Round-trip time (s) of one RPC (getRobotModeType), for latency checks and the bench."""
+        if self._state is None:
+            raise BackendError("ARCS backend not connected")
+        t0 = time.perf_counter()
+        self._call(self._state.getRobotModeType)
+        return time.perf_counter() - t0
 
     def read(self) -> ArmMeasurement:
         """The latest polled state (never blocks on the network); stale or lost link -> fault."""
