@@ -194,9 +194,12 @@ class CaptureThread:
                 self._source.close()
                 return
             except Exception as e:  # any device error: report, close, reopen
-                self.last_error = f"{type(e).__name__}: {e}"
+                error = f"{type(e).__name__}: {e}"
+                # Warn once per distinct error, not once per retry of an unplugged camera.
+                level = logging.DEBUG if error == self.last_error else logging.WARNING
+                log.log(level, "camera %s: %s; reopening in %.2f s", self.name, error, backoff)
+                self.last_error = error
                 self.status = "reconnecting"
-                log.warning("camera %s: %s; reopening in %.2f s", self.name, self.last_error, backoff)
             self._source.close()
             if self._stop.wait(backoff):
                 break

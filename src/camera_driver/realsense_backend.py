@@ -55,12 +55,15 @@ class RealSenseSource:
             cfg.enable_device_from_file(c.playback_file, repeat_playback=False)
             cfg.enable_stream(rs.stream.color)  # whatever the recording holds
         else:
+            # Look first: pipeline.start() waits 15 s for a device that is not there, blocking close().
+            devices = [d.get_info(rs.camera_info.serial_number) for d in rs.context().query_devices()]
             serial = c.serial
             if not serial:
-                devices = [d.get_info(rs.camera_info.serial_number) for d in rs.context().query_devices()]
                 if len(devices) != 1:
                     raise SourceError(f"serial is empty and {len(devices)} RealSense devices are connected: {devices}")
                 serial = devices[0]
+            elif serial not in devices:
+                raise SourceError(f"RealSense {serial} is not connected (connected: {devices})")
             cfg.enable_device(serial)
             cfg.enable_stream(rs.stream.color, c.width, c.height, rs.format.rgb8, c.fps)
         pipeline = rs.pipeline()
