@@ -243,6 +243,8 @@ def test_uvc_file_frames_are_rgb_and_paced(tmp_path):
         assert numbers[:N_FRAMES] == list(range(N_FRAMES))
         assert elapsed > 0.8 * N_FRAMES / 40.0  # paced at the file's fps, not as fast as it decodes
         assert backend.capture.clock == CLOCK_ARRIVAL and math.isnan(got[0].fovy)
+        diag = backend.diagnostics()
+        assert 20.0 < diag["fps"] < 60.0 and 0.0 <= diag["latency_ms"] < 20.0, diag
     finally:
         backend.close()
 

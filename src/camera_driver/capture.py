@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -140,6 +141,9 @@ class CaptureThread:
         self.clock = ""
         self.frames = 0
         self.reconnects = 0
+        self.latency = math.nan  # s from capture time to the slot, newest frame
+        self.fps = math.nan  # delivered frame rate, smoothed
+        self._last_publish = math.nan
         self._thread = threading.Thread(target=self._run, name=f"camera-{name}", daemon=True)
         self._thread.start()
 
@@ -166,6 +170,18 @@ class CaptureThread:
         return self._thread.is_alive()
 
     # -- capture thread --
+    def diagnostics(self) -> dict[str, str | int | float]:
+        """Key values for the node's diagnostics message."""
+        return {
+            "status": self.status,
+            "last_error": self.last_error,
+            "clock": self.clock,
+            "frames": self.frames,
+            "reconnects": self.reconnects,
+            "fps": round(self.fps, 1),
+            "latency_ms": round(self.latency * 1e3, 1),
+        }
+
     def _publish(self, raw: RawFrame) -> None:
         rgb = to_square_rgb(raw.image, raw.bgr)
         rgb.flags.writeable = False
@@ -174,6 +190,12 @@ class CaptureThread:
         with self._lock:
             self._index += 1
             self._frame = Frame(self.name, self._index, raw.wall_time, rgb, fovy)
+        now = time.time()
+        self.latency = now - raw.wall_time
+        dt = now - self._last_publish
+        if dt > 0:  # NaN-safe: false on the first frame
+            self.fps = 1.0 / dt if math.isnan(self.fps) else 0.9 * self.fps + 0.1 / dt
+        self._last_publish = now
         self.clock = raw.clock
         self.frames += 1
 
@@ -206,3 +228,32 @@ class CaptureThread:
             backoff = min(backoff * 2.0, self._backoff_max)
             self.reconnects += 1
         self._source.close()
+
+
+class ThreadedBackend:
+    """CameraBackend over a CaptureThread: the newest frame, never a wait on the device."""
+
+    def __init__(self, name: str, source: FrameSource, join_timeout: float) -> None:
+        self.name = name
+        self.source = source
+        self.capture = CaptureThread(name, source, join_timeout=join_timeout)
+
+    def latest(self) -> Frame | None:
+        return self.capture.latest()
+
+    def latest_index(self) -> int:
+        return self.capture.latest_index()
+
+    def close(self) -> None:
+        self.capture.close()
+
+    @property
+    def status(self) -> str:
+        return self.capture.status
+
+    @property
+    def last_error(self) -> str:
+        return self.capture.last_error
+
+    def diagnostics(self) -> dict[str, str | int | float]:
+        return self.capture.diagnostics()

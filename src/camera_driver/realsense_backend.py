@@ -16,15 +16,14 @@ import numpy as np
 from camera_driver.capture import (
     CLOCK_DEVICE,
     CLOCK_DEVICE_MAPPED,
-    CaptureThread,
     ClockMapper,
     EndOfStreamError,
     RawFrame,
     SourceError,
+    ThreadedBackend,
     vertical_fov,
 )
 from camera_driver.config import RealSenseConfig
-from camera_driver.driver import Frame
 
 # Device time stamps this far behind arrival (s) still count as on the wall clock.
 _MAX_PLAUSIBLE_LATENCY = 1.0
@@ -116,28 +115,11 @@ class RealSenseSource:
         return vertical_fov(self._fy, crop_height)
 
 
-class RealSenseBackend:
+class RealSenseBackend(ThreadedBackend):
     """CameraBackend for a RealSense: newest frame of a capture thread, never a wait."""
 
+    source: RealSenseSource
+
     def __init__(self, name: str, config: RealSenseConfig) -> None:
-        self.name = name
         self.config = config
-        self.source = RealSenseSource(config)
-        self.capture = CaptureThread(name, self.source, join_timeout=config.grab_timeout + 2.0)
-
-    def latest(self) -> Frame | None:
-        return self.capture.latest()
-
-    def latest_index(self) -> int:
-        return self.capture.latest_index()
-
-    def close(self) -> None:
-        self.capture.close()
-
-    @property
-    def status(self) -> str:
-        return self.capture.status
-
-    @property
-    def last_error(self) -> str:
-        return self.capture.last_error
+        super().__init__(name, RealSenseSource(config), join_timeout=config.grab_timeout + 2.0)

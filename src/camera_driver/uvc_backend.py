@@ -13,9 +13,8 @@ import time
 
 import cv2
 
-from camera_driver.capture import CLOCK_ARRIVAL, CLOCK_DEVICE_MAPPED, CaptureThread, RawFrame, SourceError
+from camera_driver.capture import CLOCK_ARRIVAL, CLOCK_DEVICE_MAPPED, RawFrame, SourceError, ThreadedBackend
 from camera_driver.config import UvcConfig
-from camera_driver.driver import Frame
 
 # A V4L2 buffer stamp this far behind time.monotonic() (s) is still trusted as the capture time.
 _MAX_PLAUSIBLE_LATENCY = 1.0
@@ -86,28 +85,11 @@ class UvcSource:
         return self.config.fovy  # configured for the square image; OpenCV does not know the lens
 
 
-class UvcBackend:
+class UvcBackend(ThreadedBackend):
     """CameraBackend for a UVC camera: newest frame of a capture thread, never a wait."""
 
+    source: UvcSource
+
     def __init__(self, name: str, config: UvcConfig) -> None:
-        self.name = name
         self.config = config
-        self.source = UvcSource(config)
-        self.capture = CaptureThread(name, self.source, join_timeout=config.grab_timeout + 2.0)
-
-    def latest(self) -> Frame | None:
-        return self.capture.latest()
-
-    def latest_index(self) -> int:
-        return self.capture.latest_index()
-
-    def close(self) -> None:
-        self.capture.close()
-
-    @property
-    def status(self) -> str:
-        return self.capture.status
-
-    @property
-    def last_error(self) -> str:
-        return self.capture.last_error
+        super().__init__(name, UvcSource(config), join_timeout=config.grab_timeout + 2.0)
