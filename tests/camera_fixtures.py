@@ -15,12 +15,12 @@ import numpy as np
 
 
 def rgb_of(i: int) -> tuple[int, int, int]:
-    """Color of frame i: R encodes the frame number (i < 28), G and B are fixed and differ from R."""
-    return (20 + 8 * i, 90, 210)
+    """Color of frame i: R encodes the frame number modulo 29, G and B are fixed and differ from R."""
+    return (20 + 8 * (i % 29), 90, 210)
 
 
 def frame_number(rgb: np.ndarray) -> int:
-    """Inverse of rgb_of from the center pixel of a captured frame."""
+    """Inverse of rgb_of (frame number modulo 29) from the center pixel of a captured frame."""
     r = float(rgb[rgb.shape[0] // 2, rgb.shape[1] // 2, 0])
     return round((r - 20) / 8)
 
