@@ -243,6 +243,10 @@ def test_uvc_file_frames_are_rgb_and_paced(tmp_path):
         assert numbers[:N_FRAMES] == list(range(N_FRAMES))
         assert elapsed > 0.8 * N_FRAMES / 40.0  # paced at the file's fps, not as fast as it decodes
         assert backend.capture.clock == CLOCK_ARRIVAL and math.isnan(got[0].fovy)
+        from libero_workcell import ros_msgs
+
+        msg = ros_msgs.image_msg(got[-1].rgb, got[-1].wall_time, "cam")  # a read-only frame publishes as is
+        assert msg.encoding == "rgb8" and bytes(msg.data) == got[-1].rgb.tobytes()
         diag = backend.diagnostics()
         assert 20.0 < diag["fps"] < 60.0 and 0.0 <= diag["latency_ms"] < 20.0, diag
     finally:
@@ -285,3 +289,35 @@ def test_uvc_missing_device_reports_and_close_is_prompt():
         t0 = time.monotonic()
         backend.close()
         assert time.monotonic() - t0 < 0.5 and backend.status == "closed"
+
+
+@pytest.mark.ros
+def test_camera_node_publishes_uvc_frames(tmp_path, monkeypatch, rclpy_node):
+    """The unchanged camera node over UvcBackend (make_backend patched, as the lead will wire it)."""
+    import rclpy
+    from sensor_msgs.msg import Image
+
+    import camera_driver.node as node_mod
+    from libero_workcell.contract import Qos, Topics
+    from libero_workcell.ros_qos import qos
+
+    path = make_video(tmp_path / "node.avi", n_frames=N_FRAMES, fps=30.0)
+    monkeypatch.setattr(node_mod, "make_backend", lambda *a: UvcBackend("external", UvcConfig(device=str(path))))
+    images: list[Image] = []
+    rclpy_node.create_subscription(Image, Topics.image("external"), images.append, qos(Qos.SENSOR))
+    owns_context = not rclpy.ok()
+    if owns_context:
+        rclpy.init()
+    node = node_mod.CameraNode()
+    try:
+        assert wait_for(lambda: len(images) >= 5, timeout=10.0)
+        m = images[-1]
+        assert (m.width, m.height, m.encoding) == (256, 256, "rgb8")
+        rgb = np.frombuffer(bytes(m.data), np.uint8).reshape(256, 256, 3)
+        assert np.abs(rgb.astype(int) - rgb_of(frame_number(rgb))).max() <= 12
+    finally:
+        node.shutdown()
+        node.driver.backend.close()
+        node.destroy_node()
+        if owns_context:
+            rclpy.try_shutdown()
