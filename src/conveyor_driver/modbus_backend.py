@@ -191,6 +191,7 @@ class ModbusConveyorBackend:
         self._running = False
         self._set_rpm = 0.0  # commanded motor rpm (open-loop estimate when there is no feedback register)
         self._position = 0.0
+        self._reported = 0.0
         self._speed = 0.0
         self._last_stamp: float | None = None
         blocks = [(r, 1) for r in (config.reg_fault, config.reg_speed_feedback) if r >= 0]
@@ -242,7 +243,11 @@ class ModbusConveyorBackend:
         if fault is None and c.reg_fault >= 0 and (code := snap.regs.get(c.reg_fault, 0)):
             fault = f"{c.preset} fault code {code} (0x{code:04X})"
         with self._lock:
-            return BeltState(now, self._position, self._speed, self._running and fault is None, fault)
+            position = self._position
+            if fault is None and self._last_stamp is not None:  # carry the last poll forward to now
+                position += self._speed * max(0.0, now - self._last_stamp)
+            position = self._reported = max(position, self._reported)  # forward-only belt: never step back
+            return BeltState(now, position, self._speed, self._running and fault is None, fault)
 
     def _write(self, writes: list[tuple[int, int]]) -> None:
         try:
