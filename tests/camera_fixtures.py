@@ -42,8 +42,9 @@ def make_realsense_recording(
     hardware_clock: stamp frames in the hardware_clock domain starting at 1000 ms
     (like a camera's own clock), else system_time (wall-clock ms, as recorded).
     """
-    import pyrealsense2 as rs
+    from camera_driver.realsense_backend import import_pyrealsense2
 
+    rs = import_pyrealsense2()
     dev = rs.software_device()
     sensor = dev.add_sensor("Color")
     vs = rs.video_stream()

@@ -29,10 +29,22 @@ from camera_driver.config import RealSenseConfig
 _MAX_PLAUSIBLE_LATENCY = 1.0
 
 
-def _rs():  # imported lazily: pyrealsense2 needs libusb at import, the sim never does
+def import_pyrealsense2():
+    """pyrealsense2, imported lazily (it needs libusb at import; the sim never does) and after rclpy.
+
+    Imported before rclpy, a process that then creates an rclpy node segfaults
+    at exit (pyrealsense2 2.59 bundles its own pybind11 and Fast DDS; rclpy
+    first is fine), so rclpy is loaded first when it is installed.
+    """
+    with contextlib.suppress(ImportError):
+        import rclpy  # noqa: F401
+
     import pyrealsense2 as rs
 
     return rs
+
+
+_rs = import_pyrealsense2
 
 
 class RealSenseSource:
