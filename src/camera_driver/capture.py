@@ -144,6 +144,7 @@ class CaptureThread:
         self.latency = math.nan  # s from capture time to the slot, newest frame
         self.fps = math.nan  # delivered frame rate, smoothed
         self._last_publish = math.nan
+        self._period = math.nan
         self._thread = threading.Thread(target=self._run, name=f"camera-{name}", daemon=True)
         self._thread.start()
 
@@ -192,9 +193,10 @@ class CaptureThread:
             self._frame = Frame(self.name, self._index, raw.wall_time, rgb, fovy)
         now = time.time()
         self.latency = now - raw.wall_time
-        dt = now - self._last_publish
-        if dt > 0:  # NaN-safe: false on the first frame
-            self.fps = 1.0 / dt if math.isnan(self.fps) else 0.9 * self.fps + 0.1 / dt
+        dt = now - self._last_publish  # NaN on the first frame
+        if dt >= 0:  # smooth the period, not its inverse: one burst must not spike the rate
+            self._period = dt if math.isnan(self._period) else 0.9 * self._period + 0.1 * dt
+            self.fps = 1.0 / self._period if self._period > 0 else math.nan
         self._last_publish = now
         self.clock = raw.clock
         self.frames += 1
