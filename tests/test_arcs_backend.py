@@ -181,11 +181,16 @@ def test_servo_stream_moves_arm(emu: ArcsEmulator, backend: ArcsArmBackend) -> N
     assert emu.state()["counts"]["rob1.MotionControl.setServoModeSelect"] == 1  # entered once
 
 
-def test_queue_full_retried_then_succeeds(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:
+def test_queue_full_retried_then_succeeds(emu: ArcsEmulator) -> None:
+    backend = make_backend(emu, queue_full_retries=5)
     backend.servo(HOME_Q)
     emu.queue_full(2)
-    backend.servo(HOME_Q + 0.01)  # 2 x queue full, then accepted within one period
-    assert wait_for(lambda: np.allclose(emu.q(), HOME_Q + 0.01, atol=1e-6))
+    try:
+        backend.servo(HOME_Q + 0.01)  # 2 x queue full, then accepted within one period
+        assert wait_for(lambda: np.allclose(emu.q(), HOME_Q + 0.01, atol=1e-6))
+        assert emu.state()["counts"]["rob1.MotionControl.servoJoint"] == 4
+    finally:
+        backend.close()
 
 
 def test_persistent_queue_full_raises(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:
@@ -194,7 +199,7 @@ def test_persistent_queue_full_raises(emu: ArcsEmulator, backend: ArcsArmBackend
     t0 = time.monotonic()
     with pytest.raises(BackendError, match="queue full"):
         backend.servo(HOME_Q + 0.01)
-    assert time.monotonic() - t0 < 0.05  # gives up within about one servo period
+    assert time.monotonic() - t0 < 0.2  # gives up after about one servo period (slack: loaded CI)
 
 
 def test_servo_error_code_meaning(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:

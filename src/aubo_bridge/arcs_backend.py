@@ -238,21 +238,19 @@ class ArcsArmBackend:
     # -------------------------------------------------------------- state poll
     def _poll_once(self) -> ArmMeasurement:
         """Fetch the state getters once and cache the measurement."""
-        import pyaubo_sdk
 
         if self._rpc is None or not self._rpc.hasConnected():
             raise BackendError(f"connection to ARCS controller at {self._where} lost")
         st = self._state
-        with self._lock:
-            try:
-                q = st.getJointPositions()
-                qd = st.getJointSpeeds()
-                pose = st.getTcpPose()
-                mode = int(st.getRobotModeType())
-                safety = int(st.getSafetyModeType())
-                collided = bool(st.isCollisionOccurred())
-            except pyaubo_sdk.AuboException as exc:
-                raise BackendError(f"state poll of {self._where} failed: {exc}") from exc
+        try:  # the lock per RPC, not per poll: a servo call waits for one reply at most
+            q = self._call(st.getJointPositions)
+            qd = self._call(st.getJointSpeeds)
+            pose = self._call(st.getTcpPose)
+            mode = int(self._call(st.getRobotModeType))
+            safety = int(self._call(st.getSafetyModeType))
+            collided = bool(self._call(st.isCollisionOccurred))
+        except BackendError as exc:
+            raise BackendError(f"state poll failed: {exc}") from exc
         pos, quat = pose_to_tcp(pose, self.config.tcp_orientation)
         ready, fault = classify(mode, safety, collided)
         meas = ArmMeasurement(
@@ -319,7 +317,7 @@ class ArcsArmBackend:
                 raise BackendError(f"setServoModeSelect({cfg.servo_mode}) refused: {code_meaning(ret)}")
             self._servo_on = True
         target = [float(v) for v in q]
-        t0 = time.monotonic()
+        t0: float | None = None  # first queue-full reply: the retry budget is one servo period from there
         attempts = 0
         while attempts <= cfg.queue_full_retries:
             attempts += 1
@@ -333,6 +331,8 @@ class ArcsArmBackend:
                 if ret == -13:
                     self._servo_on = False  # the controller left servo mode (e.g. a safety stop)
                 raise BackendError(f"servoJoint refused: {code_meaning(ret)}")
+            if t0 is None:
+                t0 = time.monotonic()
             remaining = cfg.servo_period - (time.monotonic() - t0)
             if remaining <= 0:
                 break
@@ -393,3 +393,7 @@ class ArcsArmBackend:
             log.warning("ARCS close: %s", exc)
         self._servo_on = False
         self._link_error = "closed"
+        # Drop the SDK objects now: the client's I/O thread must not outlive close() and call
+        # the Python log handler later (e.g. during interpreter shutdown).
+        self._robot = self._state = self._motion = self._manage = None
+        del rpc
