@@ -33,6 +33,7 @@ from camera_driver.realsense_backend import RealSenseBackend
 from camera_driver.uvc_backend import UvcBackend
 
 N_FRAMES = 20
+PROMPT = 0.05  # s: "returns at once" on a loaded 2-core machine; a blocked read would take grab_timeout
 
 
 def collect(backend, seconds: float, until=None) -> list[Frame]:
@@ -145,7 +146,7 @@ def test_a_stalled_device_never_blocks_readers_and_close_returns():
     frame, reason = driver.read_latest()
     assert frame is None and "old" in reason
     assert cap.latest().rgb.shape == (256, 256, 3) and not cap.latest().rgb.flags.writeable
-    assert time.monotonic() - t0 < 0.01
+    assert time.monotonic() - t0 < PROMPT
     t0 = time.monotonic()
     cap.close()  # the thread is stuck in grab(): close gives up after join_timeout
     assert time.monotonic() - t0 < 0.5 and cap.status == "closed"
@@ -184,7 +185,7 @@ def test_realsense_playback_frames_colors_and_end_of_file(recording):
         assert wait_for(lambda: time.time() - backend.latest().wall_time > 0.2, timeout=1.0)
         t0 = time.monotonic()
         frame, reason = driver.read_latest()
-        assert frame is None and "old" in reason and time.monotonic() - t0 < 0.01
+        assert frame is None and "old" in reason and time.monotonic() - t0 < PROMPT
         assert driver.read_new() == (None, "no new frame")
     finally:
         t0 = time.monotonic()
@@ -200,8 +201,10 @@ def test_realsense_hardware_clock_is_mapped_and_loop_reconnects(tmp_path):
         numbers = check_frames(frames, tol=0)
         assert backend.source.domain == "hardware_clock" and backend.capture.clock == CLOCK_DEVICE_MAPPED
         assert backend.capture.reconnects >= 1 and numbers.index(0, 1) > 0  # replayed from frame 0
-        lat = [f.wall_time for f in frames[:8]]
-        assert np.all(np.diff(lat) > 0.02)  # ~33 ms apart, on the wall clock
+        dt = np.diff([f.wall_time for f in frames[:8]])
+        # device-clock spacing (33 ms) carried to the wall clock; the offset estimate only
+        # tightens while the first late arrivals are replaced, so no gap is negative
+        assert np.all(dt > 0) and abs(np.median(dt) - 1 / 30) < 0.004, dt
     finally:
         backend.close()
 
@@ -211,7 +214,7 @@ def test_realsense_missing_device_reports_and_never_blocks():
     driver = CameraDriver(backend, max_frame_age=0.2)
     try:
         t0 = time.monotonic()
-        assert driver.read_latest() == (None, "no frame yet") and time.monotonic() - t0 < 0.01
+        assert driver.read_latest() == (None, "no frame yet") and time.monotonic() - t0 < PROMPT
         assert wait_for(lambda: backend.capture.reconnects >= 2, timeout=3.0)
         assert backend.status == "reconnecting" and "000000000000 is not connected" in backend.last_error
     finally:
@@ -240,7 +243,9 @@ def test_uvc_file_frames_are_rgb_and_paced(tmp_path):
         assert wait_for(poll, timeout=3.0, interval=0.002)
         elapsed = time.monotonic() - t0
         numbers = check_frames(got, tol=12)  # MJPG is lossy
-        assert numbers[:N_FRAMES] == list(range(N_FRAMES))
+        first_loop = numbers[: numbers.index(0, 1)] if 0 in numbers[1:] else numbers
+        # a starved poller may miss a frame, never reorder one
+        assert first_loop[0] == 0 and first_loop == sorted(set(first_loop)) and len(first_loop) >= N_FRAMES // 2
         assert elapsed > 0.8 * N_FRAMES / 40.0  # paced at the file's fps, not as fast as it decodes
         assert backend.capture.clock == CLOCK_ARRIVAL and math.isnan(got[0].fovy)
         from libero_workcell import ros_msgs
@@ -266,7 +271,7 @@ def test_uvc_reconnects_when_the_device_comes_back(tmp_path):
         assert wait_for(lambda: driver.read_latest()[0] is None, timeout=1.0)
         t0 = time.monotonic()
         frame, reason = driver.read_latest()
-        assert frame is None and "old" in reason and time.monotonic() - t0 < 0.01
+        assert frame is None and "old" in reason and time.monotonic() - t0 < PROMPT
         time.sleep(0.3)
         assert backend.latest_index() == stuck_at  # still unplugged
         away.rename(path)  # "replug"
@@ -310,7 +315,7 @@ def test_camera_node_publishes_uvc_frames(tmp_path, monkeypatch, rclpy_node):
         rclpy.init()
     node = node_mod.CameraNode()
     try:
-        assert wait_for(lambda: len(images) >= 5, timeout=10.0)
+        assert wait_for(lambda: len(images) >= 5, timeout=20.0)  # DDS discovery is slow under load
         m = images[-1]
         assert (m.width, m.height, m.encoding) == (256, 256, "rgb8")
         rgb = np.frombuffer(bytes(m.data), np.uint8).reshape(256, 256, 3)
