@@ -116,7 +116,7 @@ class CaptureThread:
 
     Attributes read by the node's diagnostics: ``status`` (opening, streaming,
     reconnecting, ended, closed), ``last_error``, ``clock`` (CLOCK_* of the
-    newest frame), ``frames``, ``reconnects``.
+    newest frame), ``frames``, ``reconnects``, ``fps``, ``latency``; or all of them via ``diagnostics()``.
     """
 
     def __init__(
@@ -170,7 +170,6 @@ class CaptureThread:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    # -- capture thread --
     def diagnostics(self) -> dict[str, str | int | float]:
         """Key values for the node's diagnostics message."""
         return {
@@ -183,6 +182,7 @@ class CaptureThread:
             "latency_ms": round(self.latency * 1e3, 1),
         }
 
+    # -- capture thread --
     def _publish(self, raw: RawFrame) -> None:
         rgb = to_square_rgb(raw.image, raw.bgr)
         rgb.flags.writeable = False
@@ -215,8 +215,7 @@ class CaptureThread:
                 self.last_error = str(e)
                 self.status = "ended"
                 log.info("camera %s: %s", self.name, e)
-                self._source.close()
-                return
+                break
             except Exception as e:  # any device error: report, close, reopen
                 error = f"{type(e).__name__}: {e}"
                 # Warn once per distinct error, not once per retry of an unplugged camera.
@@ -224,12 +223,18 @@ class CaptureThread:
                 log.log(level, "camera %s: %s; reopening in %.2f s", self.name, error, backoff)
                 self.last_error = error
                 self.status = "reconnecting"
-            self._source.close()
+            self._close_source()
             if self._stop.wait(backoff):
                 break
             backoff = min(backoff * 2.0, self._backoff_max)
             self.reconnects += 1
-        self._source.close()
+        self._close_source()
+
+    def _close_source(self) -> None:
+        try:
+            self._source.close()
+        except Exception as e:  # a failing close must not end the thread that reopens the device
+            log.warning("camera %s: closing the device failed: %s", self.name, e)
 
 
 class ThreadedBackend:

@@ -91,7 +91,7 @@ class UvcConfig(_Mapped):
     fps: float = 30.0  # requested rate (0: the device default)
     fourcc: str = ""  # e.g. "MJPG" (USB 2 bandwidth for 30 fps at 640x480+); "" = the device default
     fovy: float = math.nan  # vertical field of view of the square image, degrees (NaN: unknown)
-    grab_timeout: float = 1.0  # s a read may take before the device counts as lost (V4L2 read timeout)
+    grab_timeout: float = 1.0  # s a file/URL read may take (FFmpeg); V4L2 reads end at OpenCV's select timeout
 
     def __post_init__(self) -> None:
         _check_type(self, "device", str)

@@ -34,12 +34,17 @@ class UvcSource:
     def open(self) -> None:
         c = self.config
         timeout_ms = int(c.grab_timeout * 1000)
-        params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, max(timeout_ms, 2000), cv2.CAP_PROP_READ_TIMEOUT_MSEC, timeout_ms]
         target: int | str = c.index if c.index is not None else c.device
         self._is_file = isinstance(target, str) and os.path.isfile(target)
         self._v4l2 = not self._is_file and (isinstance(target, int) or target.startswith("/dev/video"))
-        api = cv2.CAP_V4L2 if self._v4l2 and os.name == "posix" else cv2.CAP_ANY
-        cap = cv2.VideoCapture(target, api, params)
+        if self._v4l2:
+            # No open() parameters: V4L2 takes none, and OpenCV fails an open whose parameters a
+            # backend cannot apply. A hung V4L2 read ends after OpenCV's select timeout
+            # (OPENCV_VIDEOIO_V4L_SELECT_TIMEOUT, 10 s): only this thread waits, readers see the frame age.
+            cap = cv2.VideoCapture(target, cv2.CAP_V4L2)
+        else:  # files and URLs go through FFmpeg, which honours both timeouts
+            params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, max(timeout_ms, 2000), cv2.CAP_PROP_READ_TIMEOUT_MSEC, timeout_ms]
+            cap = cv2.VideoCapture(target, cv2.CAP_ANY, params)
         if not cap.isOpened():
             cap.release()
             raise SourceError(f"cannot open {c.device!r}")
