@@ -35,12 +35,19 @@ def pattern(i: int, width: int, height: int) -> np.ndarray:
 
 
 def make_realsense_recording(
-    path: Path, n_frames: int = 20, width: int = 320, height: int = 240, fps: int = 30, hardware_clock: bool = False
+    path: Path,
+    n_frames: int = 20,
+    width: int = 320,
+    height: int = 240,
+    fps: int = 30,
+    hardware_clock: bool = False,
+    bgr: bool = False,
 ) -> Path:
     """Record n_frames color frames from a pyrealsense2 software_device to a .db3 (this version wants .db3).
 
     hardware_clock: stamp frames in the hardware_clock domain starting at 1000 ms
     (like a camera's own clock), else system_time (wall-clock ms, as recorded).
+    bgr: store bgr8 pixels (same colors) instead of rgb8.
     """
     from camera_driver.realsense_backend import import_pyrealsense2
 
@@ -49,7 +56,8 @@ def make_realsense_recording(
     sensor = dev.add_sensor("Color")
     vs = rs.video_stream()
     vs.type, vs.index, vs.uid = rs.stream.color, 0, 0
-    vs.width, vs.height, vs.fps, vs.bpp, vs.fmt = width, height, fps, 3, rs.format.rgb8
+    vs.width, vs.height, vs.fps, vs.bpp = width, height, fps, 3
+    vs.fmt = rs.format.bgr8 if bgr else rs.format.rgb8
     intr = rs.intrinsics()
     intr.width, intr.height, intr.fx, intr.fy, intr.ppx, intr.ppy = width, height, 200.0, 200.0, width / 2, height / 2
     vs.intrinsics = intr
@@ -63,7 +71,8 @@ def make_realsense_recording(
     start = time.monotonic()
     for i in range(n_frames):
         f = rs.software_video_frame()
-        f.pixels = pattern(i, width, height)
+        img = pattern(i, width, height)
+        f.pixels = np.ascontiguousarray(img[:, :, ::-1]) if bgr else img
         f.stride, f.bpp = width * 3, 3
         f.timestamp, f.domain, f.frame_number = t0 + i * 1000.0 / fps, domain, i
         f.profile = profile

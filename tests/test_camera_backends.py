@@ -27,7 +27,7 @@ from camera_driver.capture import (
     RawFrame,
     to_square_rgb,
 )
-from camera_driver.config import CameraConfigError, RealSenseConfig, UvcConfig
+from camera_driver.config import CameraConfigError, RealSenseConfig, UvcConfig, make_real_backend
 from camera_driver.driver import CameraDriver, Frame
 from camera_driver.realsense_backend import RealSenseBackend
 from camera_driver.uvc_backend import UvcBackend
@@ -193,12 +193,12 @@ def test_realsense_playback_frames_colors_and_end_of_file(recording):
         assert time.monotonic() - t0 < 1.0
 
 
-def test_realsense_hardware_clock_is_mapped_and_loop_reconnects(tmp_path):
-    path = make_realsense_recording(tmp_path / "hw.db3", n_frames=10, hardware_clock=True)
+def test_realsense_bgr8_hardware_clock_is_mapped_and_loop_reconnects(tmp_path):
+    path = make_realsense_recording(tmp_path / "hw.db3", n_frames=10, hardware_clock=True, bgr=True)
     backend = RealSenseBackend("wrist", RealSenseConfig(playback_file=str(path), playback_loop=True, grab_timeout=0.2))
     try:
         frames = collect(backend, 5.0, until=lambda: backend.capture.reconnects >= 1 and backend.latest_index() > 12)
-        numbers = check_frames(frames, tol=0)
+        numbers = check_frames(frames, tol=0)  # bgr8 stream, RGB frames
         assert backend.source.domain == "hardware_clock" and backend.capture.clock == CLOCK_DEVICE_MAPPED
         assert backend.capture.reconnects >= 1 and numbers.index(0, 1) > 0  # replayed from frame 0
         dt = np.diff([f.wall_time for f in frames[:8]])
@@ -285,7 +285,8 @@ def test_uvc_reconnects_when_the_device_comes_back(tmp_path):
 
 
 def test_uvc_missing_device_reports_and_close_is_prompt():
-    backend = UvcBackend("external", UvcConfig(device="/dev/video99"))
+    backend = make_real_backend("external", UvcConfig.from_mapping({"device": "/dev/video99"}))
+    assert isinstance(backend, UvcBackend)
     try:
         assert wait_for(lambda: backend.capture.reconnects >= 2, timeout=3.0)
         assert backend.status == "reconnecting" and "cannot open" in backend.last_error
