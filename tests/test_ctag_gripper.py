@@ -130,6 +130,19 @@ def test_close_without_object_reaches_closed_and_detects_nothing(
     assert not gripper.read().object_detected
 
 
+def test_refused_motion_is_not_a_grasp(link: FaultyLink, ctag: CtagEmulator) -> None:
+    """Without an alarm register the backend cannot see why the fingers do not move: still no grasp."""
+    backend = CtagGripperBackend(fast_config(link.client_port, reg_alarm=-1))
+    try:
+        ctag.inject_alarm(1)  # the emulator refuses motion while alarmed
+        backend.command(1.0)
+        time.sleep(0.5)
+        m = backend.read()
+        assert m.coord == 0.0 and not m.object_detected and m.fault is None
+    finally:
+        backend.close()
+
+
 def test_target_is_32_bit_high_word_first(ctag: CtagEmulator, gripper: CtagGripperBackend) -> None:
     gripper.command(0.5)
     assert wait_for(lambda: (0x0108, [1]) in ctag.writes)
@@ -156,7 +169,9 @@ def test_alarm_faults_and_reset_clears_without_moving(ctag: CtagEmulator, grippe
     assert gripper.read().coord == pytest.approx(0.4, abs=1e-3)
 
 
-def test_dropped_replies_are_retried_then_fault_then_recover(link: FaultyLink, gripper: CtagGripperBackend) -> None:
+def test_dropped_replies_are_retried_then_fault_then_recover(
+    link: FaultyLink, ctag: CtagEmulator, gripper: CtagGripperBackend
+) -> None:
     link.drop_next(2)  # fewer than 1 + retries attempts: absorbed by retries
     assert wait_for(lambda: gripper.bus.stats["retries"] >= 2)
     assert gripper.read().fault is None
@@ -165,7 +180,9 @@ def test_dropped_replies_are_retried_then_fault_then_recover(link: FaultyLink, g
     assert wait_for(lambda: "no valid reply after 3 attempts" in (gripper.read().fault or ""))
     link.heal()
     assert wait_for(lambda: gripper.read().fault is None)
-    assert gripper.bus.stats["connects"] >= 2  # reconnected (and re-enabled)
+    assert gripper.bus.stats["connects"] >= 2
+    # Reconnected: settings rewritten, but no second enable/init (it may run a calibration stroke).
+    assert ctag.writes.count((0x0100, [1])) == 1 and ctag.writes.count((0x0104, [255, 128])) >= 2
 
 
 def test_crc_errors_are_retried_then_fault_then_recover(link: FaultyLink, gripper: CtagGripperBackend) -> None:
@@ -247,6 +264,7 @@ def test_arm_driver_drives_the_ctag(ctag: CtagEmulator, gripper: CtagGripperBack
     driver = ArmDriver(ArmConfig(), StillArm(), gripper, active_source=SOURCE_POLICY)
     assert driver.enable()[0]
     ctag.place_object(0.045)
+    ticks: list[float] = []
 
     def run(grip: float, until, timeout: float = 3.0) -> bool:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout
@@ -255,7 +273,7 @@ def test_arm_driver_drives_the_ctag(ctag: CtagEmulator, gripper: CtagGripperBack
             for _ in range(5):
                 t0 = time.perf_counter()
                 driver.tick()
-                assert time.perf_counter() - t0 < 0.01  # the 100 Hz tick never waits on the bus
+                ticks.append(time.perf_counter() - t0)
                 time.sleep(0.01)
             if until():
                 return True
@@ -264,6 +282,8 @@ def test_arm_driver_drives_the_ctag(ctag: CtagEmulator, gripper: CtagGripperBack
     assert run(1.0, lambda: gripper.read().object_detected)
     assert driver.status().gripper == pytest.approx(0.5, abs=0.01)
     assert run(-1.0, lambda: driver.status().gripper == 0.0)
+    # The 100 Hz tick never waits on the bus (a bus round trip is ~5 ms; outliers are GIL hand-offs).
+    assert float(np.median(ticks)) < 0.003 and max(ticks) < 0.05
     ctag.inject_alarm(2)
     assert wait_for(lambda: (driver.tick(), driver.mode is ArmMode.FAULT)[1])
     assert "gripper" in (driver.status().fault or "")

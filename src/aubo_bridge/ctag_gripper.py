@@ -118,7 +118,9 @@ class CtagGripperBackend:
         self._settings = (config.speed, config.force)
         self._last_pos: int | None = None
         self._still_since: float | None = None
+        self._start_pos: int | None = None  # position when the current target was commanded
         self._object = False
+        self._enabled = False
         blocks = [(config.reg_feedback, 2)]
         if config.reg_alarm >= 0:
             blocks.append((config.reg_alarm, 1))
@@ -132,31 +134,44 @@ class CtagGripperBackend:
             raise BackendError(f"gripper: {exc}") from exc
 
     def _on_connect(self, bus: ModbusDevice) -> None:
+        """Enable/init once per backend: on similar grippers init runs a calibration stroke, which must
+        not happen on a reconnect after a bus glitch (it would drop a held object). Settings every time."""
         c = self.config
-        bus.transact_write(c.reg_enable, [1])
+        if not self._enabled:
+            bus.transact_write(c.reg_enable, [1])
+            self._enabled = True
         bus.transact_write(c.reg_speed, list(self._settings))
         bus.transact_write(c.reg_accel, [c.acceleration, c.deceleration])
 
+    def _position(self, snap: Snapshot) -> int:
+        raw = snap.u32(self.config.reg_feedback)
+        return raw - (1 << 32) if raw >= 1 << 31 else raw  # a slightly negative reading must not become "closed"
+
     def _on_poll(self, snap: Snapshot) -> None:
-        """Grasp inference: position unchanged for stall_time, clearly short of a close target."""
-        pos = snap.u32(self.config.reg_feedback)
+        """Grasp inference: the fingers closed some way, then stood still for stall_time clearly short of
+        the target (not moving at all is a refused command, not a grasp)."""
+        c = self.config
+        pos = self._position(snap)
         with self._lock:
-            if self._last_pos is None or abs(pos - self._last_pos) > self.config.stall_tolerance:
+            if self._start_pos is None:
+                self._start_pos = pos
+            if self._last_pos is None or abs(pos - self._last_pos) > c.stall_tolerance:
                 self._last_pos, self._still_since = pos, snap.stamp
             target = self._target
             assert self._still_since is not None
             self._object = (
                 target is not None
                 and target > 0
-                and pos < target - self.config.stall_margin
-                and snap.stamp - self._still_since >= self.config.stall_time
+                and pos > self._start_pos + c.stall_tolerance
+                and pos < target - c.stall_margin
+                and snap.stamp - self._still_since >= c.stall_time
             )
 
     def read(self) -> GripperMeasurement:
         snap = self._bus.snapshot()
         now = self._clock()
         c = self.config
-        coord = min(1.0, max(0.0, snap.u32(c.reg_feedback) / c.position_max)) if snap.regs else 0.0
+        coord = min(1.0, max(0.0, self._position(snap) / c.position_max)) if snap.regs else 0.0
         fault = snap.fault
         if fault is None and now - snap.stamp > c.max_age:
             fault = f"gripper state stale ({now - snap.stamp:.3f} s old, max {c.max_age} s)"
@@ -171,8 +186,8 @@ class CtagGripperBackend:
         c = self.config
         target = round(min(1.0, max(0.0, float(coord))) * c.position_max)
         with self._lock:
-            if target != self._target:
-                self._last_pos, self._object = None, False  # a new motion: re-arm grasp inference
+            if target != self._target:  # a new motion: re-arm grasp inference
+                self._last_pos, self._start_pos, self._object = None, None, False
             self._target = target
         try:
             self._bus.write(c.reg_target, [(target >> 16) & 0xFFFF, target & 0xFFFF])
