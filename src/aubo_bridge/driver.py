@@ -166,6 +166,16 @@ class ArmDriver:
             self._safe_hold()
             return True, "stopped"
 
+    def close(self) -> None:
+        """Hold, then release the devices (leave servo mode, disconnect). The driver is done after this."""
+        with self._lock:
+            self.stop()
+            for device in (self._arm, self._gripper):
+                try:
+                    device.close()
+                except Exception as exc:  # closing must reach every device
+                    self._last_error = f"close failed: {exc}"
+
     def home(self) -> tuple[bool, str]:
         with self._lock:
             if self._mode in (ArmMode.FAULT, ArmMode.DISABLED):

@@ -22,7 +22,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from aubo_bridge.backends import make_backends
+from aubo_bridge.backends import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, make_backends
 from aubo_bridge.config import ArmConfig, ConfigError, parameter_defaults
 from aubo_bridge.driver import ArmDriver, ArmMode
 from libero_workcell import ros_msgs
@@ -39,11 +39,12 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.node_main import run_node
+from libero_workcell.node_params import declare_config
 from libero_workcell.rate import CONTROL_PRIORITY, run_loop
 from libero_workcell.ros_qos import qos
 
 ARM_PARAMS = parameter_defaults()  # every ArmConfig field is a parameter of the same name
-CONFIG_PARAMS = dict(ARM_PARAMS)  # every generated parameter, for docs and checks
+CONFIG_PARAMS = ARM_PARAMS | DEVICE_PARAMS  # every generated parameter, for docs and checks
 
 
 class AuboBridgeNode(Node):
@@ -61,7 +62,9 @@ class AuboBridgeNode(Node):
         arm, gripper = make_backends(
             use_sim=self.use_sim,
             sim_link=str(self.get_parameter(Params.SIM_LINK).value),
-            stale_after=self.config.state_stale_after,
+            arm_config=self.config,
+            arcs=declare_config(self, "arcs", ARCS_PARAMS),
+            gripper=declare_config(self, "gripper", GRIPPER_PARAMS),
         )
         self.driver = ArmDriver(
             self.config, arm, gripper, active_source=str(self.get_parameter(Params.ACTIVE_SOURCE).value)
@@ -185,11 +188,12 @@ class AuboBridgeNode(Node):
     def shutdown(self) -> None:
         self._stop.set()
         self._servo_thread.join(timeout=1.0)
-        self.driver.stop()
+        self.driver.close()
 
 
 def main(args: list[str] | None = None) -> None:
-    run_node(AuboBridgeNode, "aubo_bridge", args, threads=2, startup_errors=(ConfigError, RuntimeError, ValueError))
+    errors = (ConfigError, RuntimeError, ValueError, OSError)
+    run_node(AuboBridgeNode, "aubo_bridge", args, threads=2, startup_errors=errors)
 
 
 if __name__ == "__main__":

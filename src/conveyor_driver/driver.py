@@ -35,6 +35,9 @@ class ConveyorBackend(Protocol):
 
     def halt(self) -> None: ...
 
+    def emergency_stop(self) -> None:
+        """Stop as fast as the drive can (its quick-stop / e-stop command)."""
+
     def acknowledge_fault(self) -> None:
         """Operator reset of the drive's alarm. Never starts the belt."""
 
@@ -100,6 +103,14 @@ class ConveyorDriver:
                 self._backend.run(self._speed)
             return True, f"speed set to {self._speed:.3f} m/s"
 
+    def emergency_stop(self) -> tuple[bool, str]:
+        """Quick-stop the drive and latch a fault: restarting needs reset_fault, then start."""
+        with self._lock:
+            self._backend.emergency_stop()
+            self._running = False
+            self._fault = "emergency stop requested"
+            return True, "emergency stop: belt stopped; reset_fault, then start, to run again"
+
     def reset_fault(self) -> tuple[bool, str]:
         with self._lock:
             self._backend.acknowledge_fault()
@@ -108,6 +119,11 @@ class ConveyorDriver:
                 return False, f"fault still present: {state.fault}"
             self._fault = None
             return True, "fault cleared; conveyor stopped until started"
+
+    def close(self) -> None:
+        """Release the drive (after stop)."""
+        with self._lock:
+            self._backend.close()
 
     def read(self) -> BeltState:
         with self._lock:

@@ -15,20 +15,25 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
 from std_srvs.srv import Trigger
 
+from conveyor_driver import modbus_backend
 from conveyor_driver.driver import ConveyorBackend, ConveyorConfig, ConveyorDriver, ConveyorError
 from libero_workcell import ros_msgs
 from libero_workcell.contract import BELT_JOINT_NAME, Params, Qos, Services, Topics
 from libero_workcell.node_main import run_node
+from libero_workcell.node_params import declare_config, prefixed
 from libero_workcell.ros_qos import qos
 
+MODBUS_PARAMS = modbus_backend.parameter_defaults()
+CONFIG_PARAMS = prefixed("modbus", MODBUS_PARAMS)  # every generated parameter, for docs and checks
 
-def make_backend(use_sim: bool, sim_link: str) -> ConveyorBackend:
+
+def make_backend(use_sim: bool, sim_link: str, modbus: dict) -> ConveyorBackend:
     if use_sim:
         from conveyor_driver.sim_backend import SimConveyorBackend
         from sim_bridge.link import SimLink
 
         return SimConveyorBackend(SimLink.attach(sim_link))
-    raise RuntimeError("the real conveyor (Modbus) backend is not in this build yet: start with use_sim:=true")
+    return modbus_backend.ModbusConveyorBackend(modbus_backend.ConveyorModbusConfig.from_mapping(modbus))
 
 
 class ConveyorNode(Node):
@@ -45,7 +50,9 @@ class ConveyorNode(Node):
             max_speed=float(self.get_parameter("max_speed").value),
         )
         backend = make_backend(
-            bool(self.get_parameter(Params.USE_SIM).value), str(self.get_parameter(Params.SIM_LINK).value)
+            bool(self.get_parameter(Params.USE_SIM).value),
+            str(self.get_parameter(Params.SIM_LINK).value),
+            declare_config(self, "modbus", MODBUS_PARAMS),
         )
         self.driver = ConveyorDriver(config, backend)
         self._pub_state = self.create_publisher(JointState, Topics.CONVEYOR_STATE, qos(Qos.STATE))
@@ -54,6 +61,7 @@ class ConveyorNode(Node):
         self.create_service(Trigger, Services.CONVEYOR_START, self._trigger(self.driver.start))
         self.create_service(Trigger, Services.CONVEYOR_STOP, self._trigger(self.driver.stop))
         self.create_service(Trigger, Services.CONVEYOR_RESET_FAULT, self._trigger(self.driver.reset_fault))
+        self.create_service(Trigger, Services.CONVEYOR_EMERGENCY_STOP, self._trigger(self.driver.emergency_stop))
         self.add_on_set_parameters_callback(self._on_params)
         self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish)
         self.create_timer(1.0, self._publish_diag)
@@ -64,6 +72,7 @@ class ConveyorNode(Node):
     def shutdown(self) -> None:
         """A conveyor whose driver goes away stops."""
         self.driver.stop()
+        self.driver.close()
 
     def _trigger(self, handler):
         def serve(request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
@@ -98,7 +107,7 @@ class ConveyorNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    run_node(ConveyorNode, "conveyor_driver", args, startup_errors=(ConveyorError, RuntimeError, ValueError))
+    run_node(ConveyorNode, "conveyor_driver", args, startup_errors=(ConveyorError, RuntimeError, ValueError, OSError))
 
 
 if __name__ == "__main__":

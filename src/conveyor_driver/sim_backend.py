@@ -30,6 +30,9 @@ class SimConveyorBackend:
     def halt(self) -> None:
         self._link.write_belt_command(0.0, False)
 
+    def emergency_stop(self) -> None:
+        self.halt()  # the simulated belt stops at its acceleration limit either way
+
     def acknowledge_fault(self) -> None:
         pass
 

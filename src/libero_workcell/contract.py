@@ -122,6 +122,7 @@ class Services:
     CONVEYOR_START: Final = "/conveyor/start"
     CONVEYOR_STOP: Final = "/conveyor/stop"
     CONVEYOR_RESET_FAULT: Final = "/conveyor/reset_fault"
+    CONVEYOR_EMERGENCY_STOP: Final = "/conveyor/emergency_stop"
     SIM_RESET: Final = "/sim/reset"
 
 
