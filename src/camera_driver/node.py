@@ -117,8 +117,10 @@ class CameraNode(Node):
         self.driver.backend.close()
 
     def _publish_diag(self) -> None:
-        level = ros_msgs.DIAG_OK if self._status == "ok" else ros_msgs.DIAG_WARN
-        values = {"published": self.published, "stale_reads": self.driver.stale_reads}
+        device = getattr(self.driver.backend, "diagnostics", dict)()  # real backends: status, fps, reconnects
+        healthy = self._status == "ok" and device.get("status", "streaming") == "streaming"
+        level = ros_msgs.DIAG_OK if healthy else ros_msgs.DIAG_WARN
+        values = {"published": self.published, "stale_reads": self.driver.stale_reads, **device}
         self._pub_diag.publish(
             ros_msgs.diagnostics_msg(f"camera/{self.camera}", self.frame_id, level, self._status, values)
         )
