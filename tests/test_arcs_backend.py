@@ -181,16 +181,12 @@ def test_servo_stream_moves_arm(emu: ArcsEmulator, backend: ArcsArmBackend) -> N
     assert emu.state()["counts"]["rob1.MotionControl.setServoModeSelect"] == 1  # entered once
 
 
-def test_queue_full_retried_then_succeeds(emu: ArcsEmulator) -> None:
-    backend = make_backend(emu, queue_full_retries=5)
+def test_queue_full_retried_then_succeeds(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:
     backend.servo(HOME_Q)
-    emu.queue_full(2)
-    try:
-        backend.servo(HOME_Q + 0.01)  # 2 x queue full, then accepted within one period
-        assert wait_for(lambda: np.allclose(emu.q(), HOME_Q + 0.01, atol=1e-6))
-        assert emu.state()["counts"]["rob1.MotionControl.servoJoint"] == 4
-    finally:
-        backend.close()
+    emu.queue_full(1)
+    backend.servo(HOME_Q + 0.01)  # queue full once, retried and accepted within one period
+    assert wait_for(lambda: np.allclose(emu.q(), HOME_Q + 0.01, atol=1e-6))
+    assert emu.state()["counts"]["rob1.MotionControl.servoJoint"] == 3
 
 
 def test_persistent_queue_full_raises(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:

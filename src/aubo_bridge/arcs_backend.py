@@ -125,7 +125,9 @@ class ArcsArmBackend:
     def __init__(self, config: ArcsConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self._clock = clock
-        self._lock = threading.Lock()  # one RPC at a time (servo tick vs state poll)
+        # Every SDK call under this lock, hasConnected() included: a reconnect racing the poller's
+        # hasConnected() segfaulted in the SDK. Re-entrant: a (re)connect holds it throughout.
+        self._lock = threading.RLock()
         self._rpc: Any = None
         self._robot: Any = None
         self._state: Any = None
@@ -169,6 +171,10 @@ class ArcsArmBackend:
 
     def _open_session(self) -> None:
         """TCP probe (bounded time: the SDK's own connect can block, GIL held), connect, login."""
+        with self._lock:
+            self._open_session_locked()
+
+    def _open_session_locked(self) -> None:
         import pyaubo_sdk
 
         cfg = self.config
@@ -235,11 +241,15 @@ class ArcsArmBackend:
             except pyaubo_sdk.AuboException as exc:
                 raise BackendError(f"ARCS {self._where}: {exc}") from exc
 
+    def _connected(self) -> bool:
+        with self._lock:
+            return self._rpc is not None and bool(self._rpc.hasConnected())
+
     # -------------------------------------------------------------- state poll
     def _poll_once(self) -> ArmMeasurement:
         """Fetch the state getters once and cache the measurement."""
 
-        if self._rpc is None or not self._rpc.hasConnected():
+        if not self._connected():
             raise BackendError(f"connection to ARCS controller at {self._where} lost")
         st = self._state
         try:  # the lock per RPC, not per poll: a servo call waits for one reply at most
@@ -352,7 +362,7 @@ class ArcsArmBackend:
         """Operator reset: reconnect a lost link, unlock a protective stop. Never starts motion."""
         if self._rpc is None or self._closed:
             raise BackendError("ARCS backend not connected")
-        if not self._rpc.hasConnected():
+        if not self._connected():
             self._open_session()
         meas = self._poll_once()
         needs_unlock = meas.fault is not None and (
@@ -377,6 +387,10 @@ class ArcsArmBackend:
         self._wake.set()
         if self._poller is not None:
             self._poller.join(timeout=2.0)
+        with self._lock:  # a servo tick may still be running on the driver's thread
+            self._close_session()
+
+    def _close_session(self) -> None:
         rpc, self._rpc = self._rpc, None
         if rpc is None:
             return
