@@ -90,11 +90,12 @@ def test_missing_port_is_a_clear_error() -> None:
         CtagGripperBackend(CtagConfig(port="/dev/ttyNOPE_ctag"))
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may open any port")
-def test_unreadable_port_is_a_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_unreadable_port_is_a_clear_error(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     port = tmp_path / "tty"
     port.touch(mode=0)
-    with pytest.raises(BackendError, match="permission"):
+    if os.geteuid() == 0:  # root passes any access check: pretend to be a user outside 'dialout'
+        monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(BackendError, match=r"permission.*dialout"):
         CtagGripperBackend(CtagConfig(port=str(port)))
 
 
@@ -209,17 +210,18 @@ def test_slow_device_makes_the_snapshot_stale(link: FaultyLink, ctag: CtagEmulat
 
 def test_read_and_command_never_block_on_a_dead_bus(link: FaultyLink, gripper: CtagGripperBackend) -> None:
     link.drop = True
-    worst = 0.0
+    times: list[float] = []
     t_end = time.monotonic() + 0.6
     while time.monotonic() < t_end:
         t0 = time.perf_counter()
         gripper.read()
-        worst = max(worst, time.perf_counter() - t0)
+        times.append(time.perf_counter() - t0)
         time.sleep(0.001)
-    assert worst < 0.005
+    # One dead-bus transaction takes >= 3 x 50 ms; outliers of a few ms are GIL hand-offs to the bus thread.
+    assert float(np.median(times)) < 0.0005 and max(times) < 0.05
     t0 = time.perf_counter()
     gripper.command(1.0)
-    assert time.perf_counter() - t0 < 0.005
+    assert time.perf_counter() - t0 < 0.05
     assert gripper.read().fault is not None
 
 

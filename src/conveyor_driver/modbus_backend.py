@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 from conveyor_driver.driver import BeltState
@@ -113,6 +113,8 @@ class ConveyorModbusConfig:
                 raise ConveyorConfigError(f"{name} must be a positive number, got {value!r}")
         if self.max_age <= 1.0 / self.poll_hz:
             raise ConveyorConfigError(f"max_age {self.max_age} s must exceed the poll period {1.0 / self.poll_hz} s")
+        if not (0 <= self.accel <= 0xFFFF and 0 <= self.decel <= 0xFFFF):
+            raise ConveyorConfigError(f"accel/decel must fit a register, got {self.accel}/{self.decel}")
         for f in fields(self):
             if f.name.startswith(("reg_", "value_")) and not -1 <= getattr(self, f.name) <= 0xFFFF:
                 raise ConveyorConfigError(f"{f.name} must be a register address/value, got {getattr(self, f.name)}")
@@ -152,7 +154,7 @@ class ConveyorModbusConfig:
 
 def parameter_defaults() -> dict[str, str | int | float]:
     """Every field as a ROS parameter default; register fields stay 0 (= from the preset)."""
-    d = replace(ConveyorModbusConfig())
+    d = ConveyorModbusConfig()
     return {f.name: (0 if f.name.startswith(("reg_", "value_")) else getattr(d, f.name)) for f in fields(d)}
 
 
