@@ -103,7 +103,9 @@ class ArmDriver:
         self._arm = arm
         self._gripper = gripper
         self._clock = clock
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # driver state
+        self._io_lock = threading.Lock()  # orders commands to the arm (servo targets vs holds)
+        self._generation = 0  # bumped by every hold: targets computed before it are not sent
         self.arbiter = SourceArbiter(active_source, on_switch=self._on_source_switch)
         self._mode = ArmMode.DISABLED
         self._fault: str | None = None
@@ -226,15 +228,34 @@ class ArmDriver:
         """
         with self._lock:
             try:
-                self._tick()
+                target = self._tick()
             except Exception as exc:
                 self._enter_fault(f"servo tick failed: {type(exc).__name__}: {exc}")
+                return
+            generation = self._generation
+        if target is None:
+            return
+        # The command goes out without the state lock: a slow device round trip must not
+        # block actions. The I/O lock orders it against holds; a stop or fault that came
+        # after this target was computed (generation changed) means it is never sent.
+        error = None
+        with self._io_lock:
+            if generation != self._generation:
+                return
+            try:
+                self._arm.servo(target)
+            except Exception as exc:
+                error = f"servo command refused: {type(exc).__name__}: {exc}"
+        if error is not None:
+            with self._lock:
+                self._enter_fault(error)
 
-    def _tick(self) -> None:
+    def _tick(self) -> np.ndarray | None:
+        """Update the state machine; return the servo target to send this period, or None."""
         self._refresh()
         now = self._clock()
         if self._mode is ArmMode.FAULT or self._mode is ArmMode.DISABLED:
-            return
+            return None
         if (
             self._mode is ArmMode.ENABLED
             and self._last_action_t is not None
@@ -255,7 +276,7 @@ class ArmDriver:
             # in time, no servo target moves a joint faster than max_joint_speed.
             max_step = self.config.max_joint_speed * self.config.servo_period
             self._target = self._target + np.clip(desired - self._target, -max_step, max_step)
-        self._send(self._target)
+        return self._target.copy()
 
     # -------------------------------------------------------------- internals
     def _apply(self, a: np.ndarray) -> ActionResult:
@@ -362,10 +383,12 @@ class ArmDriver:
         self._safe_hold()
 
     def _safe_hold(self) -> None:
-        try:
-            self._arm.hold()
-        except BackendError as exc:  # nothing more we can do from here; report it
-            self._last_error = f"hold failed: {exc}"
+        self._generation += 1  # any target computed before this hold is void
+        with self._io_lock:
+            try:
+                self._arm.hold()
+            except BackendError as exc:  # nothing more we can do from here; report it
+                self._last_error = f"hold failed: {exc}"
         self._target = self._meas.q.copy()
         self._seg_start = self._seg_goal = self._target.copy()
 
@@ -393,12 +416,6 @@ class ArmDriver:
             self._hold_here(keep_target=True)
             self._mode = ArmMode.ENABLED
             self._last_action_t = None
-
-    def _send(self, q: np.ndarray) -> None:
-        try:
-            self._arm.servo(q)
-        except BackendError as exc:
-            self._enter_fault(f"servo command refused: {exc}")
 
     def _on_source_switch(self, previous: str, new: str) -> None:
         with self._lock:

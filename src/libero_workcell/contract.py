@@ -165,7 +165,9 @@ class QosSpec:
 
 
 class Qos:
-    COMMAND: Final = QosSpec(reliable=True, depth=1)  # actions: only the newest matters
+    # Actions are relative: every one counts, so a short queue absorbs executor hiccups
+    # instead of dropping a step (depth 1 lost actions under load).
+    COMMAND: Final = QosSpec(reliable=True, depth=10)
     STATE: Final = QosSpec(reliable=True, depth=5)  # joint/TCP/gripper/belt state
     SENSOR: Final = QosSpec(reliable=False, depth=2)  # images: best effort, newest
     LATCHED: Final = QosSpec(reliable=True, depth=1, transient_local=True)

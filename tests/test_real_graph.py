@@ -1,0 +1,176 @@
+"""The aubo_bridge node on its REAL backends, against protocol emulators, on real rclpy.
+
+The same executable and graph entry as on the robot PC (``use_sim:=false``):
+the AUBO ARCS backend talks to the ARCS emulator through pyaubo_sdk on
+loopback, the CTAG2F90D backend to a pymodbus gripper emulator over a pty
+pair. It must pass what the sim graph passes (an action moves the TCP by
+the commanded amount) and stop safely on a protective stop.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import TEST_OUTPUT, ros_probe, wait_for
+from emulators.arcs_emulator import ArcsEmulator
+from emulators.modbus_devices import CtagEmulator
+from emulators.serial_link import SocatPair
+
+from aubo_bridge.kinematics import HOME_Q, fk
+from libero_workcell import ros_msgs
+from libero_workcell.bringup import Graph
+from libero_workcell.contract import ACTION_POS_SCALE, SOURCE_POLICY, Qos, Services, Topics
+from libero_workcell.launcher import launch
+from libero_workcell.ros_qos import qos
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def devices() -> Iterator[tuple[ArcsEmulator, CtagEmulator, str]]:
+    pair = SocatPair()
+    gripper = CtagEmulator(pair.a)
+    arm = ArcsEmulator(q0=[float(v) for v in HOME_Q]).start()
+    try:
+        yield arm, gripper, pair.b
+    finally:
+        arm.stop()
+        gripper.close()
+        pair.close()
+
+
+@pytest.fixture(scope="module")
+def node(devices) -> Iterator[Any]:
+    arm, _, gripper_port = devices
+    (spec,) = [
+        s
+        for s in Graph.load().resolve(
+            [
+                "use_sim:=false",
+                "aubo_bridge.active_source:=policy",
+                "aubo_bridge.arcs.ip:=127.0.0.1",
+                f"aubo_bridge.arcs.rpc_port:={arm.port}",
+                f"aubo_bridge.gripper.port:={gripper_port}",
+            ]
+        )
+        if s.name == "aubo_bridge"
+    ]
+    running = launch([spec], env=dict(os.environ), log_dir=TEST_OUTPUT / "test_real_graph")
+    try:
+        yield running
+    finally:
+        codes = running.stop(timeout=10)
+        assert codes == {"aubo_bridge": 0}, codes
+
+
+class Probe:
+    def __init__(self, node: Any) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from sensor_msgs.msg import JointState
+
+        self.node = node
+        self.state: np.ndarray | None = None
+        self.diag: dict[str, str] = {}
+        self.diag_seq = 0
+        node.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
+        node.create_subscription(DiagnosticArray, Topics.DIAGNOSTICS, self._on_diag, qos(Qos.DIAGNOSTICS))
+        self.publish = node.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND)).publish
+
+    def _on_state(self, msg) -> None:
+        self.state = ros_msgs.state_from_msg(msg)
+
+    def _on_diag(self, msg) -> None:
+        for st in msg.status:
+            if st.name == "aubo_bridge":
+                self.diag = {kv.key: kv.value for kv in st.values}
+                self.diag_seq += 1
+
+    def fresh_diag(self) -> dict[str, str]:
+        seq = self.diag_seq
+        assert wait_for(lambda: self.diag_seq > seq, 3.0), "no fresh diagnostics"
+        return self.diag
+
+    def call(self, service: str) -> tuple[bool, str]:
+        from std_srvs.srv import Trigger
+
+        client = self.node.create_client(Trigger, service)
+        try:
+            assert client.wait_for_service(timeout_sec=5.0)
+            future = client.call_async(Trigger.Request())
+            assert wait_for(future.done, 5.0)
+            return future.result().success, future.result().message
+        finally:
+            self.node.destroy_client(client)
+
+    def stream(self, action: list[float], steps: int) -> None:
+        t0 = time.perf_counter()
+        for k in range(steps):
+            self.publish(ros_msgs.action_msg(action, SOURCE_POLICY))
+            time.sleep(max(0.0, t0 + (k + 1) * 0.05 - time.perf_counter()))
+
+
+@pytest.fixture(scope="module")
+def probe(node) -> Iterator[Probe]:
+    with ros_probe("real_probe") as ros_node:
+        p = Probe(ros_node)
+        came_up = wait_for(lambda: p.state is not None and p.diag_seq > 0, 60)
+        node.check()
+        assert came_up, "aubo_bridge on the real backends did not come up"
+        yield p
+
+
+def settle(arm: ArcsEmulator, timeout: float = 5.0) -> np.ndarray:
+    last, since = arm.q(), time.monotonic()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        q = arm.q()
+        if np.max(np.abs(q - last)) > 1e-5:
+            last, since = q, time.monotonic()
+        elif time.monotonic() - since > 0.3:
+            return q
+    raise AssertionError("emulated arm did not settle")
+
+
+def test_real_profile_starts_disabled_and_reports_the_controller_state(probe, devices) -> None:
+    arm, _, _ = devices
+    assert probe.fresh_diag()["mode"] == "disabled"  # on hardware nothing moves by itself
+    np.testing.assert_allclose(probe.state[:3], fk(arm.q())[0], atol=1e-4)
+
+
+def test_action_moves_the_emulated_tcp_by_the_commanded_amount(probe, devices) -> None:
+    arm, _, _ = devices
+    ok, msg = probe.call(Services.ARM_ENABLE)
+    assert ok, msg
+    p0 = fk(settle(arm))[0]
+    probe.stream([0.2, 0.0, -0.1, 0, 0, 0, -1.0], 10)
+    p1 = fk(settle(arm))[0]
+    np.testing.assert_allclose(p1 - p0, np.array([0.2, 0.0, -0.1]) * ACTION_POS_SCALE * 10, atol=2e-3)
+    assert wait_for(lambda: np.linalg.norm(probe.state[:3] - p1) < 1e-3, 2.0)  # the state reports it
+
+
+def test_protective_stop_faults_and_never_resumes_by_itself(probe, devices) -> None:
+    arm, _, _ = devices
+    probe.call(Services.ARM_ENABLE)
+    arm.protective_stop()
+    assert wait_for(lambda: probe.fresh_diag()["mode"] == "fault", 5.0), probe.diag
+    q_stopped = settle(arm)
+    probe.stream([0.0, 0.2, 0.0, 0, 0, 0, 0], 10)  # refused: the arm stays
+    np.testing.assert_allclose(settle(arm), q_stopped, atol=1e-6)
+    ok, msg = probe.call(Services.ARM_RESET_FAULT)
+    assert not ok, msg  # the cause is still there
+    arm.clear_cause()
+    ok, msg = probe.call(Services.ARM_RESET_FAULT)
+    assert ok, msg
+    assert probe.fresh_diag()["mode"] == "disabled"  # acknowledged, but it does not move until enabled
+    probe.stream([0.0, 0.2, 0.0, 0, 0, 0, 0], 5)
+    np.testing.assert_allclose(settle(arm), q_stopped, atol=1e-6)
+    ok, msg = probe.call(Services.ARM_ENABLE)
+    assert ok, msg
+    probe.stream([0.0, 0.2, 0.0, 0, 0, 0, 0], 5)
+    assert fk(settle(arm))[0][1] - fk(q_stopped)[0][1] == pytest.approx(5 * 0.2 * ACTION_POS_SCALE, abs=2e-3)
