@@ -33,7 +33,7 @@ def config(port: str, preset: str = "delta_vfd", **kw: object) -> ConveyorModbus
         "poll_hz": 20.0,
         "timeout": 0.05,
         "reconnect_period": 0.2,
-        "max_age": 0.3,
+        "max_age": 0.5,
     }
     values.update(kw)
     return ConveyorModbusConfig.from_mapping(values)

@@ -33,7 +33,7 @@ def fast_config(port: str, **kw: object) -> CtagConfig:
         "timeout": 0.05,
         "retries": 2,
         "reconnect_period": 0.2,
-        "max_age": 0.25,
+        "max_age": 0.4,
     }
     values.update(kw)
     return CtagConfig.from_mapping(values)
@@ -78,7 +78,7 @@ def test_config_validates_and_rejects_unknown_keys() -> None:
     with pytest.raises(CtagConfigError, match="slave_id"):
         CtagConfig(slave_id=0)
     with pytest.raises(CtagConfigError, match="max_age"):
-        CtagConfig(poll_hz=2.0, max_age=0.25)
+        CtagConfig(poll_hz=10.0, max_age=0.25)  # two poll periods + retries exceed it
     defaults = parameter_defaults()
     assert defaults["reg_feedback"] == 0x0418 and defaults["position_max"] == 9000 and defaults["baudrate"] == 115200
     assert all(isinstance(v, (str, int, float)) for v in defaults.values())
@@ -198,7 +198,7 @@ def test_crc_errors_are_retried_then_fault_then_recover(link: FaultyLink, grippe
 
 
 def test_slow_device_makes_the_snapshot_stale(link: FaultyLink, ctag: CtagEmulator) -> None:
-    backend = CtagGripperBackend(fast_config(link.client_port, timeout=0.5, max_age=0.1))
+    backend = CtagGripperBackend(fast_config(link.client_port, timeout=0.5, retries=0, max_age=0.1))
     try:
         assert backend.read().fault is None
         link.delay = 0.3  # every reply late, but within the timeout: no link fault, only old data

@@ -38,7 +38,7 @@ class CtagConfig:
     timeout: float = 0.05  # s per Modbus attempt
     retries: int = 2
     reconnect_period: float = 1.0  # s
-    max_age: float = 0.25  # s: an older snapshot is a fault (stale)
+    max_age: float = 0.4  # s: an older snapshot is a fault (stale)
     stall_time: float = 0.15  # s of no motion short of a close target -> object detected
     stall_tolerance: int = 20  # counts of movement that still count as "not moving"
     stall_margin: int = 200  # counts the fingers must stop short of the target
@@ -67,17 +67,20 @@ class CtagConfig:
         for name in ("poll_hz", "timeout", "reconnect_period", "max_age", "stall_time"):
             if not getattr(self, name) > 0:
                 raise CtagConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_age <= 1.0 / self.poll_hz:
-            raise CtagConfigError(f"max_age {self.max_age} s must exceed the poll period {1.0 / self.poll_hz} s")
         if self.retries < 0 or self.stall_tolerance < 0 or self.stall_margin < 0:
             raise CtagConfigError("retries, stall_tolerance and stall_margin must be >= 0")
         for f in fields(self):
             if f.name.startswith("reg_") and not -1 <= getattr(self, f.name) <= 0xFFFF:
                 raise CtagConfigError(f"{f.name} must be a register address, got {getattr(self, f.name)}")
         try:
-            self.serial()
+            budget = self.serial().retry_budget() + 2.0 / self.poll_hz
         except BusError as exc:
             raise CtagConfigError(str(exc)) from exc
+        if self.max_age < budget:
+            raise CtagConfigError(
+                f"max_age {self.max_age} s is below {budget:.3f} s (retries x (timeout + flush) + two poll periods): "
+                "a glitch absorbed by retries would read as stale"
+            )
 
     def serial(self) -> SerialSettings:
         return SerialSettings(

@@ -85,7 +85,7 @@ class ConveyorModbusConfig:
     timeout: float = 0.1  # s per Modbus attempt
     retries: int = 2
     reconnect_period: float = 1.0
-    max_age: float = 0.5  # s: an older snapshot is a fault (stale)
+    max_age: float = 1.0  # s: an older snapshot is a fault (stale)
     # Register map: 0 = from the preset, -1 = not present on this drive.
     reg_command: int = 0
     reg_setpoint: int = 0
@@ -111,8 +111,6 @@ class ConveyorModbusConfig:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ConveyorConfigError(f"{name} must be a positive number, got {value!r}")
-        if self.max_age <= 1.0 / self.poll_hz:
-            raise ConveyorConfigError(f"max_age {self.max_age} s must exceed the poll period {1.0 / self.poll_hz} s")
         if not (0 <= self.accel <= 0xFFFF and 0 <= self.decel <= 0xFFFF):
             raise ConveyorConfigError(f"accel/decel must fit a register, got {self.accel}/{self.decel}")
         for f in fields(self):
@@ -122,9 +120,14 @@ class ConveyorModbusConfig:
             if getattr(self, name) < 0:
                 raise ConveyorConfigError(f"{name} is required")
         try:
-            self.serial()
+            budget = self.serial().retry_budget() + 2.0 / self.poll_hz
         except BusError as exc:
             raise ConveyorConfigError(str(exc)) from exc
+        if self.max_age < budget:
+            raise ConveyorConfigError(
+                f"max_age {self.max_age} s is below {budget:.3f} s (retries x (timeout + flush) + two poll periods): "
+                "a glitch absorbed by retries would read as stale"
+            )
 
     @property
     def is_vfd(self) -> bool:

@@ -31,6 +31,7 @@ logging.getLogger("pymodbus").addHandler(logging.NullHandler())
 
 
 _T = TypeVar("_T")
+FLUSH_DELAY = 0.02  # s of silence before dropping unread input after a failed attempt
 
 
 class BusError(RuntimeError):
@@ -58,6 +59,11 @@ class SerialSettings:
             raise BusError(f"slave_id must be 1..247, got {self.slave_id}")
         if self.baudrate <= 0 or self.timeout <= 0 or self.retries < 0 or self.reconnect_period <= 0:
             raise BusError("baudrate, timeout and reconnect_period must be positive, retries >= 0")
+
+    def retry_budget(self) -> float:
+        """Time the failed attempts of a transaction that then succeeds can take: a snapshot max_age
+        must exceed this plus the poll period, or a glitch absorbed by retries would read as stale."""
+        return self.retries * (self.timeout + FLUSH_DELAY)
 
 
 @dataclass(frozen=True)
@@ -225,7 +231,7 @@ class ModbusDevice:
         client = self._client
         if client is not None and client.socket is not None:
             with contextlib.suppress(Exception):
-                time.sleep(min(0.02, self.serial.timeout))
+                time.sleep(min(FLUSH_DELAY, self.serial.timeout))
                 client.socket.reset_input_buffer()
 
     def _poll(self) -> None:
