@@ -241,10 +241,33 @@ def build_figures(r: dict[str, Any]) -> list[Figure]:
     else:
         f.append(Figure("4d", "graph: /diagnostics count_watchdog_holds", po_err or "no diagnostics", "1 per stream",
                         ERROR, holds or {}))
+
+    # 5. real device backends against their protocol emulators
+    arcs = r.get("arcs_servo", {})
+    if "servo_hz_achieved" in arcs:
+        ach, tgt = arcs["servo_hz_achieved"], arcs["servo_hz_target"]
+        f.append(Figure("5a", "ARCS servoJoint stream vs emulator: achieved rate", f"{ach:.1f} Hz",
+                        f">= {tgt:g} Hz (-1%)", verdict(ach >= 0.99 * tgt), arcs))
+        f.append(_period_fig("5a'", "  same stream: period error", arcs.get("period_error_ms")))
+        f.append(_delay_fig("5a''", "  one servoJoint call (SDK round trip)", arcs.get("servo_call_ms"), None))
+        state_hz, state_target = arcs.get("state_hz_achieved", math.nan), arcs.get("state_hz_target", math.nan)
+        f.append(Figure("5b", "ARCS state polling (RPC) vs emulator: achieved rate",
+                        f"{state_hz:.1f} Hz of {state_target:g}", "-", INFO, arcs))
+    else:
+        f.append(Figure("5a", "ARCS servoJoint stream vs emulator", arcs.get("error", "not run"), ">= 100 Hz", ERROR))
+    grip = r.get("gripper_rtt", {})
+    if "round_trip_p50_ms" in grip:
+        f.append(Figure("5c", "CTAG gripper write+read round trip over a pty (pymodbus)",
+                        f"p50 {grip['round_trip_p50_ms']:.1f} / p99 {grip['round_trip_p99_ms']:.1f} ms "
+                        f"(n={grip['round_trip_n']:.0f}); poll {grip['poll_rate_at_50hz']:.1f} Hz of 50",
+                        "-", INFO, grip))
+    else:
+        f.append(Figure("5c", "CTAG gripper round trip", grip.get("error", "not run"), "-", ERROR))
     return [_mark_skipped(fig, r) for fig in f]
 
 
-_SOURCE = {"1a0": "rate_loop_idle", "2a": "sim_rtf_render", "2a'": "sim_rtf_norender", "4a": "watchdog_sim",
+_SOURCE = {"5a": "arcs_servo", "5b": "arcs_servo", "5c": "gripper_rtt",
+           "1a0": "rate_loop_idle", "2a": "sim_rtf_render", "2a'": "sim_rtf_norender", "4a": "watchdog_sim",
            "4b": "watchdog_sim", "3": "policy_graph", "4a'": "policy_graph", "4c": "policy_graph", "4d": "policy_graph"}
 
 
@@ -262,8 +285,8 @@ def _mark_skipped(fig: Figure, r: dict[str, Any]) -> Figure:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="shorter windows and fewer repetitions (< 1 min)")
-    parser.add_argument("--only", default="inproc,expert,policy",
-                        help="comma list of parts to run: inproc, expert, policy (default: all)")
+    parser.add_argument("--only", default="inproc,expert,policy,devices",
+                        help="comma list of parts to run: inproc, expert, policy, devices (default: all)")
     parser.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID (default: 1..100 from the pid)")
     parser.add_argument("--out", default=str(OUT_DIR / "bench.json"), help="JSON output file")
     args = parser.parse_args(argv)
@@ -298,6 +321,11 @@ def main(argv: list[str] | None = None) -> int:
             _run("sim_rtf_render", results, inproc.sim_rtf, 2.5 if quick else 6.0, 20.0, True)
             _run("sim_rtf_norender", results, inproc.sim_rtf, 1.5 if quick else 3.0, 20.0, False)
             _run("watchdog_sim", results, inproc.watchdog_sim_time, _arm_params())
+        if "devices" in parts:
+            from bench import arcs, modbus
+
+            _run("arcs_servo", results, arcs.servo_stream, 2.0 if quick else 5.0)
+            _run("gripper_rtt", results, modbus.gripper_round_trip, 50 if quick else 200)
         if parts & {"expert", "policy"}:
             from bench import graph as graph_mod
             from bench.probe import Probe
