@@ -115,6 +115,9 @@ def test_close_on_object_detects_grasp_then_open_releases(ctag: CtagEmulator, gr
     m = gripper.read()
     assert m.fault is None and m.coord == pytest.approx(6000 / 9000, abs=0.01)
     assert (0x0102, [0, 9000]) in ctag.writes and ctag.writes[-1] == (0x0108, [1])
+    gripper.command(0.98)  # a policy's continuous close value while holding: the grasp stays detected
+    time.sleep(0.2)
+    assert gripper.read().object_detected
     gripper.command(0.0)
     assert wait_for(lambda: gripper.read().coord == 0.0)
     m = gripper.read()

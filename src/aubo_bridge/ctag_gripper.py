@@ -189,7 +189,11 @@ class CtagGripperBackend:
         c = self.config
         target = round(min(1.0, max(0.0, float(coord))) * c.position_max)
         with self._lock:
-            if target != self._target:  # a new motion: re-arm grasp inference
+            # Policies send continuous gripper values: a new close target beyond where the fingers stand
+            # continues the same grasp (keep the inference); anything else is a new motion (re-arm it).
+            prev, pos = self._target, self._last_pos
+            same_grasp = bool(prev) and target > 0 and pos is not None and target > pos + c.stall_margin
+            if target != prev and not same_grasp:
                 self._last_pos, self._start_pos, self._object = None, None, False
             self._target = target
         try:
