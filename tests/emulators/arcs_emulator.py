@@ -257,7 +257,7 @@ def _child_main(opts: dict[str, Any]) -> None:
         elif op == "disconnect":
             ctl.refuse = bool(cmd.get("refuse", False))
             for conn in ctl.conns:
-                with_suppress_close(conn)
+                _drop(conn)
             ctl.conns.clear()
         elif op == "accept_connections":
             ctl.refuse = False
@@ -281,7 +281,7 @@ def _child_main(opts: dict[str, Any]) -> None:
             break
 
 
-def with_suppress_close(conn: socket.socket) -> None:
+def _drop(conn: socket.socket) -> None:
     """Drop a client the hard way (shutdown first so the peer sees it at once)."""
     try:
         conn.shutdown(socket.SHUT_RDWR)
