@@ -51,3 +51,21 @@ def test_emergency_stop_latches_until_reset_then_needs_start(rig) -> None:
 def test_bad_config_rejected() -> None:
     with pytest.raises(ConveyorError):
         ConveyorConfig(speed=0.5, max_speed=0.2)
+
+
+def test_a_drive_refusing_the_speed_is_reported_and_nothing_changes(rig) -> None:
+    link, driver = rig
+    driver.start()
+    backend = driver._backend
+
+    def refuse(speed: float) -> None:
+        raise RuntimeError("setpoint needs 3200 rpm > max_motor_rpm 3000")
+
+    backend.run = refuse
+    ok, msg = driver.set_speed(0.15)
+    assert not ok and "refused" in msg and "3200 rpm" in msg
+    assert driver.set_speed_value == 0.03 and link.read_belt_command().speed == 0.03
+    driver.stop()
+    ok, msg = driver.start()
+    assert not ok and "refused" in msg
+    assert not link.read_belt_command().run

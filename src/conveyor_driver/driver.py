@@ -83,7 +83,10 @@ class ConveyorDriver:
         with self._lock:
             if self._fault:
                 return False, f"conveyor in fault: {self._fault}"
-            self._backend.run(self._speed)
+            try:
+                self._backend.run(self._speed)
+            except (RuntimeError, ValueError, OSError) as exc:  # the drive refused: say so, stay stopped
+                return False, f"drive refused to run at {self._speed:.3f} m/s: {exc}"
             self._running = True
             return True, f"running at {self._speed:.3f} m/s"
 
@@ -95,12 +98,17 @@ class ConveyorDriver:
 
     def set_speed(self, speed: float) -> tuple[bool, str]:
         with self._lock:
+            previous = self._speed
             try:
-                self._speed = check_speed(speed, self.config.max_speed)
+                self._speed = speed = check_speed(speed, self.config.max_speed)
             except ConveyorError as exc:
                 return False, str(exc)
             if self._running and not self._fault:
-                self._backend.run(self._speed)
+                try:
+                    self._backend.run(speed)
+                except (RuntimeError, ValueError, OSError) as exc:
+                    self._speed = previous
+                    return False, f"drive refused {speed:.3f} m/s (kept {previous:.3f} m/s): {exc}"
             return True, f"speed set to {self._speed:.3f} m/s"
 
     def emergency_stop(self) -> tuple[bool, str]:
