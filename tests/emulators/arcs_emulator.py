@@ -67,6 +67,8 @@ class _Controller:
         self.max_speed = float(opts.get("max_joint_speed", 2.0))
         self.boot_delay = float(opts.get("boot_delay", 0.2))
         self._mode_at: tuple[float, int] | None = None  # (time, mode) a transition lands on
+        self.digital_outputs = [False] * int(opts.get("do_count", 16))  # IoControl standard DOs
+        self.do_stuck = False  # injected: setStandardDigitalOutput answers 0 but the output does not change
 
     # -- physics: a 1 kHz loop moving q toward the servo target, frozen in any stop
     def step(self, dt: float) -> None:
@@ -154,6 +156,18 @@ class _Controller:
             if name == "stopJoint":
                 self.target = self.q.copy()
                 return 0
+            if method.endswith("IoControl.setStandardDigitalOutput"):
+                index = int(params.get("index", -1))
+                if not 0 <= index < len(self.digital_outputs):
+                    return -5  # invalid argument
+                if not self.do_stuck:
+                    self.digital_outputs[index] = bool(params.get("value"))
+                return 0
+            if method.endswith("IoControl.getStandardDigitalOutput"):
+                index = int(params.get("index", -1))
+                return 0 <= index < len(self.digital_outputs) and self.digital_outputs[index]
+            if method.endswith("IoControl.getStandardDigitalOutputNum"):
+                return len(self.digital_outputs)
             if name == "setUnlockProtectiveStop":
                 if self.cause_active:
                     return -1  # AUBO_BAD_STATE: the stop's cause is still there
@@ -264,6 +278,9 @@ def _child_main(opts: dict[str, Any]) -> None:
         elif op == "set":
             for key, value in cmd.items():
                 setattr(ctl, key, value)
+        elif op == "set_do":
+            with ctl.lock:
+                ctl.digital_outputs[int(cmd["index"])] = bool(cmd["value"])
         elif op == "state":
             with ctl.lock:
                 out = {
@@ -275,6 +292,7 @@ def _child_main(opts: dict[str, Any]) -> None:
                     "collided": ctl.collided,
                     "tcp_pose": ctl.tcp_pose(),
                     "counts": dict(ctl.counts),
+                    "digital_outputs": list(ctl.digital_outputs),
                 }
         print(json.dumps({"ok": True, "out": out}), flush=True)
         if op == "quit":
@@ -296,7 +314,7 @@ class ArcsEmulator:
 
     Options: ``user``/``digest`` (accepted credentials), ``version_code``, ``q0`` (initial joints),
     ``boot_delay`` (s per start-up stage), ``max_joint_speed`` (rad/s), ``tcp_orientation``
-    ("zyx_euler" or "rotvec", what getTcpPose reports).
+    ("zyx_euler" or "rotvec", what getTcpPose reports), ``do_count`` (standard digital outputs, 16).
     """
 
     host = "127.0.0.1"
@@ -374,7 +392,18 @@ class ArcsEmulator:
         """Force a RobotModeType value (e.g. 10 Error)."""
         self._cmd("set", mode=int(mode))
 
+    def stick_digital_outputs(self, stuck: bool = True) -> None:
+        """setStandardDigitalOutput still answers 0, but the outputs keep their level (a dead output driver)."""
+        self._cmd("set", do_stuck=bool(stuck))
+
+    def set_digital_output(self, index: int, value: bool) -> None:
+        """Set an output from the controller side (pendant, another program)."""
+        self._cmd("set_do", index=int(index), value=bool(value))
+
     # inspection
+    def digital_output(self, index: int) -> bool:
+        return bool(self.state()["digital_outputs"][index])
+
     def state(self) -> dict[str, Any]:
         return self._cmd("state")
 
