@@ -67,6 +67,7 @@ class _Controller:
         self.max_speed = float(opts.get("max_joint_speed", 2.0))
         self.boot_delay = float(opts.get("boot_delay", 0.2))
         self._mode_at: tuple[float, int] | None = None  # (time, mode) a transition lands on
+        self.tool = _ToolModbus(opts)  # RegisterControl Modbus signals + a CTAG on the tool RS-485
         self.digital_outputs = [False] * int(opts.get("do_count", 16))  # IoControl standard DOs
         self.do_stuck = False  # injected: setStandardDigitalOutput answers 0 but the output does not change
 
@@ -100,6 +101,8 @@ class _Controller:
         self.counts[method] = self.counts.get(method, 0) + 1
         name = method.split(".")[-1]
         with self.lock:
+            if method.startswith("RegisterControl.") or name.endswith("ToolVoltageOutputDomain"):
+                return self.tool.call(name, params)
             if method == "SystemInfo.getInterfaceVersionCode":
                 return self.version_code
             if method == "getRobotNames":
@@ -174,6 +177,162 @@ class _Controller:
                 self.safety, self.collided = 1, False
                 return 0
         raise KeyError(method)
+
+
+# ----------------------------------------------------------------------------- tool-flange Modbus (child)
+TOOL_DEVICE_INFO = "/dev/ttyRobotTool,115200,N,8,1"  # the line the emulated CTAG answers on
+MB_DISCONNECTED = -2  # ModbusErrorNum (register_control.h)
+
+
+def _ctag_model(alarm_register: int) -> Any:
+    """The CtagEmulator finger model (modbus_devices.py) on a plain register dict, without its RTU server."""
+    try:
+        from modbus_devices import CtagEmulator  # child process: this directory is sys.path[0]
+    except ImportError:
+        from emulators.modbus_devices import CtagEmulator
+
+    class CtagModel(CtagEmulator):
+        def __init__(self) -> None:  # no serial server: reuse on_write/step only
+            self.alarm_register, self.full_speed = alarm_register, 18000.0
+            self.position, self.target, self.enabled = 0.0, 0, False
+            self.object_at: int | None = None
+            self.alarm_resets = 0
+            self.writes: list[tuple[int, list[int]]] = []
+            self.regs: dict[int, int] = {}
+
+        def reg(self, address: int) -> int:
+            return self.regs.get(address, 0)
+
+        def set_reg(self, address: int, value: int) -> None:
+            self.regs[address] = int(value) & 0xFFFF
+
+    return CtagModel()
+
+
+class _ToolModbus:
+    """RegisterControl Modbus signals + tool supply voltage, with a CTAG2F90D on the tool RS-485.
+
+    The gripper answers only when the tool supply is 24 V, the signal's device_info is
+    ``TOOL_DEVICE_INFO`` and its slave is 1; otherwise the signal's error is -2 (disconnected),
+    as after ``unplug``. Output signals are written through at once; the model is stepped lazily.
+    """
+
+    def __init__(self, opts: dict[str, Any]) -> None:
+        self.ctag = _ctag_model(int(opts.get("ctag_alarm_register", 0x0412)))
+        self.signals: dict[str, dict[str, Any]] = {}  # name -> device_info, slave, address, type, value, error
+        self.voltage = 0
+        self.unplugged = False
+        self._t = time.monotonic()
+
+    def _step(self) -> None:
+        now = time.monotonic()
+        while now - self._t > 1e-4:
+            dt = min(0.005, now - self._t)
+            if self.voltage == 24 and not self.unplugged:
+                self.ctag.step(dt)
+            self._t += dt
+
+    def _reachable(self, sig: dict[str, Any]) -> bool:
+        return (
+            self.voltage == 24 and not self.unplugged and sig["device_info"] == TOOL_DEVICE_INFO and sig["slave"] == 1
+        )
+
+    def _refresh(self, sig: dict[str, Any]) -> None:
+        if self._reachable(sig):
+            sig["value"], sig["error"] = self.ctag.reg(sig["address"]), 0
+        else:
+            sig["error"] = MB_DISCONNECTED
+
+    def call(self, name: str, p: dict[str, Any]) -> Any:
+        self._step()
+        if name == "setToolVoltageOutputDomain":
+            if int(p.get("domain", -1)) not in (0, 12, 24):
+                return -5
+            self.voltage = int(p["domain"])
+            return 0
+        if name == "getToolVoltageOutputDomain":
+            return self.voltage
+        if name == "modbusAddSignal":
+            sig_name = str(p.get("signal_name", ""))
+            if not sig_name or len(sig_name) > 20 or int(p.get("signal_type", -1)) not in (0, 1, 2, 3):
+                return -5
+            self.signals[sig_name] = {
+                "device_info": p.get("device_info"), "slave": int(p.get("slave_number", 0)),
+                "address": int(p.get("signal_address", 0)), "type": int(p["signal_type"]), "value": 0, "error": 0,
+                "sequential": bool(p.get("sequential_mode")), "hz": 0,
+            }  # fmt: skip
+            self._refresh(self.signals[sig_name])
+            return 0
+        if name == "modbusDeleteSignal":
+            return 0 if self.signals.pop(str(p.get("signal_name")), None) else -5
+        if name == "modbusDeleteAllSignals":
+            self.signals.clear()
+            return 0
+        if name == "modbusSetSignalUpdateFrequency":
+            sig = self.signals.get(str(p.get("signal_name")))
+            if sig is None or not 0 <= int(p.get("update_frequency", -1)) <= 125:
+                return -5
+            sig["hz"] = int(p["update_frequency"])
+            return 0
+        if name == "modbusSetOutputSignal":
+            sig = self.signals.get(str(p.get("signal_name")))
+            value = int(p.get("value", -1))
+            if sig is None or sig["type"] not in (1, 3) or not 0 <= value <= 0xFFFF:
+                return -5
+            sig["value"] = value
+            if self._reachable(sig):
+                sig["error"] = 0
+                self.ctag.writes.append((sig["address"], [value]))
+                self.ctag.set_reg(sig["address"], value)
+                self.ctag.on_write(sig["address"], [value])
+            else:
+                sig["error"] = MB_DISCONNECTED
+            return 0
+        for sig in self.signals.values():
+            self._refresh(sig)
+        if name == "modbusGetSignalStatus":
+            sig = self.signals.get(str(p.get("signal_name")))
+            return -1 if sig is None else sig["value"]
+        if name == "modbusGetSignalError":
+            sig = self.signals.get(str(p.get("signal_name")))
+            return -1 if sig is None else sig["error"]
+        if name == "modbusGetSignalNames":
+            return list(self.signals)
+        if name == "modbusGetSignalValues":
+            return [s["value"] for s in self.signals.values()]
+        if name == "modbusGetSignalErrors":
+            return [s["error"] for s in self.signals.values()]
+        if name == "modbusGetSignalTypes":
+            return [s["type"] for s in self.signals.values()]
+        if name == "getModbusDeviceStatus":
+            device = str(p.get("device_name", ""))
+            known = any(str(s["device_info"]).split(",")[0] == device for s in self.signals.values())
+            if not known:
+                return -1
+            return -2 if self.unplugged or self.voltage != 24 else 0
+        raise KeyError(name)
+
+    def op(self, cmd: dict[str, Any]) -> Any:
+        """Parent-side injection/inspection: place_object, inject_alarm, unplug, state."""
+        self._step()
+        action = cmd.get("action")
+        if action == "place_object":
+            width = cmd.get("width")
+            self.ctag.object_at = None if width is None else round(9000 * (1.0 - float(width) / 0.09))
+        elif action == "inject_alarm":
+            self.ctag.set_reg(self.ctag.alarm_register, int(cmd.get("code", 1)))
+        elif action == "unplug":
+            self.unplugged = bool(cmd.get("unplugged", True))
+        elif action == "clear_signals":
+            self.signals.clear()
+        return {
+            "signals": self.signals,
+            "writes": self.ctag.writes,
+            "voltage": self.voltage,
+            "position": self.ctag.position,
+            "enabled": self.ctag.enabled,
+            "alarm_resets": self.ctag.alarm_resets,
+        }
 
 
 def _recvn(conn: socket.socket, n: int) -> bytes:
@@ -281,6 +440,9 @@ def _child_main(opts: dict[str, Any]) -> None:
         elif op == "set_do":
             with ctl.lock:
                 ctl.digital_outputs[int(cmd["index"])] = bool(cmd["value"])
+        elif op == "tool":
+            with ctl.lock:
+                out = ctl.tool.op(cmd)
         elif op == "state":
             with ctl.lock:
                 out = {
@@ -399,6 +561,22 @@ class ArcsEmulator:
     def set_digital_output(self, index: int, value: bool) -> None:
         """Set an output from the controller side (pendant, another program)."""
         self._cmd("set_do", index=int(index), value=bool(value))
+
+    # tool-flange CTAG (RegisterControl Modbus signals)
+    def tool(self, action: str = "state", **kw: Any) -> dict[str, Any]:
+        """Tool bus state (signals, writes the CTAG received, voltage, finger position, alarm resets)."""
+        return self._cmd("tool", action=action, **kw)
+
+    def tool_place_object(self, width_m: float | None) -> None:
+        """An object of ``width_m`` between the tool CTAG's fingers (None removes it)."""
+        self.tool("place_object", width=width_m)
+
+    def tool_inject_alarm(self, code: int = 1) -> None:
+        self.tool("inject_alarm", code=int(code))
+
+    def tool_unplug(self, unplugged: bool = True) -> None:
+        """The tool RS-485 link to the gripper is cut (signals report -2, the device disconnected)."""
+        self.tool("unplug", unplugged=bool(unplugged))
 
     # inspection
     def digital_output(self, index: int) -> bool:
