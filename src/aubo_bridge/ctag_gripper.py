@@ -8,13 +8,13 @@ inferred when the fingers stop short of a close command.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
 from aubo_bridge.backend import BackendError, GripperMeasurement
+from aubo_bridge.ctag_protocol import GraspTracker, StallSettings, coord_to_counts, counts_to_coord, signed32, split32
 from libero_workcell.modbus_bus import BusError, ModbusDevice, SerialSettings, Snapshot
 
 
@@ -116,13 +116,8 @@ class CtagGripperBackend:
     def __init__(self, config: CtagConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self._clock = clock
-        self._lock = threading.Lock()
-        self._target: int | None = None  # counts, last commanded
+        self._grasp = GraspTracker(StallSettings(config.stall_time, config.stall_tolerance, config.stall_margin))
         self._settings = (config.speed, config.force)
-        self._last_pos: int | None = None
-        self._still_since: float | None = None
-        self._start_pos: int | None = None  # position when the current target was commanded
-        self._object = False
         self._enabled = False
         blocks = [(config.reg_feedback, 2)]
         if config.reg_alarm >= 0:
@@ -148,56 +143,31 @@ class CtagGripperBackend:
 
     def _position(self, snap: Snapshot) -> int:
         raw = snap.u32(self.config.reg_feedback)
-        return raw - (1 << 32) if raw >= 1 << 31 else raw  # a slightly negative reading must not become "closed"
+        return signed32(raw >> 16, raw)  # a slightly negative reading must not become "closed"
 
     def _on_poll(self, snap: Snapshot) -> None:
-        """Grasp inference: the fingers closed some way, then stood still for stall_time clearly short of
-        the target (not moving at all is a refused command, not a grasp)."""
-        c = self.config
-        pos = self._position(snap)
-        with self._lock:
-            if self._start_pos is None:
-                self._start_pos = pos
-            if self._last_pos is None or abs(pos - self._last_pos) > c.stall_tolerance:
-                self._last_pos, self._still_since = pos, snap.stamp
-            target = self._target
-            assert self._still_since is not None
-            self._object = (
-                target is not None
-                and target > 0
-                and pos > self._start_pos + c.stall_tolerance
-                and pos < target - c.stall_margin
-                and snap.stamp - self._still_since >= c.stall_time
-            )
+        """Grasp inference (ctag_protocol.GraspTracker): stalled clearly short of a close target."""
+        self._grasp.observe(self._position(snap), snap.stamp)
 
     def read(self) -> GripperMeasurement:
         snap = self._bus.snapshot()
         now = self._clock()
         c = self.config
-        coord = min(1.0, max(0.0, self._position(snap) / c.position_max)) if snap.regs else 0.0
+        coord = counts_to_coord(self._position(snap), c.position_max) if snap.regs else 0.0
         fault = snap.fault
         if fault is None and now - snap.stamp > c.max_age:
             fault = f"gripper state stale ({now - snap.stamp:.3f} s old, max {c.max_age} s)"
         if fault is None and c.reg_alarm >= 0 and snap.regs.get(c.reg_alarm, 0):
             fault = f"gripper alarm code {snap.regs[c.reg_alarm]}"
-        with self._lock:
-            obj = self._object and fault is None
-        return GripperMeasurement(now, coord, fault, obj)
+        return GripperMeasurement(now, coord, fault, self._grasp.object_detected and fault is None)
 
     def command(self, coord: float) -> None:
         """Queue target = round(coord * position_max) then the motion trigger; never blocks."""
         c = self.config
-        target = round(min(1.0, max(0.0, float(coord))) * c.position_max)
-        with self._lock:
-            # Policies send continuous gripper values: a new close target beyond where the fingers stand
-            # continues the same grasp (keep the inference); anything else is a new motion (re-arm it).
-            prev, pos = self._target, self._last_pos
-            same_grasp = bool(prev) and target > 0 and pos is not None and target > pos + c.stall_margin
-            if target != prev and not same_grasp:
-                self._last_pos, self._start_pos, self._object = None, None, False
-            self._target = target
+        target = coord_to_counts(coord, c.position_max)
+        self._grasp.commanded(target)  # a continued close keeps the grasp inference, anything else re-arms it
         try:
-            self._bus.write(c.reg_target, [(target >> 16) & 0xFFFF, target & 0xFFFF])
+            self._bus.write(c.reg_target, list(split32(target)))
             self._bus.write(c.reg_trigger, [1])
         except BusError as exc:
             raise BackendError(f"gripper: {exc}") from exc
