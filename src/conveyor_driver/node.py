@@ -15,7 +15,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
 from std_srvs.srv import Trigger
 
-from conveyor_driver import modbus_backend
+from conveyor_driver import io_backend, modbus_backend
 from conveyor_driver.driver import ConveyorBackend, ConveyorConfig, ConveyorDriver, ConveyorError
 from libero_workcell import ros_msgs
 from libero_workcell.contract import BELT_JOINT_NAME, Params, Qos, Services, Topics
@@ -24,16 +24,23 @@ from libero_workcell.node_params import declare_config, prefixed
 from libero_workcell.ros_qos import qos
 
 MODBUS_PARAMS = modbus_backend.parameter_defaults()
-CONFIG_PARAMS = prefixed("modbus", MODBUS_PARAMS)  # every generated parameter, for docs and checks
+IO_PARAMS = io_backend.parameter_defaults()
+BACKENDS = ("modbus", "io")  # a drive on RS-485, or a relay on an arm-controller digital output
+# every generated parameter, for docs and checks
+CONFIG_PARAMS = prefixed("modbus", MODBUS_PARAMS) | prefixed("io", IO_PARAMS)
 
 
-def make_backend(use_sim: bool, sim_link: str, modbus: dict) -> ConveyorBackend:
+def make_backend(use_sim: bool, sim_link: str, backend: str, modbus: dict, io: dict) -> ConveyorBackend:
     if use_sim:
         from conveyor_driver.sim_backend import SimConveyorBackend
         from sim_bridge.link import SimLink
 
         return SimConveyorBackend(SimLink.attach(sim_link))
-    return modbus_backend.ModbusConveyorBackend(modbus_backend.ConveyorModbusConfig.from_mapping(modbus))
+    if backend == "modbus":
+        return modbus_backend.ModbusConveyorBackend(modbus_backend.ConveyorModbusConfig.from_mapping(modbus))
+    if backend == "io":
+        return io_backend.IoConveyorBackend(io_backend.ConveyorIoConfig.from_mapping(io))
+    raise ConveyorError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
 
 class ConveyorNode(Node):
@@ -45,14 +52,26 @@ class ConveyorNode(Node):
         self.declare_parameter("max_speed", 0.20)
         self.declare_parameter("autostart", False)
         self.declare_parameter("publish_hz", 20.0)
+        self.declare_parameter("backend", "modbus")
         config = ConveyorConfig(
             speed=float(self.get_parameter(Params.BELT_SPEED).value),
             max_speed=float(self.get_parameter("max_speed").value),
         )
+        use_sim = bool(self.get_parameter(Params.USE_SIM).value)
+        kind = str(self.get_parameter("backend").value)
+        io = declare_config(self, "io", IO_PARAMS)
+        if not use_sim and kind == "io" and io["nominal_speed"] != config.speed:
+            # a relay-switched belt has one speed: refuse now, not on every start
+            raise ConveyorError(
+                f"backend io runs the belt at io.nominal_speed {io['nominal_speed']} m/s only, "
+                f"but belt_speed is {config.speed} m/s: make them equal"
+            )
         backend = make_backend(
-            bool(self.get_parameter(Params.USE_SIM).value),
+            use_sim,
             str(self.get_parameter(Params.SIM_LINK).value),
+            kind,
             declare_config(self, "modbus", MODBUS_PARAMS),
+            io,
         )
         self.driver = ConveyorDriver(config, backend)
         self._pub_state = self.create_publisher(JointState, Topics.CONVEYOR_STATE, qos(Qos.STATE))
