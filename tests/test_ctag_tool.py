@@ -9,16 +9,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import pytest
 from emulators.arcs_emulator import ArcsEmulator
 
+from aubo_bridge.arcs_backend import ArcsArmBackend
+from aubo_bridge.arcs_config import ArcsConfig
 from aubo_bridge.backend import BackendError
+from aubo_bridge.config import ArmConfig
 from aubo_bridge.ctag_tool_backend import (
     CtagToolConfig,
     CtagToolConfigError,
     CtagToolGripperBackend,
     parameter_defaults,
 )
+from aubo_bridge.driver import ArmDriver, ArmMode
+from libero_workcell.contract import SOURCE_POLICY
 
 HOST = "127.0.0.1"
 ALARM_REG = 0x0412  # the emulator's alarm register (the real gripper documents none)
@@ -194,3 +200,31 @@ def test_close_is_idempotent_and_commands_after_close_fail(emu: ArcsEmulator) ->
     g.close()
     with pytest.raises(BackendError, match="closed"):
         g.command(1.0)
+
+
+def test_driver_with_arcs_arm_and_tool_gripper_on_one_controller(emu: ArcsEmulator) -> None:
+    """The production pairing: ArcsArmBackend and this backend, two sessions to one controller, one driver."""
+    arm = ArcsArmBackend(ArcsConfig(ip=HOST, rpc_port=emu.port))
+    arm.connect()
+    grip = make(emu, reg_alarm=ALARM_REG)
+    driver = ArmDriver(ArmConfig(servo_hz=100.0), arm, grip, active_source=SOURCE_POLICY)
+    try:
+        assert driver.enable() == (True, "enabled")
+        emu.tool_place_object(0.03)
+        close = np.array([0, 0, 0, 0, 0, 0, 1.0])
+
+        def tick_close() -> bool:
+            assert driver.submit_action(close, SOURCE_POLICY).accepted
+            driver.tick()
+            return grip.read().object_detected
+
+        assert wait_for(tick_close)
+        assert driver.status().gripper == pytest.approx(6000 / 9000, abs=0.01)
+        emu.tool_inject_alarm(2)
+        assert wait_for(lambda: (driver.tick(), driver.mode is ArmMode.FAULT)[1])
+        assert "gripper alarm code 2" in str(driver.status().fault)
+        ok, why = driver.reset_fault()
+        assert ok, why
+        assert emu.tool()["alarm_resets"] == 1
+    finally:
+        driver.close()

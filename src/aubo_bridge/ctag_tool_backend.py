@@ -346,6 +346,7 @@ class CtagToolGripperBackend:
 
     def _poll_loop(self) -> None:
         period = 1.0 / self.config.poll_hz
+        next_t = time.monotonic()
         while not self._stop.is_set():
             try:
                 self._poll_once()
@@ -354,10 +355,16 @@ class CtagToolGripperBackend:
                 # each failed RPC froze the process for up to request_timeout: back off
                 self._wake.wait(max(0.2, 5 * self.config.request_timeout))
                 self._wake.clear()
+                next_t = time.monotonic()
                 continue
             except Exception as exc:  # a malformed reply must not kill the poller silently
                 self._fault = f"tool gripper poll failed: {type(exc).__name__}: {exc}"
-            self._wake.wait(period)
+            now = time.monotonic()
+            if now >= next_t:  # a command's early wake-up does not shift the schedule
+                next_t += period
+                if now - next_t > period:
+                    next_t = now  # fell behind (GIL, slow reply): do not burst
+            self._wake.wait(max(0.0, next_t - now))  # a queued command wakes it early
             self._wake.clear()
 
     # ----------------------------------------------------------------- API
