@@ -24,7 +24,6 @@ Safety stays in the driver; this backend reports faults and never resumes motion
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.arcs_config import ArcsConfig
+from aubo_bridge.arcs_session import ArcsSession, code_meaning
 from aubo_bridge.backend import ArmMeasurement, BackendError
 
 log = logging.getLogger(__name__)
@@ -52,33 +52,6 @@ SAFETY_FAULTS = {
     9: "Fault",
 }
 SAFETY_UNLOCKABLE = {5, 6}  # what setUnlockProtectiveStop may clear (plus a collision stop)
-
-# Return codes of the motion calls (motion_control.h) where they differ from AuboErrorCodes.
-RETURN_MEANINGS = {
-    2: "planning queue full",
-    -1: "bad state (robot not Running or in a safety stop)",
-    -5: "invalid argument: joint limits or target out of range",
-    -13: "not in servo mode",
-    -23: "IK did not converge",
-    -24: "IK out of range",
-    -25: "IK configuration mismatch",
-    -26: "IK Jacobian failed",
-    -27: "IK has no solution",
-    -28: "IK unknown error",
-}
-
-
-def code_meaning(code: int) -> str:
-    """Human-readable meaning of an SDK return code, for error messages."""
-    if code in RETURN_MEANINGS:
-        return f"{code} ({RETURN_MEANINGS[code]})"
-    try:
-        import pyaubo_sdk
-
-        return f"{code} ({pyaubo_sdk.returnValue2Str(abs(code))})"
-    except Exception:
-        return str(code)
-
 
 def pose_to_tcp(pose: Sequence[float], convention: str) -> tuple[np.ndarray, np.ndarray]:
     """getTcpPose [x, y, z, rx, ry, rz] -> (position m, quaternion x, y, z, w).
@@ -108,27 +81,18 @@ def classify(mode: int, safety: int, collided: bool) -> tuple[bool, str | None]:
     return ready, fault
 
 
-def _sdk_log(level: int, source: str, line: int, message: str) -> None:
-    """Route the SDK's console log into Python logging (0 fatal .. 4 debug).
-
-    The SDK warns that the login reply is not JSON-RPC and echoes the login frame, password
-    digest included: that message is redacted (login itself is checked by the next RPC).
-    """
-    if "__login__" in message:
-        message, level = "login reply is not JSON-RPC (SDK warning; login is checked by the next call)", 4
-    log.log({0: logging.CRITICAL, 1: logging.ERROR, 2: logging.WARNING}.get(level, logging.DEBUG), "%s", message)
-
-
 class ArcsArmBackend:
     """ArmBackend on an ARCS controller. Call :meth:`connect` before handing it to the driver."""
 
     def __init__(self, config: ArcsConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self._clock = clock
-        # Every SDK call under this lock, hasConnected() included: a reconnect racing the poller's
-        # hasConnected() segfaulted in the SDK. Re-entrant: a (re)connect holds it throughout.
-        self._lock = threading.RLock()
-        self._rpc: Any = None
+        # One authenticated session; every SDK call goes through its one lock (see ArcsSession).
+        self._session = ArcsSession(
+            config.ip, config.rpc_port, config.user, config.password, config.connect_timeout, config.request_timeout
+        )
+        self._lock = self._session.lock
+        self._opened = False
         self._robot: Any = None
         self._state: Any = None
         self._motion: Any = None
@@ -146,72 +110,30 @@ class ArcsArmBackend:
 
     @property
     def _where(self) -> str:
-        return f"{self.config.ip}:{self.config.rpc_port}"
+        return self._session.where
 
     # ------------------------------------------------------------- connection
     def connect(self) -> None:
         """Connect, log in, power on and start up the arm, wait for Running, start state polling."""
-        import pyaubo_sdk
-
-        cfg = self.config
-        if not cfg.ip:
-            raise BackendError("ARCS controller ip is not configured")
-        self._rpc = pyaubo_sdk.RpcClient()
-        self._rpc.setLogHandler(_sdk_log)
-        self._rpc.setRequestTimeout(max(1, round(cfg.request_timeout * 1000)))
         self._open_session()
+        self._opened = True
         try:
             self._startup()
             self._poll_once()
         except BackendError:
-            self._rpc.disconnect()  # leave no half-open session behind a failed start-up
+            self._session.close()  # leave no half-open session behind a failed start-up
             raise
         self._poller = threading.Thread(target=self._poll_loop, name="arcs-state-poll", daemon=True)
         self._poller.start()
 
     def _open_session(self) -> None:
-        """TCP probe (bounded time: the SDK's own connect can block, GIL held), connect, login."""
+        """Connect and log in (ArcsSession), then look up the arm's interfaces."""
         with self._lock:
-            self._open_session_locked()
-
-    def _open_session_locked(self) -> None:
-        import pyaubo_sdk
-
-        cfg = self.config
-        try:
-            socket.create_connection((cfg.ip, cfg.rpc_port), timeout=cfg.connect_timeout).close()
-        except ConnectionRefusedError as exc:
-            raise BackendError(f"ARCS controller at {self._where} refused the connection (RPC server down?)") from exc
-        except OSError as exc:
-            raise BackendError(f"ARCS controller at {self._where} unreachable: {exc}") from exc
-        ret = self._rpc.connect(cfg.ip, cfg.rpc_port)
-        if ret == -8:
-            raise BackendError(f"ARCS controller at {self._where} refused the connection")
-        if ret == -15:
-            raise BackendError(
-                f"ARCS controller at {self._where}: interface version mismatch between pyaubo_sdk and the "
-                "controller (install the pyaubo-sdk matching the controller's ARCS version)"
-            )
-        if ret != 0:
-            raise BackendError(f"connect to ARCS controller at {self._where} failed: {code_meaning(ret)}")
-        try:
-            ret = self._rpc.login(cfg.user, cfg.password)
-        except pyaubo_sdk.AuboException as exc:
-            self._rpc.disconnect()
-            raise BackendError(
-                f"login to {self._where} as {cfg.user!r} rejected (wrong user or password?): {exc}"
-            ) from exc
-        if ret != 0 or not self._rpc.hasLogined():
-            self._rpc.disconnect()
-            raise BackendError(f"login to {self._where} as {cfg.user!r} failed: {code_meaning(ret)}")
-        names = self._rpc.getRobotNames()
-        if not names:
-            raise BackendError(f"ARCS controller at {self._where} reports no robot")
-        self._robot = self._rpc.getRobotInterface(names[0])
-        self._state = self._robot.getRobotState()
-        self._motion = self._robot.getMotionControl()
-        self._manage = self._robot.getRobotManage()
-        self._servo_on = False
+            self._robot = self._session.open()
+            self._state = self._robot.getRobotState()
+            self._motion = self._robot.getMotionControl()
+            self._manage = self._robot.getRobotManage()
+            self._servo_on = False
 
     def _startup(self) -> None:
         """poweron + startup (as AUBO's example_startup.py), then wait for RobotMode Running."""
@@ -232,18 +154,11 @@ class ArcsArmBackend:
         raise BackendError(f"arm at {self._where} not Running after {self.config.startup_timeout} s (mode: {name})")
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """One RPC under the lock, SDK exceptions turned into BackendError."""
-        import pyaubo_sdk
-
-        with self._lock:
-            try:
-                return fn(*args)
-            except pyaubo_sdk.AuboException as exc:
-                raise BackendError(f"ARCS {self._where}: {exc}") from exc
+        """One RPC under the session lock, SDK exceptions turned into BackendError."""
+        return self._session.call(fn, *args)
 
     def _connected(self) -> bool:
-        with self._lock:
-            return self._rpc is not None and bool(self._rpc.hasConnected())
+        return self._session.connected()
 
     # -------------------------------------------------------------- state poll
     def _poll_once(self) -> ArmMeasurement:
@@ -360,7 +275,7 @@ class ArcsArmBackend:
 
     def acknowledge_fault(self) -> None:
         """Operator reset: reconnect a lost link, unlock a protective stop. Never starts motion."""
-        if self._rpc is None or self._closed:
+        if not self._opened or self._closed:
             raise BackendError("ARCS backend not connected")
         if not self._connected():
             self._open_session()
@@ -391,23 +306,14 @@ class ArcsArmBackend:
             self._close_session()
 
     def _close_session(self) -> None:
-        rpc, self._rpc = self._rpc, None
-        if rpc is None:
-            return
-        try:
-            if rpc.hasConnected():
-                if self._servo_on:
-                    deadline = time.monotonic() + self.config.steady_timeout
-                    while time.monotonic() < deadline and not self._state.isSteady():
-                        time.sleep(0.01)
-                    self._motion.setServoModeSelect(0)
-                rpc.logout()
-            rpc.disconnect()
-        except Exception as exc:  # closing must not raise: the link may be gone already
-            log.warning("ARCS close: %s", exc)
+        def leave_servo_mode() -> None:
+            if self._servo_on:
+                deadline = time.monotonic() + self.config.steady_timeout
+                while time.monotonic() < deadline and not self._state.isSteady():
+                    time.sleep(0.01)
+                self._motion.setServoModeSelect(0)
+
+        self._session.close(before_logout=leave_servo_mode)
         self._servo_on = False
         self._link_error = "closed"
-        # Drop the SDK objects now: the client's I/O thread must not outlive close() and call
-        # the Python log handler later (e.g. during interpreter shutdown).
         self._robot = self._state = self._motion = self._manage = None
-        del rpc

@@ -23,10 +23,48 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from aubo_bridge.arcs_backend import _sdk_log, code_meaning
 from aubo_bridge.backend import BackendError
 
 log = logging.getLogger(__name__)
+
+# Return codes of the motion calls (motion_control.h) where they differ from AuboErrorCodes.
+RETURN_MEANINGS = {
+    2: "planning queue full",
+    -1: "bad state (robot not Running or in a safety stop)",
+    -5: "invalid argument: joint limits or target out of range",
+    -13: "not in servo mode",
+    -23: "IK did not converge",
+    -24: "IK out of range",
+    -25: "IK configuration mismatch",
+    -26: "IK Jacobian failed",
+    -27: "IK has no solution",
+    -28: "IK unknown error",
+}
+
+
+def code_meaning(code: int) -> str:
+    """Human-readable meaning of an SDK return code, for error messages."""
+    if code in RETURN_MEANINGS:
+        return f"{code} ({RETURN_MEANINGS[code]})"
+    try:
+        import pyaubo_sdk
+
+        return f"{code} ({pyaubo_sdk.returnValue2Str(abs(code))})"
+    except Exception:
+        return str(code)
+
+
+def _sdk_log(level: int, source: str, line: int, message: str) -> None:
+    """Route the SDK's console log into Python logging (0 fatal .. 4 debug).
+
+    The SDK warns that the login reply is not JSON-RPC and echoes the login frame, password
+    digest included: that message is redacted (login itself is checked by the next RPC).
+    """
+    if "__login__" in message:
+        message, level = "login reply is not JSON-RPC (SDK warning; login is checked by the next call)", 4
+    log.log({0: logging.CRITICAL, 1: logging.ERROR, 2: logging.WARNING}.get(level, logging.DEBUG), "%s", message)
+
+
 
 
 class ArcsSession:

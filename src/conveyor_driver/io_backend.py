@@ -29,8 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from aubo_bridge.arcs_backend import code_meaning
-from aubo_bridge.arcs_session import ArcsSession
+from aubo_bridge.arcs_session import ArcsSession, code_meaning
 from aubo_bridge.backend import BackendError
 from conveyor_driver.driver import BeltState
 
