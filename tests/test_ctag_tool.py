@@ -145,12 +145,16 @@ def test_arcs_link_loss_is_a_fault_and_acknowledge_reconnects(
     assert wait_for(lambda: gripper.read().fault is not None)
     m = gripper.read()
     assert not m.object_detected and ("lost" in str(m.fault) or "ARCS" in str(m.fault))
+    gripper.command(0.0)  # queued into the dead link: void, never executed after the reset
     with pytest.raises(BackendError):
         gripper.acknowledge_fault()  # controller still refusing
     emu.accept_connections()
+    n_writes = len(writes(emu))
     gripper.acknowledge_fault()
     assert wait_for(lambda: gripper.read().fault is None)
+    time.sleep(0.2)
     assert sum(1 for a, _ in writes(emu) if a == 0x0100) == enables  # no second init stroke while holding
+    assert not [w for w in writes(emu)[n_writes:] if w[0] in (0x0102, 0x0103, 0x0108)]  # fingers not moved
     assert gripper.read().coord == pytest.approx(6000 / 9000, abs=0.01)
 
 

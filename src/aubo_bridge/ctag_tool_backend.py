@@ -306,9 +306,7 @@ class CtagToolGripperBackend:
                 self._set("target_lo", lo)
                 self._set("trigger", 1)
         except BackendError:
-            with self._lock:  # retried next cycle unless a newer command replaced it
-                if self._pending is None:
-                    self._pending = target
+            with self._lock:  # settings are retried; a failed target is dropped (as the direct bus fails it)
                 self._settings_dirty = self._settings_dirty or dirty
             raise
 
@@ -352,6 +350,8 @@ class CtagToolGripperBackend:
                 self._poll_once()
             except BackendError as exc:
                 self._fault = str(exc)
+                with self._lock:  # a target queued into a dead link is void: it must not move the fingers
+                    self._pending = None  # after the link returns (acknowledge_fault never moves them)
                 # each failed RPC froze the process for up to request_timeout: back off
                 self._wake.wait(max(0.2, 5 * self.config.request_timeout))
                 self._wake.clear()
@@ -407,6 +407,8 @@ class CtagToolGripperBackend:
             raise BackendError("tool gripper closed")
         try:
             if not self._session.connected():
+                with self._lock:  # a target queued while the link was down is void
+                    self._pending = None
                 self._session.open()
                 self._configure()
             elif any(n not in self._call(self._regs.modbusGetSignalNames) for n in self._names.values()):
