@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from aubo_bridge.arcs_session import ArcsSession
+from aubo_bridge.arcs_session import ArcsSession, code_meaning
 from aubo_bridge.backend import BackendError, GripperMeasurement
 from aubo_bridge.ctag_gripper import CtagConfig
 from aubo_bridge.ctag_protocol import (
@@ -249,7 +249,7 @@ class CtagToolGripperBackend:
 
     def _check(self, what: str, ret: Any) -> None:
         if ret != 0:
-            raise BackendError(f"{what} refused by {self._session.where}: returned {ret}")
+            raise BackendError(f"{what} refused by {self._session.where}: {code_meaning(int(ret))}")
 
     def _set(self, role: str, value: int) -> None:
         name = self._names[role]
