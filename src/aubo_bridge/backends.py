@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aubo_bridge import arcs_config, ctag_gripper
+from aubo_bridge import arcs_config, ctag_gripper, ctag_tool_backend
 from aubo_bridge.backend import ArmBackend, GripperBackend
 from aubo_bridge.config import ArmConfig
 from libero_workcell.node_params import prefixed
@@ -15,12 +15,24 @@ from libero_workcell.node_params import prefixed
 _FROM_ARM_CONFIG = ("servo_hz", "state_stale_after")
 ARCS_PARAMS = {k: v for k, v in arcs_config.parameter_defaults().items() if k not in _FROM_ARM_CONFIG}
 GRIPPER_PARAMS = ctag_gripper.parameter_defaults()
-# Every device parameter under its prefix (arcs.*, gripper.*), for declaring and documenting.
-DEVICE_PARAMS = prefixed("arcs", ARCS_PARAMS) | prefixed("gripper", GRIPPER_PARAMS)
+# The tool-flange gripper talks to the same controller as the arm: its session settings are the arm's.
+_TOOL_FROM_ARCS = ("ip", "rpc_port", "user", "password", "connect_timeout", "request_timeout")
+GRIPPER_TOOL_PARAMS = {k: v for k, v in ctag_tool_backend.parameter_defaults().items() if k not in _TOOL_FROM_ARCS}
+GRIPPER_PATHS = ("modbus", "tool")  # CTAG2F90D on its own RS-485 adapter, or on the arm's tool flange
+# Every device parameter under its prefix (arcs.*, gripper.*, gripper_tool.*), for declaring and documenting.
+DEVICE_PARAMS = (
+    prefixed("arcs", ARCS_PARAMS) | prefixed("gripper", GRIPPER_PARAMS) | prefixed("gripper_tool", GRIPPER_TOOL_PARAMS)
+)
 
 
 def make_backends(
-    use_sim: bool, sim_link: str, arm_config: ArmConfig, arcs: dict[str, Any], gripper: dict[str, Any]
+    use_sim: bool,
+    sim_link: str,
+    arm_config: ArmConfig,
+    arcs: dict[str, Any],
+    gripper: dict[str, Any],
+    gripper_path: str = "modbus",
+    gripper_tool: dict[str, Any] | None = None,
 ) -> tuple[ArmBackend, GripperBackend]:
     """Connected backends, or an exception that says what is wrong (the node exits with it)."""
     if use_sim:
@@ -30,13 +42,19 @@ def make_backends(
         link = SimLink.attach(sim_link)
         stale = arm_config.state_stale_after
         return SimArmBackend(link, stale_after=stale), SimGripperBackend(link, stale_after=stale)
+    if gripper_path not in GRIPPER_PATHS:
+        raise ValueError(f"gripper_path must be one of {GRIPPER_PATHS}, got {gripper_path!r}")
     from aubo_bridge.arcs_backend import ArcsArmBackend
 
     arm_values = {**arcs, **{k: getattr(arm_config, k) for k in _FROM_ARM_CONFIG}}
     arm = ArcsArmBackend(arcs_config.ArcsConfig.from_mapping(arm_values))
     arm.connect()
     try:
-        grip = ctag_gripper.CtagGripperBackend(ctag_gripper.CtagConfig.from_mapping(gripper))
+        if gripper_path == "tool":
+            tool = {**(gripper_tool or {}), **{k: arcs[k] for k in _TOOL_FROM_ARCS}}
+            grip = ctag_tool_backend.CtagToolGripperBackend(ctag_tool_backend.CtagToolConfig.from_mapping(tool))
+        else:
+            grip = ctag_gripper.CtagGripperBackend(ctag_gripper.CtagConfig.from_mapping(gripper))
     except BaseException:
         arm.close()
         raise

@@ -22,7 +22,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from aubo_bridge.backends import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, make_backends
+from aubo_bridge.backends import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS, make_backends
 from aubo_bridge.config import ArmConfig, ConfigError, parameter_defaults
 from aubo_bridge.driver import ArmDriver, ArmMode
 from libero_workcell import ros_msgs
@@ -55,6 +55,7 @@ class AuboBridgeNode(Node):
         self.declare_parameter(Params.ACTIVE_SOURCE, SOURCE_NONE)
         self.declare_parameter("auto_enable", False)
         self.declare_parameter("publish_hz", 50.0)
+        self.declare_parameter("gripper_path", "modbus")  # modbus (own RS-485) or tool (arm's tool flange)
         for name, default in ARM_PARAMS.items():
             self.declare_parameter(name, default)
         self.config = ArmConfig.from_mapping({n: self.get_parameter(n).value for n in ARM_PARAMS})
@@ -65,6 +66,8 @@ class AuboBridgeNode(Node):
             arm_config=self.config,
             arcs=declare_config(self, "arcs", ARCS_PARAMS),
             gripper=declare_config(self, "gripper", GRIPPER_PARAMS),
+            gripper_path=str(self.get_parameter("gripper_path").value),
+            gripper_tool=declare_config(self, "gripper_tool", GRIPPER_TOOL_PARAMS),
         )
         self.driver = ArmDriver(
             self.config, arm, gripper, active_source=str(self.get_parameter(Params.ACTIVE_SOURCE).value)

@@ -1,0 +1,57 @@
+"""make_backends as the aubo_bridge node calls it, on the real profile against the ARCS emulator."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import wait_for
+from emulators.arcs_emulator import ArcsEmulator
+
+from aubo_bridge.arcs_backend import ArcsArmBackend
+from aubo_bridge.backends import ARCS_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS, make_backends
+from aubo_bridge.config import ArmConfig
+from aubo_bridge.ctag_tool_backend import CtagToolGripperBackend
+from aubo_bridge.kinematics import HOME_Q
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    with ArcsEmulator(q0=[float(v) for v in HOME_Q], boot_delay=0.02) as emu:
+        yield emu
+
+
+def _arcs(emu: ArcsEmulator) -> dict:
+    return {**ARCS_PARAMS, "ip": emu.host, "rpc_port": emu.port}
+
+
+def test_tool_path_gives_the_arm_and_the_tool_gripper_on_one_controller(emulator) -> None:
+    arm, gripper = make_backends(
+        use_sim=False,
+        sim_link="",
+        arm_config=ArmConfig(),
+        arcs=_arcs(emulator),
+        gripper=dict(GRIPPER_PARAMS),
+        gripper_path="tool",
+        gripper_tool=dict(GRIPPER_TOOL_PARAMS),
+    )
+    try:
+        assert isinstance(arm, ArcsArmBackend) and isinstance(gripper, CtagToolGripperBackend)
+        assert wait_for(lambda: arm.read().ready and gripper.read().fault is None, 5.0), (arm.read(), gripper.read())
+        gripper.command(1.0)
+        assert wait_for(lambda: gripper.read().coord > 0.99, 5.0), gripper.read()  # no object: fully closed
+    finally:
+        gripper.close()
+        arm.close()
+
+
+def test_unknown_gripper_path_is_refused_before_anything_is_contacted(emulator) -> None:
+    with pytest.raises(ValueError, match="gripper_path"):
+        make_backends(
+            use_sim=False,
+            sim_link="",
+            arm_config=ArmConfig(),
+            arcs=_arcs(emulator),
+            gripper=dict(GRIPPER_PARAMS),
+            gripper_path="bluetooth",
+        )
