@@ -6,16 +6,20 @@ A bad value fails when the node starts, naming the parameter, never later while 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from aubo_bridge.config import ConfigError
+from libero_workcell.config_base import MappedConfig
 
 TCP_ORIENTATIONS = ("zyx_euler", "rotvec")
 
 
 @dataclass(frozen=True)
-class ArcsConfig:
+class ArcsConfig(MappedConfig):
+    error = ConfigError
+    label = "ARCS"
+
     ip: str = ""  # controller address; must be set (nothing is contacted by default)
     rpc_port: int = 30004
     user: str = "aubo"
@@ -79,21 +83,7 @@ class ArcsConfig:
     def servo_period(self) -> float:
         return 1.0 / self.servo_hz
 
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> ArcsConfig:
-        """Build from a parameter mapping; unknown keys are an error (typos must not pass silently)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"unknown ARCS config keys {unknown}; known: {sorted(known)}")
-        return cls(**values)
 
-
-def parameter_defaults() -> dict[str, str | int | float]:
-    """Every ArcsConfig field as a ROS parameter default, typed as ROS needs (str / int / double)."""
-    defaults = ArcsConfig()
-    out: dict[str, str | int | float] = {}
-    for f in fields(ArcsConfig):
-        value = getattr(defaults, f.name)
-        out[f.name] = value if isinstance(value, (str, int)) else float(value)
-    return out
+def parameter_defaults() -> dict[str, Any]:
+    """Every ArcsConfig field as a ROS parameter default."""
+    return ArcsConfig.parameter_defaults()

@@ -7,13 +7,14 @@ at start-up with a message that names it, never later while moving.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from aubo_bridge.description import JOINT_LIMITS, JOINT_VELOCITY_LIMITS, TOOL_OFFSET
 from aubo_bridge.kinematics import HOME_Q
+from libero_workcell.config_base import MappedConfig
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SIM_SERVO_HZ_DEFAULT, WATCHDOG_PERIODS_DEFAULT
 from libero_workcell.layout import WORKSPACE_MAX, WORKSPACE_MIN
 
@@ -30,7 +31,10 @@ def _arr(values: Any, n: int, name: str) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class ArmConfig:
+class ArmConfig(MappedConfig):
+    error = ConfigError
+    label = "arm"
+
     control_hz: float = CONTROL_HZ_DEFAULT  # action rate the sources publish at
     servo_hz: float = SIM_SERVO_HZ_DEFAULT  # servo-target rate sent to the arm
     watchdog_timeout: float = WATCHDOG_PERIODS_DEFAULT / CONTROL_HZ_DEFAULT  # s without an action -> hold
@@ -88,21 +92,7 @@ class ArmConfig:
     def max_joint_speed(self) -> np.ndarray:
         return JOINT_VELOCITY_LIMITS * self.joint_speed_fraction
 
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> ArmConfig:
-        """Build from a parameter mapping; unknown keys are an error (typos must not pass silently)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"unknown arm config keys {unknown}; known: {sorted(known)}")
-        return cls(**values)
 
-
-def parameter_defaults() -> dict[str, float | list[float]]:
-    """Every ArmConfig field as a ROS parameter default (arrays as double lists): one list of names."""
-    defaults = ArmConfig()
-    out: dict[str, float | list[float]] = {}
-    for f in fields(ArmConfig):
-        value = getattr(defaults, f.name)
-        out[f.name] = [float(v) for v in value] if isinstance(value, np.ndarray) else float(value)
-    return out
+def parameter_defaults() -> dict[str, Any]:
+    """Every ArmConfig field as a ROS parameter default."""
+    return ArmConfig.parameter_defaults()

@@ -15,7 +15,8 @@ from typing import Any
 
 from aubo_bridge.backend import BackendError, GripperMeasurement
 from aubo_bridge.ctag_protocol import GraspTracker, StallSettings, coord_to_counts, counts_to_coord, signed32, split32
-from libero_workcell.modbus_bus import BusError, ModbusDevice, SerialSettings, Snapshot
+from libero_workcell.config_base import MappedConfig
+from libero_workcell.modbus_bus import BusError, ModbusDevice, SerialLineConfig, Snapshot
 
 
 class CtagConfigError(ValueError):
@@ -23,7 +24,10 @@ class CtagConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class CtagConfig:
+class CtagConfig(SerialLineConfig, MappedConfig):
+    error = CtagConfigError
+    label = "gripper"
+
     port: str = "/dev/ttyUSB0"
     baudrate: int = 115200
     parity: str = "N"
@@ -82,32 +86,10 @@ class CtagConfig:
                 "a glitch absorbed by retries would read as stale"
             )
 
-    def serial(self) -> SerialSettings:
-        return SerialSettings(
-            self.port,
-            self.baudrate,
-            parity=self.parity,
-            stopbits=self.stopbits,
-            slave_id=self.slave_id,
-            timeout=self.timeout,
-            retries=self.retries,
-            reconnect_period=self.reconnect_period,
-        )
 
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> CtagConfig:
-        """Build from ROS parameters; unknown keys are an error (typos must not pass silently)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise CtagConfigError(f"unknown gripper config keys {unknown}; known: {sorted(known)}")
-        return cls(**values)
-
-
-def parameter_defaults() -> dict[str, str | int | float]:
-    """Every CtagConfig field as a ROS parameter default, typed as ROS declares it."""
-    d = CtagConfig()
-    return {f.name: getattr(d, f.name) for f in fields(CtagConfig)}
+def parameter_defaults() -> dict[str, Any]:
+    """Every CtagConfig field as a ROS parameter default."""
+    return CtagConfig.parameter_defaults()
 
 
 class CtagGripperBackend:

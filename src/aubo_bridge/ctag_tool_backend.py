@@ -52,6 +52,7 @@ from aubo_bridge.ctag_protocol import (
     signed32,
     split32,
 )
+from libero_workcell.config_base import MappedConfig
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,10 @@ class CtagToolConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class CtagToolConfig:
+class CtagToolConfig(MappedConfig):
+    error = CtagToolConfigError
+    label = "tool gripper"
+
     # ARCS session (fill from the arm's arcs.* parameters: one controller)
     ip: str = ""
     rpc_port: int = 30004
@@ -187,20 +191,10 @@ class CtagToolConfig:
             out["alarm"] = self.reg_alarm
         return out
 
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> CtagToolConfig:
-        """Build from ROS parameters; unknown keys are an error (typos must not pass silently)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise CtagToolConfigError(f"unknown tool gripper config keys {unknown}; known: {sorted(known)}")
-        return cls(**values)
 
-
-def parameter_defaults() -> dict[str, str | int | float | bool]:
+def parameter_defaults() -> dict[str, Any]:
     """Every CtagToolConfig field as a ROS parameter default."""
-    d = CtagToolConfig()
-    return {f.name: getattr(d, f.name) for f in fields(CtagToolConfig)}
+    return CtagToolConfig.parameter_defaults()
 
 
 FEEDBACK_ROLES = ("fb_hi", "fb_lo", "alarm")

@@ -8,34 +8,15 @@ cannot silently fall back to a default).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
+from libero_workcell.config_base import MappedConfig
 from libero_workcell.contract import IMAGE_SIZE
 
 
 class CameraConfigError(ValueError):
     pass
-
-
-_C = TypeVar("_C", bound="_Mapped")
-
-
-class _Mapped:
-    @classmethod
-    def from_mapping(cls: type[_C], values: dict[str, Any]) -> _C:
-        """Build from a parameter mapping; unknown keys are an error (typos must not pass silently)."""
-        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise CameraConfigError(f"unknown {cls.__name__} keys {unknown}; known: {sorted(known)}")
-        return cls(**values)
-
-    @classmethod
-    def parameter_defaults(cls) -> dict[str, Any]:
-        """Every field as a ROS parameter default (bool, int, float or str): one list of names."""
-        defaults = cls()
-        return {f.name: getattr(defaults, f.name) for f in fields(cls)}  # type: ignore[arg-type]
 
 
 def _check_int(cfg: object, name: str, lo: int, hi: int) -> None:
@@ -58,8 +39,11 @@ def _check_type(cfg: object, name: str, kind: type) -> None:
 
 
 @dataclass(frozen=True)
-class RealSenseConfig(_Mapped):
+class RealSenseConfig(MappedConfig):
     """Color stream of one RealSense, selected by serial; or a recording (``playback_file``) instead."""
+
+    error = CameraConfigError
+    label = "RealSense"
 
     serial: str = ""  # device serial number; "" = the only connected device (refused if several)
     width: int = 640  # requested color stream; cropped/resized to IMAGE_SIZE after capture
@@ -82,8 +66,11 @@ class RealSenseConfig(_Mapped):
 
 
 @dataclass(frozen=True)
-class UvcConfig(_Mapped):
+class UvcConfig(MappedConfig):
     """A UVC camera through OpenCV: a device index, a /dev/videoN path, or a video file / stream URL."""
+
+    error = CameraConfigError
+    label = "UVC"
 
     device: str = "0"  # "0" -> index 0; "/dev/video2"; "/path/clip.avi" (replayed at its fps); "rtsp://..."
     width: int = 640  # requested capture size (0: the device default); cropped/resized after capture

@@ -26,12 +26,13 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from aubo_bridge.arcs_session import ArcsSession, code_meaning
 from aubo_bridge.backend import BackendError
 from conveyor_driver.driver import BeltState
+from libero_workcell.config_base import MappedConfig
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,10 @@ class ConveyorIoConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class ConveyorIoConfig:
+class ConveyorIoConfig(MappedConfig):
+    error = ConveyorIoConfigError
+    label = "conveyor io"
+
     ip: str = ""  # arm controller address; must be set (nothing is contacted by default)
     port: int = 30004  # JSON-RPC
     user: str = "aubo"
@@ -73,24 +77,10 @@ class ConveyorIoConfig:
                 f"({1.0 / self.poll_hz + self.request_timeout:.3f} s)"
             )
 
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> ConveyorIoConfig:
-        """Build from ROS parameters; unknown keys are an error (typos must not pass silently)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConveyorIoConfigError(f"unknown conveyor io config keys {unknown}; known: {sorted(known)}")
-        return cls(**values)
 
-
-def parameter_defaults() -> dict[str, str | int | float | bool]:
-    """Every ConveyorIoConfig field as a ROS parameter default (str / int / double / bool)."""
-    d = ConveyorIoConfig()
-    out: dict[str, str | int | float | bool] = {}
-    for f in fields(d):
-        value = getattr(d, f.name)
-        out[f.name] = float(value) if isinstance(value, float) else value
-    return out
+def parameter_defaults() -> dict[str, Any]:
+    """Every ConveyorIoConfig field as a ROS parameter default."""
+    return ConveyorIoConfig.parameter_defaults()
 
 
 class IoConveyorBackend:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from conveyor_driver.driver import BeltState
-from libero_workcell.modbus_bus import BusError, ModbusDevice, SerialSettings, Snapshot
+from libero_workcell.config_base import MappedConfig
+from libero_workcell.modbus_bus import BusError, ModbusDevice, SerialLineConfig, Snapshot
 
 PRESETS: dict[str, dict[str, int]] = {
     # Delta VFD-EL/E/M communication map. Reset = 0x2002 bit 1 (the manuals' "2002H bit1: reset");
@@ -68,7 +69,10 @@ class BackendError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class ConveyorModbusConfig:
+class ConveyorModbusConfig(SerialLineConfig, MappedConfig):
+    error = ConveyorConfigError
+    label = "conveyor"
+
     preset: str = "delta_vfd"
     port: str = "/dev/ttyUSB1"
     baudrate: int = 115200
@@ -133,32 +137,11 @@ class ConveyorModbusConfig:
     def is_vfd(self) -> bool:
         return self.preset == "delta_vfd"
 
-    def serial(self) -> SerialSettings:
-        return SerialSettings(
-            self.port,
-            self.baudrate,
-            parity=self.parity,
-            stopbits=self.stopbits,
-            slave_id=self.slave_id,
-            timeout=self.timeout,
-            retries=self.retries,
-            reconnect_period=self.reconnect_period,
-        )
 
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> ConveyorModbusConfig:
-        """Build from ROS parameters; unknown keys are an error (typos must not pass silently)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConveyorConfigError(f"unknown conveyor config keys {unknown}; known: {sorted(known)}")
-        return cls(**values)
-
-
-def parameter_defaults() -> dict[str, str | int | float]:
+def parameter_defaults() -> dict[str, Any]:
     """Every field as a ROS parameter default; register fields stay 0 (= from the preset)."""
-    d = ConveyorModbusConfig()
-    return {f.name: (0 if f.name.startswith(("reg_", "value_")) else getattr(d, f.name)) for f in fields(d)}
+    d = ConveyorModbusConfig.parameter_defaults()
+    return {k: (0 if k.startswith(("reg_", "value_")) else v) for k, v in d.items()}
 
 
 def belt_to_motor_rpm(speed: float, cfg: ConveyorModbusConfig) -> float:

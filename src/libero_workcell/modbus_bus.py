@@ -66,6 +66,22 @@ class SerialSettings:
         return self.retries * (self.timeout + FLUSH_DELAY)
 
 
+class SerialLineConfig:
+    """Mixin for device configs with the serial-line fields: the bus settings, built in one place."""
+
+    def serial(self) -> SerialSettings:
+        return SerialSettings(
+            self.port,
+            self.baudrate,
+            parity=self.parity,
+            stopbits=self.stopbits,
+            slave_id=self.slave_id,
+            timeout=self.timeout,
+            retries=self.retries,
+            reconnect_period=self.reconnect_period,
+        )
+
+
 @dataclass(frozen=True)
 class Snapshot:
     stamp: float  # clock time of the poll that produced ``regs`` (0.0 = never polled)
