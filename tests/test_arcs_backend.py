@@ -17,7 +17,7 @@ from emulators.arcs_emulator import VERSION_CODE_INCOMPATIBLE, ArcsEmulator
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.arcs_backend import ArcsArmBackend, pose_to_tcp
-from aubo_bridge.arcs_config import ArcsConfig, parameter_defaults
+from aubo_bridge.arcs_config import ArcsConfig
 from aubo_bridge.backend import BackendError, GripperMeasurement
 from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ArmDriver, ArmMode
@@ -115,7 +115,7 @@ def test_config_validation() -> None:
     for bad in ({"lookahead_time": 0.5}, {"gain": 50.0}, {"servo_hz": 50.0}, {"tcp_orientation": "xyz"}):
         with pytest.raises(ConfigError):
             ArcsConfig.from_mapping(bad)
-    defaults = parameter_defaults()
+    defaults = ArcsConfig.parameter_defaults()
     assert defaults["rpc_port"] == 30004 and defaults["user"] == "aubo" and defaults["servo_hz"] == 100.0
     assert all(isinstance(v, (str, int, float)) for v in defaults.values())
     assert ArcsConfig.from_mapping(defaults) == ArcsConfig()

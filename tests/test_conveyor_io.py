@@ -13,7 +13,7 @@ from emulators.arcs_emulator import ArcsEmulator
 
 from aubo_bridge.backend import BackendError
 from conveyor_driver.driver import ConveyorConfig, ConveyorDriver
-from conveyor_driver.io_backend import ConveyorIoConfig, ConveyorIoConfigError, IoConveyorBackend, parameter_defaults
+from conveyor_driver.io_backend import ConveyorIoConfig, ConveyorIoConfigError, IoConveyorBackend
 
 HOST = "127.0.0.1"
 DO = 3
@@ -56,7 +56,7 @@ def test_config_validation() -> None:
     for bad in ({"do_index": -1}, {"nominal_speed": 0.0}, {"port": 0}, {"active_high": 1}, {"stale_after": 0.1}):
         with pytest.raises(ConveyorIoConfigError):
             ConveyorIoConfig.from_mapping(bad)
-    d = parameter_defaults()
+    d = ConveyorIoConfig.parameter_defaults()
     assert d["port"] == 30004 and d["do_index"] == 0 and d["active_high"] is True and d["nominal_speed"] == 0.03
     assert ConveyorIoConfig.from_mapping(d) == ConveyorIoConfig()
 

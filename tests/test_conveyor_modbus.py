@@ -17,7 +17,6 @@ from conveyor_driver.modbus_backend import (
     ModbusConveyorBackend,
     belt_to_motor_rpm,
     motor_rpm_to_belt,
-    parameter_defaults,
     setpoint_register,
 )
 
@@ -118,7 +117,7 @@ def test_config_presets_overrides_and_validation() -> None:
         ConveyorModbusConfig.from_mapping({"roller": 0.05})
     with pytest.raises(ConveyorConfigError, match="roller_diameter"):
         ConveyorModbusConfig(roller_diameter=0.0)
-    defaults = parameter_defaults()
+    defaults = ConveyorModbusConfig.parameter_defaults()
     assert defaults["reg_command"] == 0 and defaults["preset"] == "delta_vfd"
     assert ConveyorModbusConfig.from_mapping({**defaults, "preset": "leadshine_rs485"}).reg_command == 0x6002
 

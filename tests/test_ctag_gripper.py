@@ -18,7 +18,7 @@ from emulators.serial_link import FaultyLink, SocatPair
 
 from aubo_bridge.backend import ArmMeasurement, BackendError
 from aubo_bridge.config import ArmConfig
-from aubo_bridge.ctag_gripper import CtagConfig, CtagConfigError, CtagGripperBackend, parameter_defaults
+from aubo_bridge.ctag_gripper import CtagConfig, CtagConfigError, CtagGripperBackend
 from aubo_bridge.driver import ArmDriver, ArmMode
 from aubo_bridge.kinematics import HOME_Q
 from libero_workcell.contract import SOURCE_POLICY
@@ -79,7 +79,7 @@ def test_config_validates_and_rejects_unknown_keys() -> None:
         CtagConfig(slave_id=0)
     with pytest.raises(CtagConfigError, match="max_age"):
         CtagConfig(poll_hz=10.0, max_age=0.25)  # two poll periods + retries exceed it
-    defaults = parameter_defaults()
+    defaults = CtagConfig.parameter_defaults()
     assert defaults["reg_feedback"] == 0x0418 and defaults["position_max"] == 9000 and defaults["baudrate"] == 115200
     assert all(isinstance(v, (str, int, float)) for v in defaults.values())
     assert CtagConfig.from_mapping(defaults) == CtagConfig()

@@ -21,7 +21,6 @@ from aubo_bridge.ctag_tool_backend import (
     CtagToolConfig,
     CtagToolConfigError,
     CtagToolGripperBackend,
-    parameter_defaults,
 )
 from aubo_bridge.driver import ArmDriver, ArmMode
 from libero_workcell.contract import SOURCE_POLICY
@@ -73,7 +72,7 @@ def test_config_validates_and_builds_the_device_string() -> None:
         CtagToolConfig(signal_prefix="a_very_long_prefix_")
     with pytest.raises(CtagToolConfigError, match="update_hz"):
         CtagToolConfig(update_hz=200)
-    defaults = parameter_defaults()
+    defaults = CtagToolConfig.parameter_defaults()
     assert CtagToolConfig.from_mapping(defaults) == CtagToolConfig()
 
 

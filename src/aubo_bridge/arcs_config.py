@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from aubo_bridge.config import ConfigError
 from libero_workcell.config_base import MappedConfig
@@ -82,8 +81,3 @@ class ArcsConfig(MappedConfig):
     @property
     def servo_period(self) -> float:
         return 1.0 / self.servo_hz
-
-
-def parameter_defaults() -> dict[str, Any]:
-    """Every ArcsConfig field as a ROS parameter default."""
-    return ArcsConfig.parameter_defaults()

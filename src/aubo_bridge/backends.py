@@ -13,11 +13,13 @@ from libero_workcell.node_params import prefixed
 # driver's servo period and age state like the driver does, so they are not
 # separate parameters that could disagree.
 _FROM_ARM_CONFIG = ("servo_hz", "state_stale_after")
-ARCS_PARAMS = {k: v for k, v in arcs_config.parameter_defaults().items() if k not in _FROM_ARM_CONFIG}
-GRIPPER_PARAMS = ctag_gripper.parameter_defaults()
+ARCS_PARAMS = {k: v for k, v in arcs_config.ArcsConfig.parameter_defaults().items() if k not in _FROM_ARM_CONFIG}
+GRIPPER_PARAMS = ctag_gripper.CtagConfig.parameter_defaults()
 # The tool-flange gripper talks to the same controller as the arm: its session settings are the arm's.
 _TOOL_FROM_ARCS = ("ip", "rpc_port", "user", "password", "connect_timeout", "request_timeout")
-GRIPPER_TOOL_PARAMS = {k: v for k, v in ctag_tool_backend.parameter_defaults().items() if k not in _TOOL_FROM_ARCS}
+GRIPPER_TOOL_PARAMS = {
+    k: v for k, v in ctag_tool_backend.CtagToolConfig.parameter_defaults().items() if k not in _TOOL_FROM_ARCS
+}
 GRIPPER_PATHS = ("modbus", "tool")  # CTAG2F90D on its own RS-485 adapter, or on the arm's tool flange
 # Every device parameter under its prefix (arcs.*, gripper.*, gripper_tool.*), for declaring and documenting.
 DEVICE_PARAMS = (

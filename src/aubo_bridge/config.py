@@ -91,8 +91,3 @@ class ArmConfig(MappedConfig):
     @property
     def max_joint_speed(self) -> np.ndarray:
         return JOINT_VELOCITY_LIMITS * self.joint_speed_fraction
-
-
-def parameter_defaults() -> dict[str, Any]:
-    """Every ArmConfig field as a ROS parameter default."""
-    return ArmConfig.parameter_defaults()

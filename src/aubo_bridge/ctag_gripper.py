@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
 
 from aubo_bridge.backend import BackendError, GripperMeasurement
 from aubo_bridge.ctag_protocol import GraspTracker, StallSettings, coord_to_counts, counts_to_coord, signed32, split32
@@ -86,10 +85,6 @@ class CtagConfig(SerialLineConfig, MappedConfig):
                 "a glitch absorbed by retries would read as stale"
             )
 
-
-def parameter_defaults() -> dict[str, Any]:
-    """Every CtagConfig field as a ROS parameter default."""
-    return CtagConfig.parameter_defaults()
 
 
 class CtagGripperBackend:

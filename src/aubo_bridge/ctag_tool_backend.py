@@ -192,10 +192,6 @@ class CtagToolConfig(MappedConfig):
         return out
 
 
-def parameter_defaults() -> dict[str, Any]:
-    """Every CtagToolConfig field as a ROS parameter default."""
-    return CtagToolConfig.parameter_defaults()
-
 
 FEEDBACK_ROLES = ("fb_hi", "fb_lo", "alarm")
 

@@ -23,7 +23,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from aubo_bridge.backends import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS, make_backends
-from aubo_bridge.config import ArmConfig, ConfigError, parameter_defaults
+from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ArmDriver, ArmMode
 from libero_workcell import ros_msgs
 from libero_workcell.arbiter import ArbiterError
@@ -43,7 +43,7 @@ from libero_workcell.node_params import declare_config
 from libero_workcell.rate import CONTROL_PRIORITY, run_loop
 from libero_workcell.ros_qos import qos
 
-ARM_PARAMS = parameter_defaults()  # every ArmConfig field is a parameter of the same name
+ARM_PARAMS = ArmConfig.parameter_defaults()  # every ArmConfig field is a parameter of the same name
 CONFIG_PARAMS = ARM_PARAMS | DEVICE_PARAMS  # every generated parameter, for docs and checks
 
 

@@ -78,10 +78,6 @@ class ConveyorIoConfig(MappedConfig):
             )
 
 
-def parameter_defaults() -> dict[str, Any]:
-    """Every ConveyorIoConfig field as a ROS parameter default."""
-    return ConveyorIoConfig.parameter_defaults()
-
 
 class IoConveyorBackend:
     """ConveyorBackend on a controller digital output. Connects in the constructor (as the Modbus one)."""

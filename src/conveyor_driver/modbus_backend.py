@@ -73,6 +73,11 @@ class ConveyorModbusConfig(SerialLineConfig, MappedConfig):
     error = ConveyorConfigError
     label = "conveyor"
 
+    @classmethod
+    def parameter_defaults(cls) -> dict[str, Any]:
+        """As for every config, but register fields stay 0 (= from the preset) whatever the preset."""
+        return {k: (0 if k.startswith(("reg_", "value_")) else v) for k, v in super().parameter_defaults().items()}
+
     preset: str = "delta_vfd"
     port: str = "/dev/ttyUSB1"
     baudrate: int = 115200
@@ -136,12 +141,6 @@ class ConveyorModbusConfig(SerialLineConfig, MappedConfig):
     @property
     def is_vfd(self) -> bool:
         return self.preset == "delta_vfd"
-
-
-def parameter_defaults() -> dict[str, Any]:
-    """Every field as a ROS parameter default; register fields stay 0 (= from the preset)."""
-    d = ConveyorModbusConfig.parameter_defaults()
-    return {k: (0 if k.startswith(("reg_", "value_")) else v) for k, v in d.items()}
 
 
 def belt_to_motor_rpm(speed: float, cfg: ConveyorModbusConfig) -> float:

@@ -23,8 +23,8 @@ from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_config, prefixed
 from libero_workcell.ros_qos import qos
 
-MODBUS_PARAMS = modbus_backend.parameter_defaults()
-IO_PARAMS = io_backend.parameter_defaults()
+MODBUS_PARAMS = modbus_backend.ConveyorModbusConfig.parameter_defaults()
+IO_PARAMS = io_backend.ConveyorIoConfig.parameter_defaults()
 BACKENDS = ("modbus", "io")  # a drive on RS-485, or a relay on an arm-controller digital output
 # every generated parameter, for docs and checks
 CONFIG_PARAMS = prefixed("modbus", MODBUS_PARAMS) | prefixed("io", IO_PARAMS)
