@@ -170,6 +170,15 @@ def test_close_is_idempotent_and_leaves_servo_mode(emu: ArcsEmulator) -> None:
     assert b.read().fault is not None
 
 
+def test_close_after_a_hold_still_leaves_servo_mode(emu: ArcsEmulator) -> None:
+    """The driver always holds before closing; whether stopJoint ends servo mode is unverified."""
+    b = make_backend(emu)
+    b.servo(HOME_Q)
+    b.hold()
+    b.close()
+    assert emu.state()["servo_mode"] == 0
+
+
 # -------------------------------------------------------------------- motion
 def test_servo_stream_moves_arm(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:
     goal = HOME_Q + np.array([0.1, -0.05, 0.05, 0.1, -0.1, 0.2])

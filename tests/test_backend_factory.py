@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
-from aubo_bridge.arcs_backend import ArcsArmBackend
+from aubo_bridge.arcs_hosted import HostedArcsArm, HostedToolGripper
 from aubo_bridge.backends import ARCS_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS, make_backends
 from aubo_bridge.config import ArmConfig
-from aubo_bridge.ctag_tool_backend import CtagToolGripperBackend
 from aubo_bridge.kinematics import HOME_Q
 
 pytestmark = pytest.mark.slow
@@ -36,7 +37,9 @@ def test_tool_path_gives_the_arm_and_the_tool_gripper_on_one_controller(emulator
         gripper_tool=dict(GRIPPER_TOOL_PARAMS),
     )
     try:
-        assert isinstance(arm, ArcsArmBackend) and isinstance(gripper, CtagToolGripperBackend)
+        # Each SDK device in a process of its own: the SDK never holds the node's GIL.
+        assert isinstance(arm, HostedArcsArm) and isinstance(gripper, HostedToolGripper)
+        assert arm.pid not in (None, os.getpid())
         assert wait_for(lambda: arm.read().ready and gripper.read().fault is None, 5.0), (arm.read(), gripper.read())
         gripper.command(1.0)
         assert wait_for(lambda: gripper.read().coord > 0.99, 5.0), gripper.read()  # no object: fully closed

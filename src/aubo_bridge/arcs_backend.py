@@ -97,7 +97,8 @@ class ArcsArmBackend:
         self._state: Any = None
         self._motion: Any = None
         self._manage: Any = None
-        self._servo_on = False
+        self._servo_on = False  # servo mode selected and not since ended by a hold or a stop
+        self._servo_used = False  # servo mode selected at least once this session: leave it on close
         self._closed = False
         zeros = np.zeros(6)
         self._latest = ArmMeasurement(clock(), zeros, zeros, ready=False, fault="not connected")
@@ -107,18 +108,25 @@ class ArcsArmBackend:
         self._wake = threading.Event()  # ends a poll back-off early (stop, operator reset)
         self._poller: threading.Thread | None = None
         self.polls = 0  # successful state polls, for rate measurements
+        # Called after every poll attempt on the poller thread (the process host pushes read() then).
+        self.on_update: Callable[[], None] | None = None
 
     @property
     def _where(self) -> str:
         return self._session.where
 
     # ------------------------------------------------------------- connection
-    def connect(self) -> None:
-        """Connect, log in, power on and start up the arm, wait for Running, start state polling."""
+    def connect(self, startup: bool = True) -> None:
+        """Connect, log in, power on and start up the arm, wait for Running, start state polling.
+
+        ``startup=False`` (re-attaching after an operator reset) only connects and polls: an arm
+        that is not Running then reads as not ready instead of being powered on.
+        """
         self._open_session()
         self._opened = True
         try:
-            self._startup()
+            if startup:
+                self._startup()
             self._poll_once()
         except BackendError:
             self._session.close()  # leave no half-open session behind a failed start-up
@@ -199,6 +207,7 @@ class ArcsArmBackend:
                 self._poll_once()
             except BackendError as exc:
                 self._link_error = str(exc)
+                self._notify()
                 # Each failed RPC froze the process for up to request_timeout: back off.
                 self._wake.wait(max(0.2, 5 * self.config.request_timeout))
                 self._wake.clear()
@@ -206,10 +215,15 @@ class ArcsArmBackend:
                 continue
             except Exception as exc:  # a malformed reply must not kill the poller silently
                 self._link_error = f"state poll of {self._where} failed: {type(exc).__name__}: {exc}"
+            self._notify()
             next_t += period
             self._stop.wait(max(0.0, next_t - time.monotonic()))
             if time.monotonic() - next_t > period:
                 next_t = time.monotonic()  # fell behind (GIL, slow reply): do not burst
+
+    def _notify(self) -> None:
+        if self.on_update is not None:
+            self.on_update()
 
     def ping(self) -> float:
         """Round-trip time (s) of one RPC (getRobotModeType), for latency checks and the bench."""
@@ -240,7 +254,7 @@ class ArcsArmBackend:
             ret = self._call(self._motion.setServoModeSelect, cfg.servo_mode)
             if ret != 0:
                 raise BackendError(f"setServoModeSelect({cfg.servo_mode}) refused: {code_meaning(ret)}")
-            self._servo_on = True
+            self._servo_on = self._servo_used = True
         target = [float(v) for v in q]
         t0: float | None = None  # first queue-full reply: the retry budget is one servo period from there
         attempts = 0
@@ -307,13 +321,13 @@ class ArcsArmBackend:
 
     def _close_session(self) -> None:
         def leave_servo_mode() -> None:
-            if self._servo_on:
+            if self._servo_used:  # also after a hold: whether stopJoint ended servo mode is unverified
                 deadline = time.monotonic() + self.config.steady_timeout
                 while time.monotonic() < deadline and not self._state.isSteady():
                     time.sleep(0.01)
                 self._motion.setServoModeSelect(0)
 
         self._session.close(before_logout=leave_servo_mode)
-        self._servo_on = False
+        self._servo_on = self._servo_used = False
         self._link_error = "closed"
         self._robot = self._state = self._motion = self._manage = None

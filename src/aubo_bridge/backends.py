@@ -8,6 +8,7 @@ from aubo_bridge import arcs_config, ctag_gripper, ctag_tool_backend
 from aubo_bridge.backend import ArmBackend, GripperBackend
 from aubo_bridge.config import ArmConfig
 from libero_workcell.node_params import prefixed
+from libero_workcell.rate import CONTROL_PRIORITY
 
 # ArcsConfig fields the arm driver owns: the controller must interpolate over the
 # driver's servo period and age state like the driver does, so they are not
@@ -46,15 +47,19 @@ def make_backends(
         return SimArmBackend(link, stale_after=stale), SimGripperBackend(link, stale_after=stale)
     if gripper_path not in GRIPPER_PATHS:
         raise ValueError(f"gripper_path must be one of {GRIPPER_PATHS}, got {gripper_path!r}")
-    from aubo_bridge.arcs_backend import ArcsArmBackend
+    from aubo_bridge.arcs_hosted import HostedArcsArm, HostedToolGripper
 
+    # The SDK holds the GIL for every RPC: each SDK device runs in a process of its own (sdk_host).
     arm_values = {**arcs, **{k: getattr(arm_config, k) for k in _FROM_ARM_CONFIG}}
-    arm = ArcsArmBackend(arcs_config.ArcsConfig.from_mapping(arm_values))
+    arm = HostedArcsArm(arcs_config.ArcsConfig.from_mapping(arm_values), priority=CONTROL_PRIORITY)
     arm.connect()
     try:
+        grip: GripperBackend
         if gripper_path == "tool":
             tool = {**(gripper_tool or {}), **{k: arcs[k] for k in _TOOL_FROM_ARCS}}
-            grip = ctag_tool_backend.CtagToolGripperBackend(ctag_tool_backend.CtagToolConfig.from_mapping(tool))
+            hosted = HostedToolGripper(ctag_tool_backend.CtagToolConfig.from_mapping(tool))
+            hosted.connect()
+            grip = hosted
         else:
             grip = ctag_gripper.CtagGripperBackend(ctag_gripper.CtagConfig.from_mapping(gripper))
     except BaseException:

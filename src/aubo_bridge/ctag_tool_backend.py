@@ -223,6 +223,8 @@ class CtagToolGripperBackend:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.polls = 0
+        # Called after every poll attempt on the poller thread (the process host pushes read() then).
+        self.on_update: Callable[[], None] | None = None
         try:
             self._session.open()
             self._configure()
@@ -340,6 +342,7 @@ class CtagToolGripperBackend:
                 self._poll_once()
             except BackendError as exc:
                 self._fault = str(exc)
+                self._notify()
                 with self._lock:  # a target queued into a dead link is void: it must not move the fingers
                     self._pending = None  # after the link returns (acknowledge_fault never moves them)
                 # each failed RPC froze the process for up to request_timeout: back off
@@ -349,6 +352,7 @@ class CtagToolGripperBackend:
                 continue
             except Exception as exc:  # a malformed reply must not kill the poller silently
                 self._fault = f"tool gripper poll failed: {type(exc).__name__}: {exc}"
+            self._notify()
             now = time.monotonic()
             if now >= next_t:  # a command's early wake-up does not shift the schedule
                 next_t += period
@@ -356,6 +360,10 @@ class CtagToolGripperBackend:
                     next_t = now  # fell behind (GIL, slow reply): do not burst
             self._wake.wait(max(0.0, next_t - now))  # a queued command wakes it early
             self._wake.clear()
+
+    def _notify(self) -> None:
+        if self.on_update is not None:
+            self.on_update()
 
     # ----------------------------------------------------------------- API
     def read(self) -> GripperMeasurement:

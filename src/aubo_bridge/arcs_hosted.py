@@ -1,0 +1,136 @@
+"""The ARCS-SDK backends as the aubo_bridge node runs them: each in a process of its own.
+
+:class:`HostedArcsArm` and :class:`HostedToolGripper` are the node-side ArmBackend /
+GripperBackend; the device logic stays in :class:`~aubo_bridge.arcs_backend.ArcsArmBackend`
+and :class:`~aubo_bridge.ctag_tool_backend.CtagToolGripperBackend`, which run unchanged in
+the child (:mod:`aubo_bridge.sdk_host` says why and how). Every call has a deadline made
+of the backend's own worst case; missing it is a BackendError, so the driver faults and
+holds exactly as when the device itself refuses.
+
+A child that died (crash, kill) is restarted by the operator's reset
+(``acknowledge_fault``), re-attaching to the arm without powering it on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from aubo_bridge.arcs_backend import ArcsArmBackend
+from aubo_bridge.arcs_config import ArcsConfig
+from aubo_bridge.backend import ArmMeasurement, BackendError, GripperMeasurement
+from aubo_bridge.ctag_tool_backend import CtagToolConfig, CtagToolGripperBackend
+from aubo_bridge.sdk_host import REPLY_MARGIN, SdkProcess
+
+
+def open_arm(config: ArcsConfig, startup: bool) -> ArcsArmBackend:
+    """Child-side factory: a connected arm backend (powered on and started up if ``startup``)."""
+    arm = ArcsArmBackend(config)
+    arm.connect(startup=startup)
+    return arm
+
+
+class HostedArcsArm:
+    """ArmBackend: the AUBO-i5H through an ARCS controller, the SDK in a child process."""
+
+    def __init__(self, config: ArcsConfig, clock: Callable[[], float] = time.monotonic, priority: int = 0) -> None:
+        self.config = c = config
+        self._host = SdkProcess(
+            "arcs-arm", open_arm, c.state_stale_after, clock=clock, priority=priority, orphan_calls=("hold",)
+        )
+        rt = c.request_timeout
+        # servo: may wait behind one state-poll RPC, then its own call and queue-full retries.
+        self._t_servo = (c.queue_full_retries + 2) * rt + c.servo_period + REPLY_MARGIN
+        self._t_short = 2 * rt + REPLY_MARGIN
+        self._t_reset = c.connect_timeout + 12 * rt + REPLY_MARGIN
+        self._t_close = c.steady_timeout + 6 * rt + 1.0
+
+    @property
+    def polls(self) -> int:
+        """State measurements received from the child (rate figures)."""
+        return self._host.updates
+
+    @property
+    def pid(self) -> int | None:
+        return self._host.pid
+
+    def connect(self) -> None:
+        """Spawn the child: connect, log in, power on, start up, first state (errors as ArcsArmBackend's)."""
+        c = self.config
+        self._host.start(c, True, timeout=c.connect_timeout + c.startup_timeout + 20 * c.request_timeout)
+
+    def read(self) -> ArmMeasurement:
+        return self._host.read()
+
+    def servo(self, q: np.ndarray) -> None:
+        self._host.call("servo", np.asarray(q, dtype=float), timeout=self._t_servo)
+
+    def hold(self) -> None:
+        self._host.call("hold", timeout=self._t_short)
+
+    def ping(self) -> float:
+        """Round trip (s) of one RPC as the node sees it: pipe to the child, RPC, pipe back."""
+        t0 = time.perf_counter()
+        self._host.call("ping", timeout=self._t_short)
+        return time.perf_counter() - t0
+
+    def acknowledge_fault(self) -> None:
+        """Operator reset in the child (reconnect, unlock); a dead child is restarted first."""
+        c = self.config
+        if not self._host.alive:
+            self._host.start(c, False, timeout=c.connect_timeout + 20 * c.request_timeout)
+        try:
+            self._host.call("acknowledge_fault", timeout=self._t_reset)
+        finally:
+            with contextlib.suppress(BackendError):  # the next read shows the reset's outcome
+                self._host.refresh(timeout=self._t_short)
+
+    def close(self) -> None:
+        self._host.stop(timeout=self._t_close)
+
+
+class HostedToolGripper:
+    """GripperBackend: the CTAG2F90D on the tool flange through the controller, the SDK in a child process."""
+
+    def __init__(self, config: CtagToolConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = c = config
+        self._host = SdkProcess("arcs-tool-gripper", CtagToolGripperBackend, c.max_age, clock=clock)
+        self._t_short = 2 * c.request_timeout + REPLY_MARGIN
+        self._t_reset = c.connect_timeout + 20 * c.request_timeout + REPLY_MARGIN
+
+    @property
+    def polls(self) -> int:
+        return self._host.updates
+
+    def connect(self) -> None:
+        c = self.config
+        self._host.start(c, timeout=c.connect_timeout + 20 * c.request_timeout)
+
+    def read(self) -> GripperMeasurement:
+        return self._host.read()
+
+    def command(self, coord: float) -> None:
+        """Queued in the child (its poll thread writes it): answers at once."""
+        self._host.call("command", float(coord), timeout=self._t_short)
+
+    def set_speed_force(self, speed: int, force: int) -> None:
+        self._host.call("set_speed_force", int(speed), int(force), timeout=self._t_short)
+
+    def acknowledge_fault(self) -> None:
+        c = self.config
+        if not self._host.alive:
+            self._host.start(c, timeout=c.connect_timeout + 20 * c.request_timeout)
+        try:
+            self._host.call("acknowledge_fault", timeout=self._t_reset)
+        finally:
+            with contextlib.suppress(BackendError):  # the next read shows the reset's outcome
+                self._host.refresh(timeout=self._t_short)
+
+    def close(self) -> None:
+        self._host.stop(timeout=2.0 + 4 * self.config.request_timeout)
+
+
+__all__ = ["BackendError", "HostedArcsArm", "HostedToolGripper", "open_arm"]

@@ -1,0 +1,186 @@
+"""The ARCS SDK hosted in a child process (aubo_bridge.sdk_host / arcs_hosted) against the emulator.
+
+What the node relies on: the SDK never holds the node's GIL, every call has a deadline,
+a child that dies or hangs reads as a fault at once or within ``state_stale_after`` and
+never as a frozen good state, the operator's reset restarts a dead child, and a child
+whose node vanished stops the arm and logs out by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import wait_for
+from emulators.arcs_emulator import ArcsEmulator
+
+from aubo_bridge.arcs_config import ArcsConfig
+from aubo_bridge.arcs_hosted import HostedArcsArm
+from aubo_bridge.backend import BackendError
+from aubo_bridge.kinematics import HOME_Q
+
+pytestmark = pytest.mark.slow
+HOST = "127.0.0.1"
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def emu() -> Iterator[ArcsEmulator]:
+    with ArcsEmulator(q0=[float(v) for v in HOME_Q], boot_delay=0.05) as e:
+        yield e
+
+
+def hosted(emu: ArcsEmulator, **kw: object) -> HostedArcsArm:
+    arm = HostedArcsArm(ArcsConfig.from_mapping({"ip": HOST, "rpc_port": emu.port, **kw}))
+    arm.connect()
+    return arm
+
+
+@pytest.fixture
+def arm(emu: ArcsEmulator) -> Iterator[HostedArcsArm]:
+    a = hosted(emu)
+    yield a
+    a.close()
+
+
+def test_runs_in_its_own_process_and_streams(emu: ArcsEmulator, arm: HostedArcsArm) -> None:
+    assert arm.pid is not None and arm.pid != os.getpid()
+    assert arm.read().ready and arm.read().fault is None
+    target = HOME_Q + 0.05
+    for _ in range(30):
+        arm.servo(target)
+        time.sleep(0.01)
+    assert wait_for(lambda: np.allclose(emu.q(), target, atol=1e-6), 3.0), emu.q()
+    assert wait_for(lambda: np.allclose(arm.read().q, target, atol=1e-6), 3.0)  # state pushed back
+    assert arm.ping() > 0
+
+
+def test_start_up_errors_keep_their_text(emu: ArcsEmulator) -> None:
+    emu.reject_logins()
+    with pytest.raises(BackendError, match="rejected"):
+        hosted(emu)
+    with pytest.raises(BackendError, match="not configured"):
+        HostedArcsArm(ArcsConfig()).connect()
+
+
+def test_device_refusal_reaches_the_node_as_the_same_error(emu: ArcsEmulator, arm: HostedArcsArm) -> None:
+    emu.protective_stop()
+    assert wait_for(lambda: arm.read().fault == "safety mode ProtectiveStop", 3.0), arm.read()
+    assert not arm.read().ready
+    with pytest.raises(BackendError, match="bad state"):
+        arm.servo(HOME_Q)
+    with pytest.raises(BackendError, match="clear the cause"):
+        arm.acknowledge_fault()
+    emu.clear_cause()
+    arm.acknowledge_fault()
+    assert arm.read().fault is None and arm.read().ready  # the reset's outcome is visible at once
+
+
+def _spin_rate_during(call: Callable[[], object]) -> tuple[float, float]:
+    """Iterations/s of a pure-Python loop on another thread: with nothing else running, then during ``call``."""
+    count, stop = [0], threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            count[0] += 1
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    rates = []
+    for fn in (lambda: time.sleep(0.3), call):
+        n0, t0 = count[0], time.monotonic()
+        fn()
+        rates.append((count[0] - n0) / (time.monotonic() - t0))
+    stop.set()
+    thread.join()
+    return rates[0], rates[1]
+
+
+def test_a_slow_controller_does_not_freeze_the_node_process(emu: ArcsEmulator) -> None:
+    arm = hosted(emu, request_timeout=1.0, state_stale_after=3.0)
+    try:
+        emu.slow_replies(0.3)  # in-process, pyaubo_sdk would keep this process's GIL for each reply
+        free, during = _spin_rate_during(lambda: arm.servo(HOME_Q))
+        emu.slow_replies(0.0)
+    finally:
+        arm.close()
+    assert during > 0.25 * free, (free, during)
+
+
+def test_a_killed_child_is_a_fault_at_once_and_reset_restarts_it(emu: ArcsEmulator, arm: HostedArcsArm) -> None:
+    first = arm.pid
+    os.kill(first, signal.SIGKILL)
+    assert wait_for(lambda: arm.read().fault is not None, 2.0)
+    assert "process exited" in arm.read().fault and not arm.read().ready
+    with pytest.raises(BackendError, match="exited"):
+        arm.servo(HOME_Q)
+    logins = emu.state()["counts"]["__login__"]
+    arm.acknowledge_fault()
+    assert arm.pid != first and arm.read().fault is None and arm.read().ready
+    assert emu.state()["counts"]["__login__"] == logins + 1
+    arm.servo(HOME_Q)  # streams again (the driver re-enables first; that is its job, not the backend's)
+
+
+def test_a_hung_child_goes_stale_and_late_replies_are_dropped(emu: ArcsEmulator, arm: HostedArcsArm) -> None:
+    os.kill(arm.pid, signal.SIGSTOP)
+    try:
+        assert wait_for(lambda: arm.read().fault is not None, 2.0)
+        assert "no state from the arcs-arm process" in arm.read().fault
+        with pytest.raises(BackendError, match="no answer to servo"):
+            arm.servo(HOME_Q + 0.01)
+    finally:
+        os.kill(arm.pid, signal.SIGCONT)
+    assert wait_for(lambda: arm.read().fault is None, 2.0), arm.read()
+    arm.hold()  # the late answer to the timed-out servo is skipped, not taken for this one
+    assert arm.ping() > 0
+
+
+_ORPHAN = textwrap.dedent(
+    """
+    import json, os, signal, sys, time
+    import numpy as np
+    from aubo_bridge.arcs_config import ArcsConfig
+    from aubo_bridge.arcs_hosted import HostedArcsArm
+    arm = HostedArcsArm(ArcsConfig(ip="127.0.0.1", rpc_port=int(sys.argv[1])))
+    arm.connect()
+    arm.servo(arm.read().q + 1.0)  # a far target: the arm is still moving when this process dies
+    print(json.dumps({"child": arm.pid}), flush=True)
+    time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_a_vanished_node_leaves_the_arm_stopped_and_logged_out(emu: ArcsEmulator) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = subprocess.run(
+        [sys.executable, "-c", _ORPHAN, str(emu.port)], capture_output=True, text=True, timeout=60, env=env, cwd=REPO
+    )
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    child = json.loads(out.stdout.strip().splitlines()[-1])["child"]
+
+    def child_gone() -> bool:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    assert wait_for(child_gone, 10.0), "the hosted SDK outlived its node"
+    state = emu.state()
+    assert sum(n for m, n in state["counts"].items() if m.endswith("stopJoint")) >= 1  # held first ...
+    assert state["servo_mode"] == 0  # ... then left servo mode and logged out
+    q = emu.q()
+    assert np.max(np.abs(q - HOME_Q)) < 0.9, "the arm ran on to the far target"
+    time.sleep(0.2)
+    assert np.allclose(emu.q(), q), "the arm kept moving after its node vanished"
