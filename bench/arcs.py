@@ -1,9 +1,17 @@
-"""Servo streaming through ArcsArmBackend against the loopback ARCS emulator (no robot needed).
+"""Servo streaming to the loopback ARCS emulator through the real SDK (no robot needed).
 
-Measures what the real backend costs in this process: the achieved servoJoint rate and
-its period error, the state poll rate the background thread keeps while streaming, and
-the round trip of one RPC. The SDK keeps the GIL while it waits for a reply, so these
-figures include the poller and the streamer contending for it.
+The production path: :class:`~aubo_bridge.arcs_hosted.HostedArcsArm` (the SDK in its own
+process) driven from ``run_loop`` at the control thread's real-time priority, as the
+aubo_bridge node runs it. Two clocks, both CLOCK_MONOTONIC:
+
+* ``sent``: when each tick issued its servoJoint (the node's side);
+* ``arrived``: when each request reached the emulator (the controller's side; the emulator
+  runs with SCHED_FIFO like a controller's real-time kernel).
+
+``gil_load`` adds what the node's other threads do: a pure-Python thread that is always
+runnable (ROS executor, publishers, a busy gripper poll). :func:`servo_comparison` runs the
+SDK in the node's process and in its own process under that same load, in one run, so the
+ratio shows what hosting buys on whatever the machine is doing.
 """
 
 from __future__ import annotations
@@ -24,36 +32,58 @@ if __package__ in (None, ""):
 from bench.common import percentiles, period_errors_ms
 
 _TESTS = str(Path(__file__).resolve().parents[1] / "tests")
+EMULATOR_PRIORITY = 30  # above the node's control thread: the controller is not what is measured
+
+
+def _gil_hog(stop: threading.Event) -> threading.Thread:
+    def spin() -> None:
+        x = 0
+        while not stop.is_set():
+            for i in range(1000):
+                x += i * i
+
+    thread = threading.Thread(target=spin, name="gil-load", daemon=True)
+    thread.start()
+    return thread
 
 
 def servo_stream(
-    seconds: float = 5.0, servo_hz: float = 100.0, state_hz: float = 100.0, priority: int = CONTROL_PRIORITY
+    seconds: float = 5.0,
+    servo_hz: float = 100.0,
+    state_hz: float = 100.0,
+    hosted: bool = True,
+    gil_load: bool = False,
+    priority: int = CONTROL_PRIORITY,
 ) -> dict[str, Any]:
-    """Stream a slow joint sine at ``servo_hz`` for ``seconds``; return rates, period error, RPC latency."""
+    """Stream a slow joint sine at ``servo_hz`` for ``seconds``; rates and period errors on both sides."""
     if _TESTS not in sys.path:
         sys.path.insert(0, _TESTS)
     from emulators.arcs_emulator import ArcsEmulator
 
     from aubo_bridge.arcs_backend import ArcsArmBackend
     from aubo_bridge.arcs_config import ArcsConfig
+    from aubo_bridge.arcs_hosted import HostedArcsArm
     from aubo_bridge.kinematics import HOME_Q
     from libero_workcell.rate import run_loop
 
-    with ArcsEmulator(boot_delay=0.05) as emu:
-        backend = ArcsArmBackend(ArcsConfig(ip=emu.host, rpc_port=emu.port, servo_hz=servo_hz, state_hz=state_hz))
+    with ArcsEmulator(boot_delay=0.05, realtime=EMULATOR_PRIORITY) as emu:
+        config = ArcsConfig(ip=emu.host, rpc_port=emu.port, servo_hz=servo_hz, state_hz=state_hz)
+        backend: Any = HostedArcsArm(config, priority=priority) if hosted else ArcsArmBackend(config)
         backend.connect()
+        load_stop = threading.Event()
         try:
-            # The production path: the servo stream on run_loop with the control thread's
-            # real-time priority, exactly as the aubo_bridge node runs it.
             period = 1.0 / servo_hz
-            times: list[float] = []
+            sent: list[float] = []
             call_ms: list[float] = []
+            if gil_load:
+                _gil_hog(load_stop)
+            emu.servo_arrivals()  # forget start-up
             polls0, t0 = backend.polls, time.monotonic()
 
             def tick() -> None:
                 now = time.monotonic()
                 q = HOME_Q + 0.05 * np.sin(2 * np.pi * 0.5 * (now - t0))
-                times.append(now)
+                sent.append(now)
                 backend.servo(q)
                 call_ms.append((time.monotonic() - now) * 1e3)
 
@@ -64,26 +94,42 @@ def servo_stream(
             thread.join(timeout=2.0)
             elapsed = time.monotonic() - t0
             polls = backend.polls - polls0
+            arrived = emu.servo_arrivals()
+            load_stop.set()
+            time.sleep(0.1)
             tracking = float(np.max(np.abs(emu.q() - backend.read().q)))
-            rtt_ms = [backend.ping() * 1e3 for _ in range(500)]
+            rtt_ms = [backend.ping() * 1e3 for _ in range(300)]
         finally:
+            load_stop.set()
             backend.close()
-    errs = period_errors_ms(times, period)
     return {
+        "hosted": hosted,
+        "gil_load": gil_load,
         "servo_hz_target": servo_hz,
-        "servo_hz_achieved": (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0,
-        "period_error_ms": percentiles(errs),
+        "servo_hz_achieved": (len(sent) - 1) / (sent[-1] - sent[0]) if len(sent) > 1 else 0.0,
+        "period_error_ms": percentiles(period_errors_ms(sent, period)),
+        "arrival_hz": (len(arrived) - 1) / (arrived[-1] - arrived[0]) if len(arrived) > 1 else 0.0,
+        "arrival_period_error_ms": percentiles(period_errors_ms(arrived, period)),
         "servo_call_ms": percentiles(call_ms),
         "state_hz_target": state_hz,
         "state_hz_achieved": polls / elapsed,
         "rpc_rtt_ms": percentiles(rtt_ms, (50, 90, 99)),
         "state_vs_emulator_max_rad": tracking,
-        "servo_calls": len(times),
+        "servo_calls": len(sent),
         "realtime_priority": loop.priority_note or "SCHED_FIFO",
+    }
+
+
+def servo_comparison(seconds: float = 5.0) -> dict[str, Any]:
+    """The production stream quiet, then the SDK in-process vs hosted under the same GIL load."""
+    return {
+        "hosted": servo_stream(seconds),
+        "inprocess_gil_load": servo_stream(seconds, hosted=False, gil_load=True),
+        "hosted_gil_load": servo_stream(seconds, hosted=True, gil_load=True),
     }
 
 
 if __name__ == "__main__":
     import json
 
-    print(json.dumps(servo_stream(float(sys.argv[1]) if len(sys.argv) > 1 else 5.0), indent=2))
+    print(json.dumps(servo_comparison(float(sys.argv[1]) if len(sys.argv) > 1 else 5.0), indent=2))

@@ -42,7 +42,7 @@ class HostedArcsArm:
             "arcs-arm", open_arm, c.state_stale_after, clock=clock, priority=priority, orphan_calls=("hold",)
         )
         rt = c.request_timeout
-        # servo: may wait behind one state-poll RPC, then its own call and queue-full retries.
+        # a servo target: may wait behind one state-poll RPC, then its own call and queue-full retries.
         self._t_servo = (c.queue_full_retries + 2) * rt + c.servo_period + REPLY_MARGIN
         self._t_short = 2 * rt + REPLY_MARGIN
         self._t_reset = c.connect_timeout + 12 * rt + REPLY_MARGIN
@@ -66,10 +66,13 @@ class HostedArcsArm:
         return self._host.read()
 
     def servo(self, q: np.ndarray) -> None:
-        self._host.call("servo", np.asarray(q, dtype=float), timeout=self._t_servo)
+        """Hand the target to the child and return; a refusal of the previous target raises here."""
+        self._host.cast("servo", np.asarray(q, dtype=float), deadline=self._t_servo)
 
     def hold(self) -> None:
-        self._host.call("hold", timeout=self._t_short)
+        """stopJoint in the child after every target sent before; waits for it."""
+        self._host.call("hold", timeout=self._t_servo + self._t_short)  # queued targets go first
+        self._host.forget_cast_errors()  # refusals of targets this hold supersedes
 
     def ping(self) -> float:
         """Round trip (s) of one RPC as the node sees it: pipe to the child, RPC, pipe back."""

@@ -11,9 +11,11 @@ threads is never forked, and unlike multiprocessing's spawn it never re-imports 
 main module). It receives a module-level factory and its arguments, builds the backend
 and then:
 
-* answers calls over a request/reply pipe, ``(seq, method, args) -> (seq, ok, value)``; the
-  node waits for each with a deadline, and a late answer to a call that already timed out
-  is recognised by its ``seq`` and dropped;
+* answers calls over a request/reply pipe, ``(seq, method, args) -> (seq, ok, value)``, in
+  order; the node waits for each with a deadline (a late answer to a call that already
+  timed out is recognised by its ``seq`` and dropped), except for *casts*, the servo
+  stream's targets, whose answers it collects at the next cast: the control thread never
+  waits on the network, and a refusal or a hung child still surfaces one tick later;
 * pushes the backend's ``read()`` down a second pipe after every state poll (the backend's
   ``on_update`` hook), so the node's ``read()`` never waits on anything;
 * ignores SIGINT (the node shuts it down in order) and, when the node disappears (its pipe
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -153,7 +156,9 @@ class SdkProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._cmd: Connection | None = None
         self._seq = 0
-        self._call_lock = threading.Lock()  # one call in flight: replies pair with requests in order
+        self._call_lock = threading.Lock()  # one sender at a time: replies pair with requests in order
+        self._casts: deque[tuple[int, str, float]] = deque()  # (seq, method, sent at) not answered yet
+        self._cast_error: str | None = None  # a cast the child refused, raised at the next cast
         self._state_lock = threading.Lock()
         self._latest: Any = None
         self._received_at = -float("inf")
@@ -198,6 +203,8 @@ class SdkProcess:
             raise
         with self._state_lock:
             self._proc, self._cmd, self._seq = proc, cmd, 0
+            self._casts.clear()
+            self._cast_error = None
             self._latest, self._received_at, self._link_error = first, time.monotonic(), None
         threading.Thread(target=self._receive, args=(proc, state), name=f"{self.name}-state", daemon=True).start()
 
@@ -213,22 +220,66 @@ class SdkProcess:
                 raise BackendError(f"{self.name} process exited during {what}") from exc
             if rseq == seq:
                 return ok, value
+            self._cast_answered(rseq, ok, value)  # the child answers in order: earlier casts first
+
+    def _cast_answered(self, seq: int, ok: bool, value: Any) -> None:
+        if self._casts and seq == self._casts[0][0]:
+            self._casts.popleft()
+            if not ok and self._cast_error is None:
+                self._cast_error = value
+        # otherwise: the late answer to a call that already timed out
+
+    def _connection(self) -> Connection:
+        conn = self._cmd
+        if conn is None or not self.alive:
+            raise BackendError(self._link_error or f"{self.name} process not running")
+        return conn
+
+    def _send(self, conn: Connection, method: str, args: tuple[Any, ...]) -> int:
+        self._seq += 1
+        try:
+            conn.send((self._seq, method, args))
+        except (OSError, ValueError) as exc:
+            raise BackendError(f"{self.name} process gone: {exc}") from exc
+        return self._seq
 
     def call(self, method: str, *args: Any, timeout: float) -> Any:
         """``backend.method(*args)`` in the child; its BackendError (same text) or a timeout raises here."""
         with self._call_lock:
-            conn = self._cmd
-            if conn is None or not self.alive:
-                raise BackendError(self._link_error or f"{self.name} process not running")
-            self._seq += 1
-            try:
-                conn.send((self._seq, method, args))
-            except (OSError, ValueError) as exc:
-                raise BackendError(f"{self.name} process gone: {exc}") from exc
-            ok, value = self._await(conn, self._seq, method, timeout)
+            conn = self._connection()
+            ok, value = self._await(conn, self._send(conn, method, args), method, timeout)
         if not ok:
             raise BackendError(value)
         return value
+
+    def cast(self, method: str, *args: Any, deadline: float) -> None:
+        """``backend.method(*args)`` in the child without waiting for it (a stream's next target).
+
+        A cast that the child refused raises at the next cast, with the child's text; so does
+        one still unanswered after ``deadline`` s (a hung child). The target is sent first: it
+        was validated by the driver, and a refusal only means the controller did not take it.
+        The child runs everything in order: a later :meth:`call` (a hold) comes after these.
+        """
+        with self._call_lock:
+            conn = self._connection()
+            # Send first: under a busy GIL every syscall below may cost a switch interval.
+            self._casts.append((self._send(conn, method, args), method, time.monotonic()))
+            try:
+                while conn.poll(0):
+                    self._cast_answered(*conn.recv())
+            except (EOFError, OSError) as exc:
+                raise BackendError(f"{self.name} process exited during {method}") from exc
+            if self._cast_error is not None:
+                error, self._cast_error = self._cast_error, None
+                raise BackendError(error)
+            if self._casts and time.monotonic() - self._casts[0][2] > deadline:
+                late = self._casts[0][1]
+                raise BackendError(f"{self.name} process gave no answer to {late} within {deadline * 1e3:.0f} ms")
+
+    def forget_cast_errors(self) -> None:
+        """Drop a refusal not yet raised (a hold supersedes every target sent before it)."""
+        with self._call_lock:
+            self._cast_error = None
 
     def refresh(self, timeout: float) -> None:
         """Fetch ``read()`` now (after a reset: the next read must show its outcome)."""

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ class _Controller:
         self.reject_logins = False
         self.version_code = int(opts.get("version_code", VERSION_CODE_OK))
         self.counts: dict[str, int] = {}
+        self.servo_arrivals: deque[float] = deque(maxlen=100_000)  # CLOCK_MONOTONIC of each servoJoint request
         self.conns: list[socket.socket] = []
         self.max_speed = float(opts.get("max_joint_speed", 2.0))
         self.boot_delay = float(opts.get("boot_delay", 0.2))
@@ -97,9 +99,11 @@ class _Controller:
         return [*map(float, p), *map(float, ang)]
 
     # -- RPC methods; returns (result, error)
-    def call(self, method: str, params: dict[str, Any]) -> Any:
+    def call(self, method: str, params: dict[str, Any], arrived: float = 0.0) -> Any:
         self.counts[method] = self.counts.get(method, 0) + 1
         name = method.split(".")[-1]
+        if name == "servoJoint":
+            self.servo_arrivals.append(arrived)
         with self.lock:
             if method.startswith("RegisterControl.") or name.endswith("ToolVoltageOutputDomain"):
                 return self.tool.call(name, params)
@@ -356,6 +360,7 @@ def _serve_conn(ctl: _Controller, conn: socket.socket) -> None:
         while True:
             head = _recvn(conn, 8)
             body = _recvn(conn, struct.unpack(">I", head[4:8])[0])
+            arrived = time.monotonic()
             if ctl.slow:
                 time.sleep(ctl.slow)
             if body.startswith(b"__login__"):
@@ -375,7 +380,7 @@ def _serve_conn(ctl: _Controller, conn: socket.socket) -> None:
                 reply["error"] = {"code": -32001, "message": "login failed: wrong user name or password"}
             else:
                 try:
-                    reply["result"] = ctl.call(method, req.get("params") or {})
+                    reply["result"] = ctl.call(method, req.get("params") or {}, arrived)
                 except KeyError:
                     reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
             _send(conn, reply)
@@ -386,6 +391,9 @@ def _serve_conn(ctl: _Controller, conn: socket.socket) -> None:
 
 
 def _child_main(opts: dict[str, Any]) -> None:
+    if opts.get("realtime"):  # model a real-time controller (benchmarks): every thread inherits SCHED_FIFO
+        with contextlib.suppress(AttributeError, PermissionError, OSError):
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(opts["realtime"])))
     ctl = _Controller(opts)
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -443,6 +451,9 @@ def _child_main(opts: dict[str, Any]) -> None:
         elif op == "tool":
             with ctl.lock:
                 out = ctl.tool.op(cmd)
+        elif op == "servo_arrivals":  # and forget them
+            with ctl.lock:
+                out, _ = list(ctl.servo_arrivals), ctl.servo_arrivals.clear()
         elif op == "state":
             with ctl.lock:
                 out = {
@@ -476,7 +487,8 @@ class ArcsEmulator:
 
     Options: ``user``/``digest`` (accepted credentials), ``version_code``, ``q0`` (initial joints),
     ``boot_delay`` (s per start-up stage), ``max_joint_speed`` (rad/s), ``tcp_orientation``
-    ("zyx_euler" or "rotvec", what getTcpPose reports), ``do_count`` (standard digital outputs, 16).
+    ("zyx_euler" or "rotvec", what getTcpPose reports), ``do_count`` (standard digital outputs, 16),
+    ``realtime`` (SCHED_FIFO priority for the emulator's threads, as a controller's RT kernel; benchmarks).
     """
 
     host = "127.0.0.1"
@@ -587,6 +599,10 @@ class ArcsEmulator:
 
     def q(self) -> np.ndarray:
         return np.array(self.state()["q"])
+
+    def servo_arrivals(self) -> list[float]:
+        """time.monotonic() (same clock as the caller's) at which each servoJoint request arrived, since last asked."""
+        return list(self._cmd("servo_arrivals"))
 
     def stop(self) -> None:
         if self._proc is None:
