@@ -39,7 +39,7 @@ def test_tool_path_gives_the_arm_and_the_tool_gripper_on_one_controller(emulator
     try:
         # Each SDK device in a process of its own: the SDK never holds the node's GIL.
         assert isinstance(arm, HostedArcsArm) and isinstance(gripper, HostedToolGripper)
-        assert arm.pid not in (None, os.getpid())
+        assert os.getpid() not in arm.pids.values() and None not in arm.pids.values()
         assert wait_for(lambda: arm.read().ready and gripper.read().fault is None, 5.0), (arm.read(), gripper.read())
         gripper.command(1.0)
         assert wait_for(lambda: gripper.read().coord > 0.99, 5.0), gripper.read()  # no object: fully closed

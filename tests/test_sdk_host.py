@@ -54,7 +54,8 @@ def arm(emu: ArcsEmulator) -> Iterator[HostedArcsArm]:
 
 
 def test_runs_in_its_own_process_and_streams(emu: ArcsEmulator, arm: HostedArcsArm) -> None:
-    assert arm.pid is not None and arm.pid != os.getpid()
+    pids = set(arm.pids.values())  # a servo session and a state session, each its own process
+    assert len(pids) == 2 and None not in pids and os.getpid() not in pids
     assert arm.read().ready and arm.read().fault is None
     target = HOME_Q + 0.05
     for _ in range(30):
@@ -141,31 +142,49 @@ def test_a_slow_controller_does_not_freeze_the_node_process(emu: ArcsEmulator) -
     assert during > 0.25 * free, (free, during)  # ... and its other threads ran meanwhile
 
 
-def test_a_killed_child_is_a_fault_at_once_and_reset_restarts_it(emu: ArcsEmulator, arm: HostedArcsArm) -> None:
-    first = arm.pid
+@pytest.mark.parametrize("which", ["servo", "state"])
+def test_a_killed_child_is_a_fault_at_once_and_reset_restarts_it(
+    emu: ArcsEmulator, arm: HostedArcsArm, which: str
+) -> None:
+    first = arm.pids[which]
     os.kill(first, signal.SIGKILL)
     assert wait_for(lambda: arm.read().fault is not None, 2.0)
-    assert "process exited" in arm.read().fault and not arm.read().ready
-    with pytest.raises(BackendError, match="exited"):
-        arm.servo(HOME_Q)
+    assert f"arcs-arm-{which} process exited" in arm.read().fault and not arm.read().ready
+    if which == "servo":
+        with pytest.raises(BackendError, match="exited"):
+            arm.servo(HOME_Q)
     logins = emu.state()["counts"]["__login__"]
     arm.acknowledge_fault()
-    assert arm.pid != first and arm.read().fault is None and arm.read().ready
-    assert emu.state()["counts"]["__login__"] == logins + 1
-    arm.servo(HOME_Q)  # streams again (the driver re-enables first; that is its job, not the backend's)
+    assert arm.pids[which] != first and arm.read().fault is None and arm.read().ready
+    assert emu.state()["counts"]["__login__"] == logins + 1  # only the dead one logged in again
+    assert servo_error(arm, HOME_Q + 0.01, ticks=20) is None  # streams again (after the driver re-enables)
+    assert wait_for(lambda: np.allclose(emu.q(), HOME_Q + 0.01, atol=1e-6), 3.0)
 
 
-def test_a_hung_child_goes_stale_and_late_replies_are_dropped(emu: ArcsEmulator, arm: HostedArcsArm) -> None:
-    os.kill(arm.pid, signal.SIGSTOP)
+def test_a_hung_state_process_goes_stale(emu: ArcsEmulator, arm: HostedArcsArm) -> None:
+    pid = arm.pids["state"]
+    os.kill(pid, signal.SIGSTOP)
     try:
         assert wait_for(lambda: arm.read().fault is not None, 2.0)
-        assert "no state from the arcs-arm process" in arm.read().fault
+        assert "no state from the arcs-arm-state process" in arm.read().fault and not arm.read().ready
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert wait_for(lambda: arm.read().fault is None, 2.0), arm.read()
+
+
+def test_a_hung_servo_process_fails_the_stream_and_late_replies_are_dropped(
+    emu: ArcsEmulator, arm: HostedArcsArm
+) -> None:
+    pid = arm.pids["servo"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
         error = servo_error(arm, HOME_Q + 0.01)
         assert error is not None and "no answer to servo" in str(error), error
+        with pytest.raises(BackendError, match="no answer to hold"):
+            arm.hold()
     finally:
-        os.kill(arm.pid, signal.SIGCONT)
-    assert wait_for(lambda: arm.read().fault is None, 2.0), arm.read()
-    arm.hold()  # the late answer to the timed-out servo is skipped, not taken for this one
+        os.kill(pid, signal.SIGCONT)
+    arm.hold()  # the late answers to the timed-out calls are skipped, not taken for this one
     assert arm.ping() > 0
 
 
@@ -178,7 +197,7 @@ _ORPHAN = textwrap.dedent(
     arm = HostedArcsArm(ArcsConfig(ip="127.0.0.1", rpc_port=int(sys.argv[1])))
     arm.connect()
     arm.servo(arm.read().q + 1.0)  # a far target: the arm is still moving when this process dies
-    print(json.dumps({"child": arm.pid}), flush=True)
+    print(json.dumps(arm.pids), flush=True)
     time.sleep(0.05)
     os.kill(os.getpid(), signal.SIGKILL)
     """
@@ -191,16 +210,18 @@ def test_a_vanished_node_leaves_the_arm_stopped_and_logged_out(emu: ArcsEmulator
         [sys.executable, "-c", _ORPHAN, str(emu.port)], capture_output=True, text=True, timeout=60, env=env, cwd=REPO
     )
     assert out.returncode == -signal.SIGKILL, out.stderr
-    child = json.loads(out.stdout.strip().splitlines()[-1])["child"]
+    children = json.loads(out.stdout.strip().splitlines()[-1]).values()
 
-    def child_gone() -> bool:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            return True
-        return False
+    def children_gone() -> bool:
+        for child in children:
+            try:
+                os.kill(child, 0)
+                return False
+            except ProcessLookupError:
+                pass
+        return True
 
-    assert wait_for(child_gone, 10.0), "the hosted SDK outlived its node"
+    assert wait_for(children_gone, 10.0), "the hosted SDK outlived its node"
     state = emu.state()
     assert sum(n for m, n in state["counts"].items() if m.endswith("stopJoint")) >= 1  # held first ...
     assert state["servo_mode"] == 0  # ... then left servo mode and logged out

@@ -116,11 +116,13 @@ class ArcsArmBackend:
         return self._session.where
 
     # ------------------------------------------------------------- connection
-    def connect(self, startup: bool = True) -> None:
+    def connect(self, startup: bool = True, poll: bool = True) -> None:
         """Connect, log in, power on and start up the arm, wait for Running, start state polling.
 
         ``startup=False`` (re-attaching after an operator reset) only connects and polls: an arm
         that is not Running then reads as not ready instead of being powered on.
+        ``poll=False``: no polling thread, for a session that only streams (its ``read()`` is
+        then not kept fresh; the state comes from another session).
         """
         self._open_session()
         self._opened = True
@@ -131,8 +133,9 @@ class ArcsArmBackend:
         except BackendError:
             self._session.close()  # leave no half-open session behind a failed start-up
             raise
-        self._poller = threading.Thread(target=self._poll_loop, name="arcs-state-poll", daemon=True)
-        self._poller.start()
+        if poll:
+            self._poller = threading.Thread(target=self._poll_loop, name="arcs-state-poll", daemon=True)
+            self._poller.start()
 
     def _open_session(self) -> None:
         """Connect and log in (ArcsSession), then look up the arm's interfaces."""

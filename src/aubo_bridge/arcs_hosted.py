@@ -7,8 +7,8 @@ the child (:mod:`aubo_bridge.sdk_host` says why and how). Every call has a deadl
 of the backend's own worst case; missing it is a BackendError, so the driver faults and
 holds exactly as when the device itself refuses.
 
-A child that died (crash, kill) is restarted by the operator's reset
-(``acknowledge_fault``), re-attaching to the arm without powering it on.
+A child that died (crash, kill) is a fault at once and is restarted by the operator's
+reset (``acknowledge_fault``), re-attaching to the arm without powering it on.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -26,73 +27,94 @@ from aubo_bridge.ctag_tool_backend import CtagToolConfig, CtagToolGripperBackend
 from aubo_bridge.sdk_host import REPLY_MARGIN, SdkProcess
 
 
-def open_arm(config: ArcsConfig, startup: bool) -> ArcsArmBackend:
-    """Child-side factory: a connected arm backend (powered on and started up if ``startup``)."""
+def open_arm(config: ArcsConfig, startup: bool, poll: bool) -> ArcsArmBackend:
+    """Child-side factory: a connected arm session (powered on and started up if ``startup``)."""
     arm = ArcsArmBackend(config)
-    arm.connect(startup=startup)
+    arm.connect(startup=startup, poll=poll)
     return arm
 
 
 class HostedArcsArm:
-    """ArmBackend: the AUBO-i5H through an ARCS controller, the SDK in a child process."""
+    """ArmBackend: the AUBO-i5H through an ARCS controller, the SDK in two child processes.
+
+    ``arcs-arm-servo`` streams (servo, hold) on its own session and ``arcs-arm-state`` polls
+    on another: inside one process the SDK's GIL-held poll RPCs would delay servo targets
+    by up to a reply each. The controller sees two logged-in clients, like the tool gripper's.
+    """
 
     def __init__(self, config: ArcsConfig, clock: Callable[[], float] = time.monotonic, priority: int = 0) -> None:
         self.config = c = config
-        self._host = SdkProcess(
-            "arcs-arm", open_arm, c.state_stale_after, clock=clock, priority=priority, orphan_calls=("hold",)
+        self._state = SdkProcess("arcs-arm-state", open_arm, c.state_stale_after, clock=clock, priority=priority)
+        self._motion = SdkProcess(
+            "arcs-arm-servo", open_arm, c.state_stale_after, clock=clock, priority=priority, orphan_calls=("hold",)
         )
         rt = c.request_timeout
-        # a servo target: may wait behind one state-poll RPC, then its own call and queue-full retries.
-        self._t_servo = (c.queue_full_retries + 2) * rt + c.servo_period + REPLY_MARGIN
+        # a servo target: its own call and queue-full retries, plus a period of slack.
+        self._t_servo = (c.queue_full_retries + 1) * rt + c.servo_period + REPLY_MARGIN
         self._t_short = 2 * rt + REPLY_MARGIN
         self._t_reset = c.connect_timeout + 12 * rt + REPLY_MARGIN
+        self._t_attach = c.connect_timeout + 20 * rt
         self._t_close = c.steady_timeout + 6 * rt + 1.0
 
     @property
     def polls(self) -> int:
-        """State measurements received from the child (rate figures)."""
-        return self._host.updates
+        """State measurements received from the state process (rate figures)."""
+        return self._state.updates
 
     @property
-    def pid(self) -> int | None:
-        return self._host.pid
+    def pids(self) -> dict[str, int | None]:
+        return {"servo": self._motion.pid, "state": self._state.pid}
 
     def connect(self) -> None:
-        """Spawn the child: connect, log in, power on, start up, first state (errors as ArcsArmBackend's)."""
+        """Start both processes: the state session powers on and starts up the arm, then the servo
+        session attaches (errors as ArcsArmBackend's)."""
         c = self.config
-        self._host.start(c, True, timeout=c.connect_timeout + c.startup_timeout + 20 * c.request_timeout)
+        self._state.start(c, True, True, timeout=c.connect_timeout + c.startup_timeout + 20 * c.request_timeout)
+        try:
+            self._motion.start(c, False, False, timeout=self._t_attach)
+        except BaseException:
+            self._state.stop()
+            raise
 
     def read(self) -> ArmMeasurement:
-        return self._host.read()
+        """The state process's latest measurement; a dead servo process is a fault too."""
+        meas = self._state.read()
+        if meas.fault is None and self._motion.link_error is not None:
+            return replace(meas, fault=self._motion.link_error, ready=False)
+        return meas
 
     def servo(self, q: np.ndarray) -> None:
-        """Hand the target to the child and return; a refusal of the previous target raises here."""
-        self._host.cast("servo", np.asarray(q, dtype=float), deadline=self._t_servo)
+        """Hand the target to the servo process and return; a refusal of an earlier target raises here."""
+        self._motion.cast("servo", np.asarray(q, dtype=float), deadline=self._t_servo)
 
     def hold(self) -> None:
-        """stopJoint in the child after every target sent before; waits for it."""
-        self._host.call("hold", timeout=self._t_servo + self._t_short)  # queued targets go first
-        self._host.forget_cast_errors()  # refusals of targets this hold supersedes
+        """stopJoint after every target sent before; waits for it."""
+        self._motion.call("hold", timeout=self._t_servo + self._t_short)  # queued targets go first
+        self._motion.forget_cast_errors()  # refusals of targets this hold supersedes
 
     def ping(self) -> float:
-        """Round trip (s) of one RPC as the node sees it: pipe to the child, RPC, pipe back."""
+        """Round trip (s) of one RPC as the node sees it: pipe to the servo process, RPC, pipe back."""
         t0 = time.perf_counter()
-        self._host.call("ping", timeout=self._t_short)
+        self._motion.call("ping", timeout=self._t_short)
         return time.perf_counter() - t0
 
     def acknowledge_fault(self) -> None:
-        """Operator reset in the child (reconnect, unlock); a dead child is restarted first."""
+        """Operator reset in both sessions (reconnect, unlock); a dead process is restarted first,
+        re-attaching without powering the arm on."""
         c = self.config
-        if not self._host.alive:
-            self._host.start(c, False, timeout=c.connect_timeout + 20 * c.request_timeout)
         try:
-            self._host.call("acknowledge_fault", timeout=self._t_reset)
+            for host, poll in ((self._state, True), (self._motion, False)):  # the state session unlocks
+                if not host.alive:
+                    host.start(c, False, poll, timeout=self._t_attach)
+                host.call("acknowledge_fault", timeout=self._t_reset)
         finally:
             with contextlib.suppress(BackendError):  # the next read shows the reset's outcome
-                self._host.refresh(timeout=self._t_short)
+                self._state.refresh(timeout=self._t_short)
 
     def close(self) -> None:
-        self._host.stop(timeout=self._t_close)
+        """The servo session first (it leaves servo mode once the arm is steady), then the state session."""
+        self._motion.stop(timeout=self._t_close)
+        self._state.stop(timeout=self._t_close)
 
 
 class HostedToolGripper:

@@ -170,6 +170,11 @@ class SdkProcess:
         return self._proc is not None and self._proc.poll() is None
 
     @property
+    def link_error(self) -> str | None:
+        """Why the child cannot serve (exited, not started, closed), or None."""
+        return self._link_error
+
+    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
