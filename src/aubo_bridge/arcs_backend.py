@@ -19,6 +19,7 @@ SDK behaviour this relies on (pyaubo_sdk 0.24.1, verified against the loopback e
   client reconnects with ``connect()`` + ``login()``.
 
 Safety stays in the driver; this backend reports faults and never resumes motion itself.
+The aubo_bridge node runs it in child processes (``arcs_hosted``), never in its own.
 """
 
 from __future__ import annotations

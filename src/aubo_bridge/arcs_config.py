@@ -25,7 +25,8 @@ class ArcsConfig(MappedConfig):
     password: str = "123456"
     connect_timeout: float = 2.0  # s, TCP reachability probe before the SDK's connect()
     # s per RPC. The SDK keeps the GIL while it waits for a reply, so a slow controller freezes
-    # the whole process for up to this long: keep it a few servo periods, not seconds.
+    # the SDK's process (not the node: see sdk_host) for up to this long, and a servo target's
+    # deadline is made of it: keep it a few servo periods, not seconds.
     request_timeout: float = 0.1
     startup_timeout: float = 30.0  # s from poweron/startup to RobotMode Running
     startup_poll_interval: float = 0.1  # s
