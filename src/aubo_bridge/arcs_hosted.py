@@ -130,6 +130,10 @@ class HostedToolGripper:
     def polls(self) -> int:
         return self._host.updates
 
+    @property
+    def pids(self) -> dict[str, int | None]:
+        return {"tool": self._host.pid}
+
     def connect(self) -> None:
         c = self.config
         self._host.start(c, timeout=c.connect_timeout + 20 * c.request_timeout)

@@ -107,6 +107,9 @@ class AuboBridgeNode(Node):
             f"servo {self.config.servo_hz} Hz, watchdog {self.config.watchdog_timeout * 1e3:.0f} ms, "
             f"active source {self.driver.arbiter.active!r}"
         )
+        for device in (arm, gripper):  # the SDK-hosting child processes, for ps / top / kill
+            for role, pid in getattr(device, "pids", {}).items():
+                self.get_logger().info(f"{type(device).__name__} {role} session in process {pid}")
 
     # ------------------------------------------------------------- callbacks
     def _on_action(self, msg: JointState) -> None:
