@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
+from conftest import wait_for
 from emulators.arcs_emulator import VERSION_CODE_INCOMPATIBLE, ArcsEmulator
 from scipy.spatial.transform import Rotation
 
@@ -26,14 +27,6 @@ from libero_workcell.contract import SOURCE_POLICY
 
 HOST = "127.0.0.1"
 
-
-def wait_for(pred: Callable[[], object], timeout: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return bool(pred())
 
 
 def make_backend(emu: ArcsEmulator, **kw: object) -> ArcsArmBackend:

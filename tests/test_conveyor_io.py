@@ -6,9 +6,10 @@ Everything runs on 127.0.0.1: the emulator binds an ephemeral loopback port.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
+from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
 from aubo_bridge.backend import BackendError
@@ -19,14 +20,6 @@ HOST = "127.0.0.1"
 DO = 3
 SPEED = 0.05
 
-
-def wait_for(pred: Callable[[], object], timeout: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return bool(pred())
 
 
 def config(emu: ArcsEmulator, **kw: object) -> ConveyorIoConfig:

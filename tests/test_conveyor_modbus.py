@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from conftest import wait_for
 from emulators.modbus_devices import DeltaVfdEmulator, LeadshineEmulator
 from emulators.serial_link import FaultyLink
 
@@ -37,14 +38,6 @@ def config(port: str, preset: str = "delta_vfd", **kw: object) -> ConveyorModbus
     values.update(kw)
     return ConveyorModbusConfig.from_mapping(values)
 
-
-def wait_for(pred, timeout: float = 3.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return bool(pred())
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from conftest import wait_for
 from emulators.modbus_devices import CtagEmulator
 from emulators.serial_link import FaultyLink, SocatPair
 
@@ -59,14 +60,6 @@ def gripper(link: FaultyLink, ctag: CtagEmulator) -> Iterator[CtagGripperBackend
     yield backend
     backend.close()
 
-
-def wait_for(pred, timeout: float = 3.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return bool(pred())
 
 
 # ------------------------------------------------------------------ config

@@ -7,10 +7,11 @@ behind an emulated tool RS-485; everything runs on 127.0.0.1.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
 from aubo_bridge.arcs_backend import ArcsArmBackend
@@ -28,14 +29,6 @@ from libero_workcell.contract import SOURCE_POLICY
 HOST = "127.0.0.1"
 ALARM_REG = 0x0412  # the emulator's alarm register (the real gripper documents none)
 
-
-def wait_for(pred: Callable[[], object], timeout: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return bool(pred())
 
 
 def make(emu: ArcsEmulator, **kw: object) -> CtagToolGripperBackend:
