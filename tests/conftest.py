@@ -56,6 +56,16 @@ def wait_for_fixture() -> Callable[..., bool]:
     return wait_for
 
 
+@pytest.fixture
+def link() -> Iterator[Any]:
+    """A serial link for a Modbus device emulator: client pty <-> fault-injecting relay <-> device pty."""
+    from emulators.serial_link import FaultyLink
+
+    link = FaultyLink()
+    yield link
+    link.close()
+
+
 @pytest.fixture(scope="session")
 def ros_env() -> dict[str, str]:
     """The full loopback environment of this run (pass as ``env=`` to child processes)."""

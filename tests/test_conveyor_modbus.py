@@ -41,13 +41,6 @@ def config(port: str, preset: str = "delta_vfd", **kw: object) -> ConveyorModbus
 
 
 @pytest.fixture
-def link() -> Iterator[FaultyLink]:
-    link = FaultyLink()
-    yield link
-    link.close()
-
-
-@pytest.fixture
 def vfd(link: FaultyLink) -> Iterator[DeltaVfdEmulator]:
     emu = DeltaVfdEmulator(link.device_port)
     yield emu

@@ -41,13 +41,6 @@ def fast_config(port: str, **kw: object) -> CtagConfig:
 
 
 @pytest.fixture
-def link() -> Iterator[FaultyLink]:
-    link = FaultyLink()
-    yield link
-    link.close()
-
-
-@pytest.fixture
 def ctag(link: FaultyLink) -> Iterator[CtagEmulator]:
     emu = CtagEmulator(link.device_port, alarm_register=ALARM_REG)
     yield emu
