@@ -8,10 +8,11 @@ aubo_bridge node runs it. Two clocks, both CLOCK_MONOTONIC:
 * ``arrived``: when each request reached the emulator (the controller's side; the emulator
   runs with SCHED_FIFO like a controller's real-time kernel).
 
-``gil_load`` adds what the node's other threads do: a pure-Python thread that is always
-runnable (ROS executor, publishers, a busy gripper poll). :func:`servo_comparison` runs the
-SDK in the node's process and in its own process under that same load, in one run, so the
-ratio shows what hosting buys on whatever the machine is doing.
+``slow_getter`` makes the controller answer one state getter (``getTcpPose``) late by a
+random 0..``slow_getter`` seconds, as a busy controller might, well inside the request timeout.
+:func:`servo_comparison` runs the SDK in the node's process (``ArcsArmBackend``: one session,
+its poller holding the GIL through each late reply) and hosted (servo and state on their own
+sessions and processes) against that same controller, in one run.
 """
 
 from __future__ import annotations
@@ -35,24 +36,12 @@ _TESTS = str(Path(__file__).resolve().parents[1] / "tests")
 EMULATOR_PRIORITY = 30  # above the node's control thread: the controller is not what is measured
 
 
-def _gil_hog(stop: threading.Event) -> threading.Thread:
-    def spin() -> None:
-        x = 0
-        while not stop.is_set():
-            for i in range(1000):
-                x += i * i
-
-    thread = threading.Thread(target=spin, name="gil-load", daemon=True)
-    thread.start()
-    return thread
-
-
 def servo_stream(
     seconds: float = 5.0,
     servo_hz: float = 100.0,
     state_hz: float = 100.0,
     hosted: bool = True,
-    gil_load: bool = False,
+    slow_getter: float = 0.0,
     priority: int = CONTROL_PRIORITY,
 ) -> dict[str, Any]:
     """Stream a slow joint sine at ``servo_hz`` for ``seconds``; rates and period errors on both sides."""
@@ -70,13 +59,12 @@ def servo_stream(
         config = ArcsConfig(ip=emu.host, rpc_port=emu.port, servo_hz=servo_hz, state_hz=state_hz)
         backend: Any = HostedArcsArm(config, priority=priority) if hosted else ArcsArmBackend(config)
         backend.connect()
-        load_stop = threading.Event()
         try:
             period = 1.0 / servo_hz
             sent: list[float] = []
             call_ms: list[float] = []
-            if gil_load:
-                _gil_hog(load_stop)
+            if slow_getter:
+                emu.slow_replies(slow_getter, "getTcpPose")
             emu.servo_arrivals()  # forget start-up
             polls0, t0 = backend.polls, time.monotonic()
 
@@ -95,16 +83,15 @@ def servo_stream(
             elapsed = time.monotonic() - t0
             polls = backend.polls - polls0
             arrived = emu.servo_arrivals()
-            load_stop.set()
+            emu.slow_replies(0.0, "getTcpPose")
             time.sleep(0.1)
             tracking = float(np.max(np.abs(emu.q() - backend.read().q)))
             rtt_ms = [backend.ping() * 1e3 for _ in range(300)]
         finally:
-            load_stop.set()
             backend.close()
     return {
         "hosted": hosted,
-        "gil_load": gil_load,
+        "slow_getter_s": slow_getter,
         "servo_hz_target": servo_hz,
         "servo_hz_achieved": (len(sent) - 1) / (sent[-1] - sent[0]) if len(sent) > 1 else 0.0,
         "period_error_ms": percentiles(period_errors_ms(sent, period)),
@@ -120,12 +107,12 @@ def servo_stream(
     }
 
 
-def servo_comparison(seconds: float = 5.0) -> dict[str, Any]:
-    """The production stream quiet, then the SDK in-process vs hosted under the same GIL load."""
+def servo_comparison(seconds: float = 5.0, slow_getter: float = 0.005) -> dict[str, Any]:
+    """The production stream, then the SDK in-process vs hosted with one state getter answering late."""
     return {
         "hosted": servo_stream(seconds),
-        "inprocess_gil_load": servo_stream(seconds, hosted=False, gil_load=True),
-        "hosted_gil_load": servo_stream(seconds, hosted=True, gil_load=True),
+        "inprocess_slow_getter": servo_stream(seconds, hosted=False, slow_getter=slow_getter),
+        "hosted_slow_getter": servo_stream(seconds, hosted=True, slow_getter=slow_getter),
     }
 
 

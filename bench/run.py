@@ -254,10 +254,11 @@ def build_figures(r: dict[str, Any]) -> list[Figure]:
                              arcs.get("arrival_period_error_ms")))
         f.append(_period_fig("5a''", "  period error of the node's servo ticks", arcs.get("period_error_ms"), None))
         f.append(_delay_fig("5e", "  servo() in the control thread (hand-over)", arcs.get("servo_call_ms"), None))
-        for key, variant, label in (("5d", "inprocess_gil_load", "SDK in the node's process"),
-                                    ("5d'", "hosted_gil_load", "SDK hosted (production)")):
+        for key, variant, label in (("5d", "inprocess_slow_getter", "SDK in the node's process"),
+                                    ("5d'", "hosted_slow_getter", "SDK hosted (production)")):
             v = arcs_all.get(variant, {})
-            f.append(_period_fig(key, f"  busy Python thread in the node, {label}: arrival period error",
+            late = 1e3 * v.get("slow_getter_s", math.nan)
+            f.append(_period_fig(key, f"  getTcpPose answered 0-{late:.0f} ms late, {label}: arrival period error",
                                  v.get("arrival_period_error_ms"), None, error=v.get("error")))
         state_hz, state_target = arcs.get("state_hz_achieved", math.nan), arcs.get("state_hz_target", math.nan)
         f.append(Figure("5b", "ARCS state polling (RPC, pushed from the SDK process): rate",

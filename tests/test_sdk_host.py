@@ -188,6 +188,20 @@ def test_a_hung_servo_process_fails_the_stream_and_late_replies_are_dropped(
     assert arm.ping() > 0
 
 
+def test_a_terminated_servo_process_stops_the_arm_before_it_exits(emu: ArcsEmulator, arm: HostedArcsArm) -> None:
+    arm.servo(arm.read().q + 1.0)  # a far target: the arm is moving when SIGTERM arrives
+    time.sleep(0.05)
+    os.kill(arm.pids["servo"], signal.SIGTERM)
+    assert wait_for(lambda: arm.read().fault is not None, 5.0)
+    assert "arcs-arm-servo process exited" in arm.read().fault
+    stops = sum(n for m, n in emu.state()["counts"].items() if m.endswith("stopJoint"))
+    assert stops >= 1 and emu.state()["servo_mode"] == 0
+    q = emu.q()
+    assert np.max(np.abs(q - HOME_Q)) < 0.9
+    time.sleep(0.2)
+    assert np.allclose(emu.q(), q), "the arm kept moving"
+
+
 _ORPHAN = textwrap.dedent(
     """
     import json, os, signal, sys, time

@@ -122,6 +122,7 @@ def _child_main(cmd: Connection, state: Connection) -> None:
     except _Terminated:
         orphaned = True
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the shutdown short
         if orphaned:
             for method in orphan_calls:
                 try:

@@ -60,6 +60,8 @@ class _Controller:
         self.servo_mode = 0
         self.queue_full = 0
         self.slow = 0.0
+        self.slow_method: tuple[str, float] = ("", 0.0)  # (method name part, s): it answers up to s late
+        self._rng = np.random.default_rng(0)
         self.refuse = False
         self.reject_logins = False
         self.version_code = int(opts.get("version_code", VERSION_CODE_OK))
@@ -363,6 +365,9 @@ def _serve_conn(ctl: _Controller, conn: socket.socket) -> None:
             arrived = time.monotonic()
             if ctl.slow:
                 time.sleep(ctl.slow)
+            suffix, delay = ctl.slow_method
+            if delay and suffix and body.find(suffix.encode()) >= 0:
+                time.sleep(delay * ctl._rng.random())  # a busy controller: late by a varying amount
             if body.startswith(b"__login__"):
                 parts = body.decode().split("\n")
                 logged_in = (
@@ -550,8 +555,13 @@ class ArcsEmulator:
     def refuse_connections(self) -> None:
         self._cmd("set", refuse=True)
 
-    def slow_replies(self, seconds: float) -> None:
-        self._cmd("set", slow=float(seconds))
+    def slow_replies(self, seconds: float, method: str = "") -> None:
+        """Answer every request ``seconds`` late; with ``method``, only requests whose method name
+        contains it, each late by a uniformly random 0..``seconds`` (a busy controller's jitter)."""
+        if method:
+            self._cmd("set", slow_method=[method, float(seconds)])
+        else:
+            self._cmd("set", slow=float(seconds))
 
     def queue_full(self, n: int) -> None:
         self._cmd("set", queue_full=int(n))
