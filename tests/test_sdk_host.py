@@ -31,6 +31,7 @@ from aubo_bridge.kinematics import HOME_Q
 
 pytestmark = pytest.mark.slow
 HOST = "127.0.0.1"
+CTAG_ENABLE_REGISTER = 0x0100  # HARDWARE.md (CTAG2F90D map): a second write would re-run the init stroke
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -69,7 +70,7 @@ def test_runs_in_its_own_process_and_streams(emu: ArcsEmulator, arm: HostedArcsA
 def test_start_up_errors_keep_their_text(emu: ArcsEmulator) -> None:
     emu.reject_logins()
     with pytest.raises(BackendError, match="rejected"):
-        hosted(emu)
+        hosted(emu, request_timeout=1.0)  # a loaded CI machine must not turn the reply into a timeout
     with pytest.raises(BackendError, match="not configured"):
         HostedArcsArm(ArcsConfig()).connect()
 
@@ -243,3 +244,31 @@ def test_a_vanished_node_leaves_the_arm_stopped_and_logged_out(emu: ArcsEmulator
     assert np.max(np.abs(q - HOME_Q)) < 0.9, "the arm ran on to the far target"
     time.sleep(0.2)
     assert np.allclose(emu.q(), q), "the arm kept moving after its node vanished"
+
+
+def test_hosted_tool_gripper_dies_to_a_fault_and_reset_restarts_it(emu: ArcsEmulator) -> None:
+    from aubo_bridge.arcs_hosted import HostedToolGripper
+    from aubo_bridge.ctag_tool_backend import CtagToolConfig
+
+    gripper = HostedToolGripper(CtagToolConfig(ip=HOST, rpc_port=emu.port))
+    gripper.connect()
+    try:
+        assert wait_for(lambda: gripper.read().fault is None, 3.0), gripper.read()
+        gripper.command(1.0)
+        assert wait_for(lambda: gripper.read().coord > 0.99, 5.0), gripper.read()
+        first = gripper.pids["tool"]
+        os.kill(first, signal.SIGKILL)
+        assert wait_for(lambda: gripper.read().fault is not None, 2.0)
+        assert "arcs-tool-gripper process exited" in gripper.read().fault
+        with pytest.raises(BackendError, match="exited"):
+            gripper.command(0.0)
+        enables = sum(1 for address, _ in emu.tool()["writes"] if address == CTAG_ENABLE_REGISTER)
+        assert enables >= 1  # the first start enabled it
+        gripper.acknowledge_fault()
+        assert gripper.pids["tool"] != first and gripper.read().fault is None
+        assert gripper.read().coord > 0.99  # the reset did not move the fingers ...
+        assert sum(1 for a, _ in emu.tool()["writes"] if a == CTAG_ENABLE_REGISTER) == enables  # ... nor re-enable
+        gripper.command(0.0)
+        assert wait_for(lambda: gripper.read().coord < 0.01, 5.0), gripper.read()
+    finally:
+        gripper.close()

@@ -117,14 +117,21 @@ class HostedArcsArm:
         self._state.stop(timeout=self._t_close)
 
 
+def open_tool_gripper(config: CtagToolConfig, enable: bool) -> CtagToolGripperBackend:
+    """Child-side factory: a configured tool gripper (enabled only on the first start)."""
+    return CtagToolGripperBackend(config, enable=enable)
+
+
 class HostedToolGripper:
     """GripperBackend: the CTAG2F90D on the tool flange through the controller, the SDK in a child process."""
 
     def __init__(self, config: CtagToolConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = c = config
-        self._host = SdkProcess("arcs-tool-gripper", CtagToolGripperBackend, c.max_age, clock=clock)
+        self._host = SdkProcess("arcs-tool-gripper", open_tool_gripper, c.max_age, clock=clock)
         self._t_short = 2 * c.request_timeout + REPLY_MARGIN
         self._t_reset = c.connect_timeout + 20 * c.request_timeout + REPLY_MARGIN
+        self._t_attach = c.connect_timeout + 20 * c.request_timeout
+        self._settings: tuple[int, int] | None = None  # set_speed_force since start, re-applied after a restart
 
     @property
     def polls(self) -> int:
@@ -135,8 +142,7 @@ class HostedToolGripper:
         return {"tool": self._host.pid}
 
     def connect(self) -> None:
-        c = self.config
-        self._host.start(c, timeout=c.connect_timeout + 20 * c.request_timeout)
+        self._host.start(self.config, True, timeout=self._t_attach)
 
     def read(self) -> GripperMeasurement:
         return self._host.read()
@@ -147,11 +153,14 @@ class HostedToolGripper:
 
     def set_speed_force(self, speed: int, force: int) -> None:
         self._host.call("set_speed_force", int(speed), int(force), timeout=self._t_short)
+        self._settings = (int(speed), int(force))
 
     def acknowledge_fault(self) -> None:
-        c = self.config
+        """Reset in the child; a dead child is restarted first, without a second enable."""
         if not self._host.alive:
-            self._host.start(c, timeout=c.connect_timeout + 20 * c.request_timeout)
+            self._host.start(self.config, False, timeout=self._t_attach)
+            if self._settings is not None:
+                self._host.call("set_speed_force", *self._settings, timeout=self._t_short)
         try:
             self._host.call("acknowledge_fault", timeout=self._t_reset)
         finally:
@@ -162,4 +171,4 @@ class HostedToolGripper:
         self._host.stop(timeout=2.0 + 4 * self.config.request_timeout)
 
 
-__all__ = ["BackendError", "HostedArcsArm", "HostedToolGripper", "open_arm"]
+__all__ = ["BackendError", "HostedArcsArm", "HostedToolGripper", "open_arm", "open_tool_gripper"]

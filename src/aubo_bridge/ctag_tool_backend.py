@@ -200,8 +200,14 @@ class CtagToolGripperBackend:
     """GripperBackend for a CTAG2F90D on the AUBO tool flange, driven through the controller's Modbus signals."""
 
     def __init__(
-        self, config: CtagToolConfig, clock: Callable[[], float] = time.monotonic, session: ArcsSession | None = None
+        self,
+        config: CtagToolConfig,
+        clock: Callable[[], float] = time.monotonic,
+        session: ArcsSession | None = None,
+        enable: bool = True,
     ) -> None:
+        """Connect and configure. ``enable=False`` when re-attaching to a gripper that was enabled
+        before (a restarted SDK process): no second enable/init stroke while it may hold a part."""
         self.config = config
         self._clock = clock
         c = config
@@ -214,7 +220,7 @@ class CtagToolGripperBackend:
         self._pending: int | None = None  # target counts waiting for the poll thread
         self._settings = (c.speed, c.force)
         self._settings_dirty = False
-        self._enabled = False
+        self._enabled = not enable  # enabled already: _configure skips the enable write
         self._regs: Any = None
         self._pos: int | None = None
         self._alarm = 0
