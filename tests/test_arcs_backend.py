@@ -183,6 +183,17 @@ def test_servo_stream_moves_arm(emu: ArcsEmulator, backend: ArcsArmBackend) -> N
     assert emu.state()["counts"]["rob1.MotionControl.setServoModeSelect"] == 1  # entered once
 
 
+@pytest.mark.parametrize(
+    "bad", [[float("nan")] * 6, [0.0] * 5, [7.0, 0, 0, 0, 0, 0]], ids=["nan", "five-joints", "past-limit"]
+)
+def test_invalid_targets_never_reach_the_controller(emu: ArcsEmulator, backend: ArcsArmBackend, bad: list) -> None:
+    backend.servo(HOME_Q)  # servo mode on, one good target
+    sent = sum(n for m, n in emu.state()["counts"].items() if m.endswith("servoJoint"))
+    with pytest.raises(BackendError, match="refusing servo target"):
+        backend.servo(np.array(bad))
+    assert sum(n for m, n in emu.state()["counts"].items() if m.endswith("servoJoint")) == sent
+
+
 def test_queue_full_retried_then_succeeds(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:
     backend.servo(HOME_Q)
     emu.queue_full(1)
@@ -201,8 +212,10 @@ def test_persistent_queue_full_raises(emu: ArcsEmulator, backend: ArcsArmBackend
 
 
 def test_servo_error_code_meaning(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:
-    with pytest.raises(BackendError, match="-5"):
-        backend.servo(np.full(6, np.nan))
+    backend.servo(HOME_Q)
+    emu.protective_stop()  # the controller leaves servo mode
+    with pytest.raises(BackendError, match=r"servoJoint refused: -13 \(not in servo mode\)"):
+        backend.servo(HOME_Q)
 
 
 def test_hold_stops_at_measured_joints(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:

@@ -37,6 +37,7 @@ from scipy.spatial.transform import Rotation
 from aubo_bridge.arcs_config import ArcsConfig
 from aubo_bridge.arcs_session import ArcsSession, code_meaning
 from aubo_bridge.backend import ArmMeasurement, BackendError
+from aubo_bridge.description import JOINT_LIMITS
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +251,11 @@ class ArcsArmBackend:
 
     # ----------------------------------------------------------------- motion
     def servo(self, q: np.ndarray) -> None:
-        """One servoJoint target; enters servo mode first; retries a full queue within one period."""
+        """One servoJoint target; enters servo mode first; retries a full queue within one period.
+
+        The driver validated it; a non-finite or out-of-limit target is still refused here,
+        the last check before the controller.
+        """
         cfg = self.config
         if self._motion is None:
             raise BackendError("ARCS backend not connected")
@@ -259,7 +264,12 @@ class ArcsArmBackend:
             if ret != 0:
                 raise BackendError(f"setServoModeSelect({cfg.servo_mode}) refused: {code_meaning(ret)}")
             self._servo_on = self._servo_used = True
-        target = [float(v) for v in q]
+        target_q = np.asarray(q, dtype=float)
+        if target_q.shape != (6,) or not np.all(np.isfinite(target_q)):
+            raise BackendError(f"refusing servo target {target_q.tolist()!r}: expected 6 finite joint angles")
+        if np.any(target_q < JOINT_LIMITS[:, 0]) or np.any(target_q > JOINT_LIMITS[:, 1]):
+            raise BackendError(f"refusing servo target {np.round(target_q, 4).tolist()}: outside the joint limits")
+        target = [float(v) for v in target_q]
         t0: float | None = None  # first queue-full reply: the retry budget is one servo period from there
         attempts = 0
         while attempts <= cfg.queue_full_retries:
