@@ -93,6 +93,18 @@ def test_enable_and_settings_written_at_start(ctag: CtagEmulator, gripper: CtagG
     assert m.fault is None and m.coord == 0.0 and not m.object_detected
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_command_is_refused_not_clamped(ctag: CtagEmulator, gripper: CtagGripperBackend, bad: float) -> None:
+    """max(0.0, nan) is 0.0: clamping would open the fingers and drop a held part."""
+    gripper.command(1.0)
+    assert wait_for(lambda: gripper.read().coord > 0.99, 5.0)
+    writes = len(ctag.writes)
+    with pytest.raises(BackendError, match="not a finite coordinate"):
+        gripper.command(bad)
+    time.sleep(0.2)
+    assert len(ctag.writes) == writes and gripper.read().coord > 0.99
+
+
 def test_close_on_object_detects_grasp_then_open_releases(ctag: CtagEmulator, gripper: CtagGripperBackend) -> None:
     ctag.place_object(0.03)  # 30 mm object: fingers stall at 6000 of 9000
     gripper.command(1.0)

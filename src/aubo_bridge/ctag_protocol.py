@@ -7,8 +7,11 @@ command. Transport-free: the caller feeds positions with their time stamps.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
+
+from aubo_bridge.backend import BackendError
 
 
 @dataclass(frozen=True)
@@ -25,8 +28,12 @@ def signed32(hi: int, lo: int) -> int:
 
 
 def coord_to_counts(coord: float, position_max: int) -> int:
-    """Driver coordinate [0 open, 1 closed] -> target counts (clamped)."""
-    return round(min(1.0, max(0.0, float(coord))) * position_max)
+    """Driver coordinate [0 open, 1 closed] -> target counts (clamped). NaN is refused, never
+    clamped: ``max(0.0, nan)`` is 0.0, which would open the fingers on a bad command."""
+    value = float(coord)
+    if not math.isfinite(value):
+        raise BackendError(f"refusing gripper command {coord!r}: not a finite coordinate")
+    return round(min(1.0, max(0.0, value)) * position_max)
 
 
 def counts_to_coord(position: int, position_max: int) -> float:
