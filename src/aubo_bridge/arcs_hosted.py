@@ -170,5 +170,3 @@ class HostedToolGripper:
     def close(self) -> None:
         self._host.stop(timeout=2.0 + 4 * self.config.request_timeout)
 
-
-__all__ = ["BackendError", "HostedArcsArm", "HostedToolGripper", "open_arm", "open_tool_gripper"]
