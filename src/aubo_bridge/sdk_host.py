@@ -339,10 +339,8 @@ class SdkProcess:
         try:
             if proc.poll() is None and conn is not None:
                 with self._call_lock:
-                    self._seq += 1
-                    conn.send((self._seq, "close", ()))
-                    self._await(conn, self._seq, "close", timeout)
-        except (BackendError, OSError, ValueError) as exc:
+                    self._await(conn, self._send(conn, "close", ()), "close", timeout)
+        except BackendError as exc:
             log.warning("%s close: %s", self.name, exc)
         self._kill(proc)
         if conn is not None:

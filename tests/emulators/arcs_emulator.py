@@ -366,7 +366,7 @@ def _serve_conn(ctl: _Controller, conn: socket.socket) -> None:
             if ctl.slow:
                 time.sleep(ctl.slow)
             suffix, delay = ctl.slow_method
-            if delay and suffix and body.find(suffix.encode()) >= 0:
+            if delay and suffix and suffix.encode() in body:
                 time.sleep(delay * ctl._rng.random())  # a busy controller: late by a varying amount
             if body.startswith(b"__login__"):
                 parts = body.decode().split("\n")
@@ -458,7 +458,8 @@ def _child_main(opts: dict[str, Any]) -> None:
                 out = ctl.tool.op(cmd)
         elif op == "servo_arrivals":  # and forget them
             with ctl.lock:
-                out, _ = list(ctl.servo_arrivals), ctl.servo_arrivals.clear()
+                out = list(ctl.servo_arrivals)
+                ctl.servo_arrivals.clear()
         elif op == "state":
             with ctl.lock:
                 out = {
