@@ -272,8 +272,16 @@ def _inject(emu: ArcsEmulator, kind: str) -> Callable[[], None]:
     """Inject a fault; return what clears its cause."""
     if kind == "protective_stop":
         emu.protective_stop()
+    elif kind == "safeguard_stop":
+        emu.safeguard_stop()
     elif kind == "emergency_stop":
         emu.emergency_stop()
+    elif kind == "system_emergency_stop":
+        emu.emergency_stop(system=True)
+    elif kind == "violation":
+        emu.violation()
+    elif kind == "controller_fault":
+        emu.controller_fault()
     elif kind == "collision":
         emu.collision()
     elif kind == "disconnect":
@@ -285,8 +293,30 @@ def _inject(emu: ArcsEmulator, kind: str) -> Callable[[], None]:
     return emu.clear_cause
 
 
+# What the reset must say while the operator has not yet acted at the controller.
+OPERATOR_HINTS = {
+    "emergency_stop": "release it",
+    "system_emergency_stop": "release it",
+    "violation": "confirm safety on the teach pendant",
+    "controller_fault": "clear it on the teach pendant",
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["protective_stop", "emergency_stop", "collision", "disconnect", "slow_replies"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "protective_stop",
+        "safeguard_stop",
+        "emergency_stop",
+        "system_emergency_stop",
+        "violation",
+        "controller_fault",
+        "collision",
+        "disconnect",
+        "slow_replies",
+    ],
+)
 def test_fault_latches_and_needs_operator(kind: str, emu: ArcsEmulator, rig: TickedDriver) -> None:
     drv = rig.driver
     assert drv.enable()[0]
@@ -301,10 +331,18 @@ def test_fault_latches_and_needs_operator(kind: str, emu: ArcsEmulator, rig: Tic
     np.testing.assert_allclose(emu.q(), q_fault, atol=1e-9)
     ok, msg = drv.reset_fault()
     assert not ok, msg  # the cause is still there
+    assert OPERATOR_HINTS.get(kind, "") in msg  # and the operator is told what to do
     assert drv.mode is ArmMode.FAULT
     clear()
     assert wait_for(lambda: drv.reset_fault()[0], timeout=3.0)
     assert drv.mode is ArmMode.DISABLED  # never resumes by itself
+    counts = emu.state()["counts"]
+    if kind in OPERATOR_HINTS:  # never "unlocked": back only through the start-up path
+        assert "rob1.RobotManage.setUnlockProtectiveStop" not in counts
+        assert counts["rob1.RobotManage.poweron"] == 2 and counts["rob1.RobotManage.startup"] == 2
+        assert emu.state()["mode"] == "Running"
+    if "emergency_stop" in kind:
+        assert counts["rob1.RobotManage.restartInterfaceBoard"] >= 1
     q_reset = emu.q()
     time.sleep(0.3)
     np.testing.assert_allclose(emu.q(), q_reset, atol=1e-9)
@@ -312,6 +350,45 @@ def test_fault_latches_and_needs_operator(kind: str, emu: ArcsEmulator, rig: Tic
     assert drv.enable()[0]  # the operator enables again: motion works
     assert rig.act(dx=0.2)
     assert wait_for(lambda: np.max(np.abs(emu.q() - q_reset)) > 1e-4)
+
+
+def test_emergency_stop_powers_the_arm_off_and_no_client_call_clears_it(emu: ArcsEmulator, backend) -> None:
+    """The emulator models the real controller here, not what would make a reset pass."""
+    emu.emergency_stop()
+    state = emu.state()
+    assert state["mode"] == "PowerOff" and state["safety"] == "RobotEmergencyStop"
+    with pytest.raises(BackendError, match=r"emergency stop .* is engaged: release it"):
+        backend.acknowledge_fault()
+    assert emu.state()["safety"] == "RobotEmergencyStop"  # nothing the stack sent cleared it
+    emu.clear_cause()  # the button is released: still latched until the board restarts
+    assert emu.state()["safety"] == "RobotEmergencyStop"
+    backend.acknowledge_fault()
+    state = emu.state()
+    assert state["mode"] == "Running" and state["safety"] == "Normal"
+    assert "rob1.RobotManage.setUnlockProtectiveStop" not in state["counts"]
+
+
+def test_a_refused_target_never_switches_servo_mode(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:
+    assert emu.state()["servo_mode"] == 0  # fresh session: servo mode off
+    with pytest.raises(BackendError, match="refusing servo target"):
+        backend.servo(np.full(6, np.nan))
+    state = emu.state()
+    assert state["servo_mode"] == 0
+    assert "rob1.MotionControl.setServoModeSelect" not in state["counts"]
+
+
+def test_stale_state_without_a_link_error_is_a_fault(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:
+    """Every reply arrives within the request timeout, but a whole poll takes longer than
+    state_stale_after: no link error, yet the state is too old to steer by."""
+    assert backend.read().fault is None
+    emu.slow_replies(0.06)  # six getters a poll: ~0.36 s > 0.25 s, each under the 0.1 s timeout
+    try:
+        stale = []
+        assert wait_for(lambda: stale.append(backend.read()) or "stale: no reply for" in (stale[-1].fault or ""), 3.0)
+        assert not stale[-1].ready
+    finally:
+        emu.slow_replies(0.0)
+    assert wait_for(lambda: backend.read().fault is None, timeout=3.0)
 
 
 def test_stale_state_is_a_fault(emu: ArcsEmulator, backend: ArcsArmBackend) -> None:

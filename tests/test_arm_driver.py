@@ -12,99 +12,24 @@ import time
 
 import numpy as np
 import pytest
+from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, run_control_period, tcp
 from scipy.spatial.transform import Rotation
 
-from aubo_bridge.backend import ArmMeasurement, BackendError, GripperMeasurement
 from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ArmDriver, ArmMode
 from aubo_bridge.kinematics import HOME_Q, fk
 from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE, SOURCE_POLICY, SOURCE_TELEOP
 
 
-class ManualClock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-class IdealArm:
-    """A perfectly tracking arm: measured joints = last servo target."""
-
-    def __init__(self, clock: ManualClock, q0: np.ndarray = HOME_Q) -> None:
-        self.clock = clock
-        self.q = q0.copy()
-        self.fault: str | None = None
-        self.ready = True
-        self.servo_calls = 0
-        self.holds = 0
-        self.refuse = False
-        self.epoch = 0
-        self.acknowledged = 0
-        self.refuse_reset = False
-
-    def read(self) -> ArmMeasurement:
-        return ArmMeasurement(self.clock(), self.q.copy(), np.zeros(6), self.ready, self.fault, epoch=self.epoch)
-
-    def servo(self, q: np.ndarray) -> None:
-        if self.refuse:
-            raise BackendError("queue full for too long")
-        self.servo_calls += 1
-        self.q = np.array(q, float)
-
-    def hold(self) -> None:
-        self.holds += 1
-
-    def acknowledge_fault(self) -> None:
-        self.acknowledged += 1
-        if self.refuse_reset:
-            raise BackendError("protective stop must be cleared on the pendant")
-
-    def close(self) -> None:
-        pass
-
-
-class IdealGripper:
-    def __init__(self, clock: ManualClock) -> None:
-        self.clock = clock
-        self.coord = 0.0
-        self.commands: list[float] = []
-
-    def read(self) -> GripperMeasurement:
-        return GripperMeasurement(self.clock(), self.coord, None)
-
-    def command(self, coord: float) -> None:
-        self.commands.append(coord)
-        self.coord = coord
-
-    def acknowledge_fault(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 @pytest.fixture()
 def rig():
     clock = ManualClock()
     arm, gripper = IdealArm(clock), IdealGripper(clock)
-    cfg = ArmConfig(max_tcp_speed=2.0, max_tcp_rot_speed=20.0)  # scaling tests: limits out of the way
+    cfg = ArmConfig(max_tcp_speed=1.0, max_tcp_rot_speed=12.0)  # scaling tests: limits out of the way
     driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
     ok, msg = driver.enable()
     assert ok, msg
     return driver, arm, gripper, clock
-
-
-def run_control_period(driver: ArmDriver, clock: ManualClock) -> None:
-    steps = round(driver.config.servo_hz / driver.config.control_hz)
-    for _ in range(steps):
-        clock.t += driver.config.servo_period
-        driver.tick()
-
-
-def tcp(arm: IdealArm) -> tuple[np.ndarray, np.ndarray]:
-    return fk(arm.q)
 
 
 def test_action_moves_tcp_by_scaled_amount(rig) -> None:
@@ -191,6 +116,10 @@ def test_translation_clipped_to_tcp_speed_limit() -> None:
     res = driver.submit_action(np.array([1.0, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
     assert res.accepted
     run_control_period(driver, clock)
+    # The first tick came a servo period after the action, so the stream, itself held to
+    # max_tcp_speed per tick, finishes the step one tick later.
+    clock.t += driver.config.servo_period
+    driver.tick()
     p1, _ = fk(arm.q)
     assert p1[0] - p0[0] == pytest.approx(0.01, abs=1e-6)
     assert res.applied[0] == pytest.approx(0.01 / ACTION_POS_SCALE)  # the applied action says so
@@ -200,7 +129,7 @@ def test_goal_clamped_to_workspace_box() -> None:
     clock = ManualClock()
     arm, gripper = IdealArm(clock), IdealGripper(clock)
     p_home, _ = fk(HOME_Q)
-    cfg = ArmConfig(workspace_max=[0.8, 0.6, p_home[2] + 0.02], max_tcp_speed=2.0)
+    cfg = ArmConfig(workspace_max=[0.8, 0.6, p_home[2] + 0.02], max_tcp_speed=1.0)
     driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
     driver.enable()
     for _ in range(5):
@@ -213,7 +142,7 @@ def test_goal_clamped_to_workspace_box() -> None:
 def test_unreachable_goal_rejected_by_ik() -> None:
     clock = ManualClock()
     arm, gripper = IdealArm(clock), IdealGripper(clock)
-    cfg = ArmConfig(workspace_min=[-3, -3, -3], workspace_max=[3, 3, 3], max_tcp_speed=100.0)
+    cfg = ArmConfig(workspace_min=[-1.5, -1.5, -1.0], workspace_max=[1.5, 1.5, 1.5], max_tcp_speed=1.0)
     driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
     driver.enable()
     rejected = None
@@ -412,14 +341,6 @@ def test_bunched_actions_never_exceed_joint_speed_in_the_servo_stream(rig) -> No
             driver.tick()
             assert np.all(np.abs(arm.q - previous) <= limit + 1e-12)
             previous = arm.q.copy()
-
-
-class LaggingArm(IdealArm):
-    """Closes a fixed fraction of the gap to its target per servo call, like a servo with lookahead."""
-
-    def servo(self, q: np.ndarray) -> None:
-        self.servo_calls += 1
-        self.q = self.q + 0.1 * (np.array(q, float) - self.q)
 
 
 def test_resuming_after_a_hold_keeps_every_commanded_millimetre() -> None:

@@ -92,7 +92,7 @@ def test_device_refusal_reaches_the_node_as_the_same_error(emu: ArcsEmulator, ar
     assert not arm.read().ready
     error = servo_error(arm, HOME_Q, ticks=3)  # the target is handed over; its refusal comes one tick later
     assert error is not None and "bad state" in str(error), error
-    with pytest.raises(BackendError, match="clear the cause"):
+    with pytest.raises(BackendError, match="remove its cause"):
         arm.acknowledge_fault()
     emu.clear_cause()
     arm.acknowledge_fault()

@@ -53,7 +53,18 @@ SAFETY_FAULTS = {
     8: "RobotEmergencyStop",
     9: "Fault",
 }
-SAFETY_UNLOCKABLE = {5, 6}  # what setUnlockProtectiveStop may clear (plus a collision stop)
+# What this stack may clear on an operator reset: setUnlockProtectiveStop ("clear protective
+# stop, including collision stop", robot_manage.h). Everything else needs the operator at the
+# controller first (OPERATOR_ACTION), and then the arm comes back only through the full
+# start-up path (poweron, startup, Running), as after power-up.
+SAFETY_UNLOCKABLE = {5, 6}  # ProtectiveStop, SafeguardStop (and a collision stop)
+SAFETY_ESTOP = {7, 8}  # latched by the safety interface board: restartInterfaceBoard after release
+OPERATOR_ACTION = {
+    4: "a safety limit was violated: confirm safety on the teach pendant, then reset again",
+    7: "the system emergency stop (external e-stop input) is engaged: release it, then reset again",
+    8: "the emergency stop (pendant or control box button) is engaged: release it, then reset again",
+    9: "the controller reports a hardware or system fault: clear it on the teach pendant, then reset again",
+}
 
 def pose_to_tcp(pose: Sequence[float], convention: str) -> tuple[np.ndarray, np.ndarray]:
     """getTcpPose [x, y, z, rx, ry, rz] -> (position m, quaternion x, y, z, w).
@@ -86,9 +97,12 @@ def classify(mode: int, safety: int, collided: bool) -> tuple[bool, str | None]:
 class ArcsArmBackend:
     """ArmBackend on an ARCS controller. Call :meth:`connect` before handing it to the driver."""
 
-    def __init__(self, config: ArcsConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, config: ArcsConfig, clock: Callable[[], float] = time.monotonic, recovers: bool = True) -> None:
+        """``recovers``: an operator reset on this session may restart the safety board and run the
+        start-up path (one session per arm does: the hosted arm's state session)."""
         self.config = config
         self._clock = clock
+        self._recovers = recovers
         # One authenticated session; every SDK call goes through its one lock (see ArcsSession).
         self._session = ArcsSession(
             config.ip, config.rpc_port, config.user, config.password, config.connect_timeout, config.request_timeout
@@ -105,6 +119,7 @@ class ArcsArmBackend:
         zeros = np.zeros(6)
         self._latest = ArmMeasurement(clock(), zeros, zeros, ready=False, fault="not connected")
         self._last_ok = -np.inf
+        self._modes: tuple[int, int, bool] = (0, 0, False)  # robot mode, safety mode, collided: last poll
         self._link_error: str | None = "not connected"
         self._stop = threading.Event()
         self._wake = threading.Event()  # ends a poll back-off early (stop, operator reset)
@@ -191,6 +206,7 @@ class ArcsArmBackend:
             raise BackendError(f"state poll failed: {exc}") from exc
         pos, quat = pose_to_tcp(pose, self.config.tcp_orientation)
         ready, fault = classify(mode, safety, collided)
+        self._modes = (mode, safety, collided)
         meas = ArmMeasurement(
             stamp=self._clock(),
             q=np.asarray(q, dtype=float),
@@ -259,16 +275,17 @@ class ArcsArmBackend:
         cfg = self.config
         if self._motion is None:
             raise BackendError("ARCS backend not connected")
-        if not self._servo_on:
-            ret = self._call(self._motion.setServoModeSelect, cfg.servo_mode)
-            if ret != 0:
-                raise BackendError(f"setServoModeSelect({cfg.servo_mode}) refused: {code_meaning(ret)}")
-            self._servo_on = self._servo_used = True
+        # Checked before anything reaches the controller, mode changes included.
         target_q = np.asarray(q, dtype=float)
         if target_q.shape != (6,) or not np.all(np.isfinite(target_q)):
             raise BackendError(f"refusing servo target {target_q.tolist()!r}: expected 6 finite joint angles")
         if np.any(target_q < JOINT_LIMITS[:, 0]) or np.any(target_q > JOINT_LIMITS[:, 1]):
             raise BackendError(f"refusing servo target {np.round(target_q, 4).tolist()}: outside the joint limits")
+        if not self._servo_on:
+            ret = self._call(self._motion.setServoModeSelect, cfg.servo_mode)
+            if ret != 0:
+                raise BackendError(f"setServoModeSelect({cfg.servo_mode}) refused: {code_meaning(ret)}")
+            self._servo_on = self._servo_used = True
         target = [float(v) for v in target_q]
         t0: float | None = None  # first queue-full reply: the retry budget is one servo period from there
         attempts = 0
@@ -302,22 +319,37 @@ class ArcsArmBackend:
             raise BackendError(f"stopJoint refused: {code_meaning(ret)}")
 
     def acknowledge_fault(self) -> None:
-        """Operator reset: reconnect a lost link, unlock a protective stop. Never starts motion."""
+        """Operator reset: reconnect a lost link, unlock a protective or safeguard stop; after an
+        e-stop, violation or fault only what the operator already cleared at the controller, then
+        the full start-up path. Never starts motion. Raises BackendError saying what is left to do.
+        """
         if not self._opened or self._closed:
             raise BackendError("ARCS backend not connected")
         if not self._connected():
             self._open_session()
-        meas = self._poll_once()
-        needs_unlock = meas.fault is not None and (
-            "collision" in meas.fault or any(SAFETY_FAULTS[s] in meas.fault for s in SAFETY_FAULTS)
-        )
-        if needs_unlock:
+        self._poll_once()
+        mode, safety, collided = self._modes
+        if collided or safety in SAFETY_UNLOCKABLE:
             ret = self._call(self._manage.setUnlockProtectiveStop)
             if ret != 0:
                 raise BackendError(
-                    f"controller refused to unlock ({meas.fault}): {code_meaning(ret)}; "
-                    "clear the cause (e-stop, obstacle, pendant) first"
+                    f"controller refused to unlock the {SAFETY_FAULTS.get(safety, 'collision')} stop: "
+                    f"{code_meaning(ret)}; remove its cause (obstacle, safeguard input), then reset again"
                 )
+        elif safety in OPERATOR_ACTION:
+            if not (self._recovers and safety in SAFETY_ESTOP):
+                raise BackendError(f"safety mode {SAFETY_FAULTS[safety]}: {OPERATOR_ACTION[safety]}")
+            # A released e-stop stays latched on the safety interface board until it restarts;
+            # with the button still pressed the controller refuses (or latches again).
+            ret = self._call(self._manage.restartInterfaceBoard)
+            self._poll_once()
+            if ret != 0 or self._modes[1] in OPERATOR_ACTION:
+                raise BackendError(f"safety mode {SAFETY_FAULTS[safety]}: {OPERATOR_ACTION[safety]}")
+        self._poll_once()
+        mode, safety, _ = self._modes
+        if self._recovers and mode != MODE_RUNNING and safety in SAFETY_READY:
+            log.warning("%s: arm not Running after the reset: powering on and releasing brakes", self._where)
+            self._startup()  # the full start-up path, as at power-up
             self._poll_once()
         self._wake.set()  # the link works again: end the poller's back-off now
 

@@ -28,8 +28,12 @@ from aubo_bridge.sdk_host import REPLY_MARGIN, SdkProcess
 
 
 def open_arm(config: ArcsConfig, startup: bool, poll: bool) -> ArcsArmBackend:
-    """Child-side factory: a connected arm session (powered on and started up if ``startup``)."""
-    arm = ArcsArmBackend(config)
+    """Child-side factory: a connected arm session (powered on and started up if ``startup``).
+
+    The polling session is the arm's state session, and the one whose operator reset may
+    restart the safety board and run the start-up path; the streaming session only re-attaches.
+    """
+    arm = ArcsArmBackend(config, recovers=poll)
     arm.connect(startup=startup, poll=poll)
     return arm
 

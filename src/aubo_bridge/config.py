@@ -8,7 +8,7 @@ at start-up with a message that names it, never later while moving.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -21,6 +21,33 @@ from libero_workcell.layout import WORKSPACE_MAX, WORKSPACE_MIN
 
 class ConfigError(ValueError):
     pass
+
+
+# The allowed range of every scalar limit, checked at start-up: (low, high, unit); low is
+# exclusive, high inclusive. docs/interfaces.md lists the same ranges (a test compares them).
+RANGES: dict[str, tuple[float, float, str]] = {
+    "control_hz": (0.0, 500.0, "Hz"),
+    "servo_hz": (0.0, 1000.0, "Hz"),
+    "watchdog_timeout": (0.0, 1.0, "s"),
+    "max_tcp_speed": (0.0, 2.0, "m/s"),  # full-scale goal-delta actions at 20 Hz ask for 1 m/s
+    "max_tcp_rot_speed": (0.0, 12.0, "rad/s"),  # three wrist joints at their 4.136 rad/s limit
+    "joint_speed_fraction": (0.0, 1.0, ""),
+    "max_tracking_error": (0.0, 0.3, "m"),
+    "state_stale_after": (0.0, 5.0, "s"),
+    "max_following_error": (0.0, 1.0, "rad"),
+    "ik_pos_tol": (0.0, 1e-3, "m"),  # IK accepting more than a millimetre of error is not IK
+    "ik_rot_tol": (0.0, 1e-2, "rad"),
+}
+WORKSPACE_BOUNDS: Final = (np.array([-1.5, -1.5, -1.0]), np.array([1.5, 1.5, 1.5]))  # m, base frame
+MAX_TOOL_OFFSET: Final = 0.5  # m, flange to grip_site
+
+
+def check_range(name: str, value: Any, low: float, high: float, unit: str) -> None:
+    """Raise a ConfigError naming ``name`` and its range unless low < value <= high."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and low < value <= high
+    if not ok:  # NaN fails the comparison too
+        unit_text = f" {unit}" if unit else ""
+        raise ConfigError(f"{name} must be in ({low:g}, {high:g}]{unit_text}, got {value!r}")
 
 
 def _arr(values: Any, n: int, name: str) -> np.ndarray:
@@ -55,28 +82,38 @@ class ArmConfig(MappedConfig):
     ik_rot_tol: float = 1e-4  # rad
 
     def __post_init__(self) -> None:
-        for name in (
-            "control_hz",
-            "servo_hz",
-            "watchdog_timeout",
-            "max_tcp_speed",
-            "max_tcp_rot_speed",
-            "joint_speed_fraction",
-            "max_tracking_error",
-            "home_joint_speed",
-            "state_stale_after",
-        ):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
-                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+        for name, (low, high, unit) in RANGES.items():
+            check_range(name, getattr(self, name), low, high, unit)
         if self.servo_hz < self.control_hz:
             raise ConfigError(f"servo_hz ({self.servo_hz}) must be >= control_hz ({self.control_hz})")
-        if self.joint_speed_fraction > 1.0:
-            raise ConfigError("joint_speed_fraction must be <= 1 (a fraction of the arm's joint velocity limits)")
+        if self.watchdog_timeout < self.control_period:
+            raise ConfigError(
+                f"watchdog_timeout ({self.watchdog_timeout} s) must be at least one control period "
+                f"({self.control_period} s): a shorter one holds the arm between every two actions"
+            )
+        if self.max_tracking_error <= self.max_tcp_speed * self.control_period:
+            raise ConfigError(
+                f"max_tracking_error ({self.max_tracking_error} m) must exceed one control step at max_tcp_speed "
+                f"({self.max_tcp_speed * self.control_period:.4f} m), or every step re-anchors the goal"
+            )
+        if self.state_stale_after < 2 * self.servo_period:
+            raise ConfigError(f"state_stale_after ({self.state_stale_after} s) must be at least two servo periods")
+        # Homing goes through the same per-tick joint clamp; a faster setting would be a lie.
+        slowest = float(np.min(self.max_joint_speed))
+        check_range("home_joint_speed", self.home_joint_speed, 0.0, round(slowest, 3), "rad/s (the joint clamp)")
         for name, n in (("workspace_min", 3), ("workspace_max", 3), ("tool_offset", 3), ("home_q", 6)):
             object.__setattr__(self, name, _arr(getattr(self, name), n, name))
+        for name in ("workspace_min", "workspace_max"):
+            box = getattr(self, name)
+            if np.any(box < WORKSPACE_BOUNDS[0]) or np.any(box > WORKSPACE_BOUNDS[1]):
+                raise ConfigError(
+                    f"{name} must lie within {WORKSPACE_BOUNDS[0].tolist()} .. {WORKSPACE_BOUNDS[1].tolist()} m "
+                    f"(beyond the i5H's reach), got {box.tolist()}"
+                )
         if np.any(self.workspace_min >= self.workspace_max):
             raise ConfigError(f"workspace_min {self.workspace_min} must be below workspace_max {self.workspace_max}")
+        if np.linalg.norm(self.tool_offset) > MAX_TOOL_OFFSET:
+            raise ConfigError(f"tool_offset must be at most {MAX_TOOL_OFFSET} m long, got {self.tool_offset.tolist()}")
         if np.any(self.home_q < JOINT_LIMITS[:, 0]) or np.any(self.home_q > JOINT_LIMITS[:, 1]):
             raise ConfigError(f"home_q {self.home_q} is outside the joint limits")
 

@@ -9,12 +9,18 @@ All safety lives here, identical in sim and on hardware:
 * the TCP goal moves by the scaled action, clipped to the TCP speed limits
   and the workspace box, and is turned into joints by IK seeded on the
   current servo target; an unreachable goal or a joint step faster than the
-  joint speed limit is rejected;
+  joint speed limit is rejected. The box never pulls the goal: from a pose
+  outside it (an arm parked anywhere), a zero action holds, actions toward
+  the box are accepted and actions further out are refused;
 * between actions, a servo loop streams joint targets interpolated over one
-  control period at the arm's servo rate;
+  control period at the arm's servo rate. Every target, homing included,
+  passes one per-tick limiter (joint-velocity clamp, TCP translation and
+  rotation speed), whatever bunching of actions or re-anchoring came before;
 * a watchdog holds the arm when no action arrived for ``watchdog_timeout``;
 * any backend fault latches FAULT: the arm refuses motion until an operator
-  calls :meth:`reset_fault` — it never resumes by itself.
+  calls :meth:`reset_fault`, which succeeds only on a fresh measurement that
+  shows the cause gone — it never resumes by itself. :meth:`tick` never
+  raises: whatever goes wrong latches FAULT and the loop keeps holding.
 
 Every call returns what was really done (the applied action after clipping),
 so recordings never lie.
@@ -34,7 +40,7 @@ from scipy.spatial.transform import Rotation
 
 from aubo_bridge.backend import ArmBackend, ArmMeasurement, BackendError, GripperBackend, GripperMeasurement
 from aubo_bridge.config import ArmConfig
-from aubo_bridge.kinematics import fk, ik
+from aubo_bridge.kinematics import fk, ik, rotation_error
 from libero_workcell.arbiter import SourceArbiter
 from libero_workcell.contract import (
     ACTION_POS_SCALE,
@@ -51,6 +57,26 @@ from libero_workcell.contract import (
 # previous goal's joints converges in 2-3 iterations. A goal that needs more
 # is unreachable in practice, and the lock the servo tick needs is held meanwhile.
 IK_MAX_ITERATIONS = 15
+# The per-tick TCP limiter scales a joint step to first order; further passes absorb the
+# curvature (each removes all but ~1/200 of the excess). A step within LIMIT_RTOL of the
+# limit (nanometres) counts as on it.
+LIMITER_PASSES = 4
+LIMIT_RTOL = 1e-7
+
+
+def box_step(start: np.ndarray, step: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where a goal step from ``start`` may land in the box [low, high], and which axes it pushes further out.
+
+    Inside the box the goal is clipped to it. On an axis where ``start`` is already outside,
+    the goal may move toward the box but never further out, and is never pulled in faster
+    than ``step``: per axis the result lies between ``start`` and ``start + step``, so the
+    step's length (the speed limit) holds whatever the box does, and a zero step stays put.
+    Returns (new goal, boolean mask of axes where ``step`` points further out of the box).
+    """
+    lo = np.minimum(low, start)
+    hi = np.maximum(high, start)
+    outward = ((start < low) & (step < 0)) | ((start > high) & (step > 0))
+    return np.clip(start + step, lo, hi), outward
 
 
 class ArmMode(enum.Enum):
@@ -69,6 +95,19 @@ class ActionResult:
 
 
 @dataclass(frozen=True)
+class _Segment:
+    """One control period of motion: from the stream's pose at the action to the new goal."""
+
+    q0: np.ndarray  # joints at the start (the servo target when the action arrived)
+    q1: np.ndarray  # the goal's validated IK solution
+    p0: np.ndarray  # TCP at the start
+    p1: np.ndarray  # TCP goal
+    R0: np.ndarray  # TCP rotation at the start
+    w: np.ndarray  # rotation vector (base frame) from R0 to the goal rotation
+    t0: float  # driver clock at the start
+
+
+@dataclass(frozen=True)
 class ArmStatus:
     mode: ArmMode
     fault: str | None
@@ -83,6 +122,7 @@ class ArmStatus:
     measurement_stamp: float
     last_action_stamp: float | None
     counters: dict[str, int]
+    hold_confirmed: bool = True  # False while a hold the device did not take is being retried
 
     @property
     def state7(self) -> np.ndarray:
@@ -114,13 +154,13 @@ class ArmDriver:
         self._meas: ArmMeasurement = arm.read()
         self._grip_meas: GripperMeasurement = gripper.read()
         self._target = self._meas.q.copy()  # last servo target sent (or to send)
-        self._seg_start = self._target.copy()  # interpolation segment: start joints
-        self._seg_goal = self._target.copy()  # ... and goal joints
-        self._seg_t0 = clock()
         self._goal_pos, self._goal_R = fk(self._target, config.tool_offset)
+        self._seg = self._still_segment()
         self._last_action_t: float | None = None
         self._gripper_coord_cmd: float | None = None
         self._epoch = self._meas.epoch
+        self._hold_pending = False  # a hold that failed: retried every tick until it lands
+        self._fault_needs_ready = False  # the latched fault was "not ready": a reset needs ready again
 
     # ------------------------------------------------------------------ state
     def status(self) -> ArmStatus:
@@ -140,6 +180,7 @@ class ArmDriver:
                 measurement_stamp=self._meas.stamp,
                 last_action_stamp=self._last_action_t,
                 counters=dict(self.counters),
+                hold_confirmed=not self._hold_pending,
             )
 
     @property
@@ -158,6 +199,9 @@ class ArmDriver:
                 return False, "arm controller is not ready for motion"
             self._hold_here()
             self._mode = ArmMode.ENABLED
+            outside = self._outside_box_text(self._goal_pos)
+            if outside:
+                return True, f"enabled; TCP {outside}: only actions toward the box are accepted"
             return True, "enabled"
 
     def stop(self) -> tuple[bool, str]:
@@ -187,17 +231,30 @@ class ArmDriver:
             return True, "homing"
 
     def reset_fault(self) -> tuple[bool, str]:
-        """Operator acknowledgement. Leaves the arm DISABLED: motion needs an explicit enable."""
+        """Operator acknowledgement. Succeeds only on a fresh measurement of arm and gripper that
+        shows no fault; leaves the arm DISABLED: motion needs an explicit enable."""
         with self._lock:
             try:
                 self._arm.acknowledge_fault()
                 self._gripper.acknowledge_fault()
-            except BackendError as exc:
-                return False, f"device refused the reset: {exc}"
-            self._refresh()
-            if self._meas.fault is not None or self._grip_meas.fault is not None:
-                return False, f"fault still present: {self._meas.fault or self._grip_meas.fault}"
+            except Exception as exc:  # whatever the device says, the fault stays
+                return False, f"device refused the reset: {_text(exc)}"
+            try:
+                meas, grip = self._arm.read(), self._gripper.read()
+            except Exception as exc:
+                return False, f"fault kept: cannot read the arm and gripper after the reset: {_text(exc)}"
+            fault = meas.fault or (f"gripper: {grip.fault}" if grip.fault else None)
+            if fault is None and self._fault_needs_ready and not meas.ready:
+                fault = "arm controller is still not ready for motion"
+            if fault is not None:
+                return False, f"fault still present: {fault}"
+            self._meas, self._grip_meas, self._epoch = meas, grip, meas.epoch
+            if self._hold_pending:
+                self._safe_hold()
+                if self._hold_pending:
+                    return False, f"fault kept: the arm did not confirm a hold ({self._last_error})"
             self._fault = None
+            self._fault_needs_ready = False
             self._mode = ArmMode.DISABLED
             self._hold_here()
             return True, "fault cleared; arm disabled until enabled"
@@ -219,6 +276,16 @@ class ArmDriver:
                 return self._reject("mode", f"arm is {self._mode.value}: not accepting actions", hold=False)
             return self._apply(a)
 
+    def reject_message(self, source: str, reason: str) -> ActionResult:
+        """An action message that could not even be decoded (wrong field names, ...): rejected as an
+        invalid action of ``source``, so the active source's arm holds and the reason is reported."""
+        with self._lock:
+            if not self.arbiter.permits(source):
+                return self._reject(
+                    "source", f"source {source!r} may not drive (active: {self.arbiter.active!r})", hold=False
+                )
+            return self._reject("invalid", f"rejected action message: {reason}")
+
     # ------------------------------------------------------------- servo loop
     def tick(self) -> None:
         """One servo period: read state, check faults and watchdog, send a target.
@@ -226,11 +293,18 @@ class ArmDriver:
         Never raises: an unexpected error latches a fault (and is reported),
         so the servo loop cannot die and leave the arm on a stale target.
         """
+        try:
+            self._tick_once()
+        except Exception as exc:  # the last line of defence: even fault handling failed
+            self.counters["tick_errors"] += 1
+            self._last_error = f"servo tick error: {_text(exc)}"
+
+    def _tick_once(self) -> None:
         with self._lock:
             try:
                 target = self._tick()
             except Exception as exc:
-                self._enter_fault(f"servo tick failed: {type(exc).__name__}: {exc}")
+                self._enter_fault(f"servo tick failed: {_text(exc)}")
                 return
             generation = self._generation
         if target is None:
@@ -245,13 +319,15 @@ class ArmDriver:
             try:
                 self._arm.servo(target)
             except Exception as exc:
-                error = f"servo command refused: {type(exc).__name__}: {exc}"
+                error = f"servo command refused: {_text(exc)}"
         if error is not None:
             with self._lock:
                 self._enter_fault(error)
 
     def _tick(self) -> np.ndarray | None:
         """Update the state machine; return the servo target to send this period, or None."""
+        if self._hold_pending:
+            self._safe_hold()
         self._refresh()
         now = self._clock()
         if self._mode is ArmMode.FAULT or self._mode is ArmMode.DISABLED:
@@ -266,17 +342,70 @@ class ArmDriver:
             self._hold_here(keep_target=True)
             self._mode = ArmMode.HOLDING
         if self._mode is ArmMode.HOMING:
-            self._step_home()
+            # A straight line in joint space (every joint arrives together) at home_joint_speed
+            # for the joint that has furthest to go, under the same per-tick limits as any motion.
+            remaining = self.config.home_q - self._target
+            furthest = float(np.max(np.abs(remaining)))
+            step = self.config.home_joint_speed * self.config.servo_period
+            desired = self.config.home_q if furthest <= step else self._target + remaining * (step / furthest)
+            self._target = self._limit_step(desired)
+            if np.all(np.abs(self.config.home_q - self._target) < 1e-9):
+                self._hold_here(keep_target=True)
+                self._mode = ArmMode.ENABLED
+                self._last_action_t = None
         elif self._mode is ArmMode.ENABLED:
             # A servo target is where the arm should be when the next one is due
             # (AUBO servoJoint's t = the call interval): interpolate to now + one servo period.
-            frac = min(1.0, (now + self.config.servo_period - self._seg_t0) / self.config.control_period)
-            desired = self._seg_start + (self._seg_goal - self._seg_start) * frac
-            # Hard joint-velocity limit on the stream itself: however actions bunch up
-            # in time, no servo target moves a joint faster than max_joint_speed.
-            max_step = self.config.max_joint_speed * self.config.servo_period
-            self._target = self._target + np.clip(desired - self._target, -max_step, max_step)
+            frac = min(1.0, (now + self.config.servo_period - self._seg.t0) / self.config.control_period)
+            self._target = self._limit_step(self._segment_point(frac))
         return self._target.copy()
+
+    def _segment_point(self, frac: float) -> np.ndarray:
+        """Joints ``frac`` of the way along the current segment, on the straight Cartesian line.
+
+        The TCP moves uniformly (so the per-tick speed limit is the action's own, not a
+        curvature artefact of joint interpolation); the end is the goal's validated IK solution.
+        Where IK fails on the way (a singular pose between two reachable ones), the joint-space
+        interpolation between the segment's two valid configurations is used instead.
+        """
+        seg = self._seg
+        if frac >= 1.0:
+            return seg.q1
+        p = seg.p0 + (seg.p1 - seg.p0) * frac
+        R = Rotation.from_rotvec(seg.w * frac).as_matrix() @ seg.R0
+        cfg = self.config
+        sol = ik(p, R, self._target, cfg.tool_offset, IK_MAX_ITERATIONS, cfg.ik_pos_tol, cfg.ik_rot_tol)
+        if sol.converged:
+            return sol.q
+        self.counters["ik_fallbacks"] += 1
+        return seg.q0 + (seg.q1 - seg.q0) * frac
+
+    def _limit_step(self, desired: np.ndarray) -> np.ndarray:
+        """The next servo target toward ``desired`` under the per-tick limits every motion obeys.
+
+        Joint velocity (max_joint_speed per joint), then TCP translation and rotation speed
+        (max_tcp_speed, max_tcp_rot_speed): however actions bunch up in time, whatever the
+        re-anchoring or homing asked for, no servo target moves faster than these. The step
+        is only ever shortened, never turned: clipping joints one by one would bend the TCP
+        off its line (out of the workspace box, into the table).
+        """
+        cfg = self.config
+        step = desired - self._target
+        max_step = cfg.max_joint_speed * cfg.servo_period
+        biggest = float(np.max(np.abs(step) / max_step))
+        if biggest > 1.0:
+            step = step / biggest
+        max_d, max_r = cfg.max_tcp_speed * cfg.servo_period, cfg.max_tcp_rot_speed * cfg.servo_period
+        p0, R0 = fk(self._target, cfg.tool_offset)
+        for _ in range(LIMITER_PASSES):
+            p1, R1 = fk(self._target + step, cfg.tool_offset)
+            d = float(np.linalg.norm(p1 - p0))
+            r = float(np.linalg.norm(rotation_error(R1, R0)))
+            if d <= max_d * (1.0 + LIMIT_RTOL) and r <= max_r * (1.0 + LIMIT_RTOL):
+                return self._target + step
+            step = step * min(max_d / d if d > max_d else 1.0, max_r / r if r > max_r else 1.0)
+        self.counters["limiter_stalls"] += 1
+        return self._target.copy()  # the limits could not be met by scaling: do not move this tick
 
     # -------------------------------------------------------------- internals
     def _apply(self, a: np.ndarray) -> ActionResult:
@@ -293,12 +422,19 @@ class ArmDriver:
         max_r = cfg.max_tcp_rot_speed * cfg.control_period
         if np.linalg.norm(drot) > max_r:
             drot = drot * (max_r / np.linalg.norm(drot))
-        new_pos = np.clip(self._goal_pos + dpos, cfg.workspace_min, cfg.workspace_max)
+        new_pos, outward = box_step(self._goal_pos, dpos, cfg.workspace_min, cfg.workspace_max)
+        if np.any(outward):
+            axes = ", ".join("xyz"[i] for i in np.flatnonzero(outward))
+            return self._reject(
+                "workspace",
+                f"TCP goal {self._outside_box_text(self._goal_pos)}; this action moves it further out "
+                f"along {axes}: only actions toward the box are accepted",
+            )
         new_R = Rotation.from_rotvec(drot).as_matrix() @ self._goal_R
         sol = ik(
             new_pos,
             new_R,
-            self._seg_goal,
+            self._seg.q1,
             cfg.tool_offset,
             pos_tol=cfg.ik_pos_tol,
             rot_tol=cfg.ik_rot_tol,
@@ -312,7 +448,7 @@ class ArmDriver:
             )
         # The step this action asks for, from the previous goal's joints; how fast the
         # servo stream then really moves is bounded separately, per tick, in _tick.
-        joint_speed = np.abs(sol.q - self._seg_goal) / cfg.control_period
+        joint_speed = np.abs(sol.q - self._seg.q1) / cfg.control_period
         if np.any(joint_speed > cfg.max_joint_speed):
             j = int(np.argmax(joint_speed / cfg.max_joint_speed))
             return self._reject(
@@ -328,7 +464,8 @@ class ArmDriver:
             ]
         )
         self._goal_pos, self._goal_R = new_pos, new_R
-        self._seg_start, self._seg_goal, self._seg_t0 = self._target.copy(), sol.q, now
+        p0, R0 = fk(self._target, cfg.tool_offset)
+        self._seg = _Segment(self._target.copy(), sol.q, p0, new_pos, R0, rotation_error(new_R, R0), now)
         self._last_action_t = now
         if self._mode is ArmMode.HOLDING:
             self._mode = ArmMode.ENABLED
@@ -372,25 +509,36 @@ class ArmDriver:
                 fault = f"following error: joint {j + 1} is {lag[j]:.3f} rad from its servo target"
         if fault is None and not self._meas.ready and self._mode not in (ArmMode.DISABLED, ArmMode.FAULT):
             fault = "arm controller left the ready state"
+            self._fault_needs_ready = True
         if fault is not None and self._mode is not ArmMode.FAULT:
             self._enter_fault(fault)
 
     def _enter_fault(self, reason: str) -> None:
+        """Latch FAULT (once: the first cause stays the fault) and hold."""
+        self._last_error = reason
+        if self._mode is ArmMode.FAULT:
+            return
         self._mode = ArmMode.FAULT
         self._fault = reason
-        self._last_error = reason
         self.counters["faults"] += 1
         self._safe_hold()
 
     def _safe_hold(self) -> None:
+        """Void every target computed before, and tell the arm to stop; never raises.
+
+        A hold the device did not take is retried on every tick (and before a reset) until it lands.
+        """
         self._generation += 1  # any target computed before this hold is void
         with self._io_lock:
             try:
                 self._arm.hold()
-            except BackendError as exc:  # nothing more we can do from here; report it
-                self._last_error = f"hold failed: {exc}"
+                self._hold_pending = False
+            except Exception as exc:  # report it, and try again next tick
+                self._hold_pending = True
+                self.counters["hold_failures"] += 1
+                self._last_error = f"hold failed: {_text(exc)}"
         self._target = self._meas.q.copy()
-        self._seg_start = self._seg_goal = self._target.copy()
+        self._seg = self._still_segment()
 
     def _hold_here(self, keep_target: bool = False) -> None:
         """Freeze the servo stream and re-anchor the Cartesian goal.
@@ -400,26 +548,40 @@ class ArmDriver:
         """
         if not keep_target:
             self._target = self._meas.q.copy()
-        self._seg_start = self._seg_goal = self._target.copy()
-        self._seg_t0 = self._clock()
         self._goal_pos, self._goal_R = fk(self._target, self.config.tool_offset)
+        self._seg = self._still_segment()
+
+    def _still_segment(self) -> _Segment:
+        """A segment that stays at the current servo target."""
+        p, R = fk(self._target, self.config.tool_offset)
+        return _Segment(self._target.copy(), self._target.copy(), p, p, R, np.zeros(3), self._clock())
 
     def _tracking_error(self) -> float:
         pos, _ = fk(self._meas.q, self.config.tool_offset)
         return float(np.linalg.norm(pos - self._goal_pos))
 
-    def _step_home(self) -> None:
-        step = self.config.home_joint_speed * self.config.servo_period
-        delta = self.config.home_q - self._target
-        self._target = self._target + np.clip(delta, -step, step)
-        if np.all(np.abs(self.config.home_q - self._target) < 1e-9):
-            self._hold_here(keep_target=True)
-            self._mode = ArmMode.ENABLED
-            self._last_action_t = None
+    def _outside_box_text(self, pos: np.ndarray) -> str:
+        """'' inside the workspace box, else which axes are out and by how much."""
+        cfg = self.config
+        parts = [
+            f"{'xyz'[i]} {pos[i]:.3f} {'<' if pos[i] < cfg.workspace_min[i] else '>'} "
+            f"{cfg.workspace_min[i] if pos[i] < cfg.workspace_min[i] else cfg.workspace_max[i]:.3f}"
+            for i in range(3)
+            if pos[i] < cfg.workspace_min[i] or pos[i] > cfg.workspace_max[i]
+        ]
+        return f"is outside the workspace box ({', '.join(parts)} m)" if parts else ""
 
     def _on_source_switch(self, previous: str, new: str) -> None:
+        """The new source starts from where the arm is measured, not from the old source's goal."""
         with self._lock:
             self.counters["source_switches"] += 1
-            if self._mode is ArmMode.ENABLED:
-                self._hold_here(keep_target=True)
+            if self._mode in (ArmMode.ENABLED, ArmMode.HOLDING):
+                self._refresh()  # a fresh measurement: the arm may have moved since the last tick
+            if self._mode in (ArmMode.ENABLED, ArmMode.HOLDING):
+                self._hold_here()
                 self._mode = ArmMode.HOLDING
+
+
+def _text(exc: BaseException) -> str:
+    """An exception as an operator reads it: the device's own words, or the type and message."""
+    return str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"

@@ -29,6 +29,8 @@ class RateLoop:
         self._next: float | None = None
         self._last_tick: float | None = None
         self.overruns = 0
+        self.errors = 0  # exceptions raised by the loop body (run_loop keeps going)
+        self.last_error: str | None = None
         self.priority_note: str | None = None
         self.periods: deque[float] = deque(maxlen=history)  # measured tick-to-tick periods, s
 
@@ -96,6 +98,8 @@ def run_loop(
 
     With ``priority`` > 0 the thread asks for SCHED_FIFO at that priority;
     ``loop.priority_note`` then says why it did not get it (None if it did).
+    An exception from ``body`` never ends the loop: it is counted in ``loop.errors``
+    and kept in ``loop.last_error`` (for diagnostics), and the next tick runs on time.
     """
     loop = RateLoop(hz)
     ready = threading.Event()
@@ -105,7 +109,11 @@ def run_loop(
             loop.priority_note = set_realtime_priority(priority)
         ready.set()
         while loop.sleep(stop):
-            body()
+            try:
+                body()
+            except Exception as exc:  # a control loop must not die silently: count, report, go on
+                loop.errors += 1
+                loop.last_error = f"{type(exc).__name__}: {exc}"
 
     thread = threading.Thread(target=_run, name=name, daemon=True)
     thread.start()

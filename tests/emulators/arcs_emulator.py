@@ -36,7 +36,25 @@ VERSION_CODE_OK = 24000  # accepted by SDK 0.24.1 (anything up to at least 24000
 VERSION_CODE_INCOMPATIBLE = 99_999_999  # makes RpcClient.connect() return -15
 
 MODE_NAMES = {3: "PowerOff", 4: "PowerOn", 5: "Idle", 6: "BrakeReleasing", 8: "Running", 10: "Error"}
-SAFETY_NAMES = {1: "Normal", 2: "ReducedMode", 5: "ProtectiveStop", 6: "SafeguardStop", 7: "SystemEmergencyStop"}
+SAFETY_NAMES = {
+    1: "Normal",
+    2: "ReducedMode",
+    4: "Violation",
+    5: "ProtectiveStop",
+    6: "SafeguardStop",
+    7: "SystemEmergencyStop",
+    8: "RobotEmergencyStop",
+    9: "Fault",
+}
+# How the emulated controller treats each stop (type_def.h; what powers off is inferred, see bringup.md):
+# a protective (5) or safeguard (6) stop keeps the arm powered, and setUnlockProtectiveStop clears it
+# once its cause is gone; an emergency stop (7, 8), a violation (4) or a fault (9) powers the arm off
+# and no client call clears it: an e-stop stays latched after its release until restartInterfaceBoard,
+# a violation or fault until the operator confirms on the pendant; poweron / startup are refused
+# meanwhile (the SDK's own messages: "Failed to power on because the robot safety mode is in ...").
+SAFETY_POWER_OFF = {4, 7, 8, 9}
+SAFETY_ESTOP = {7, 8}
+BAD_STATE = 1  # AUBO_BAD_STATE: a call refused for the safety mode
 HOME_Q = [0.492702059, 0.3548380589, 1.7669445318, -0.1586898539, 1.5707963268, 2.0634983858]
 
 
@@ -91,6 +109,16 @@ class _Controller:
             self.safety, self.cause_active, self.servo_mode = safety, True, 0
             self.collided = self.collided or collided
             self.target = self.q.copy()
+            if safety in SAFETY_POWER_OFF:
+                self.mode, self._mode_at = 3, None  # PowerOff: the drives lose power, the brakes fall
+
+    def clear_cause(self) -> None:
+        """The operator removed the stop's cause: obstacle gone, e-stop button released, or a
+        violation / fault confirmed on the teach pendant (which ends that safety mode)."""
+        with self.lock:
+            self.cause_active = False
+            if self.safety in SAFETY_POWER_OFF - SAFETY_ESTOP:
+                self.safety = 1
 
     def tcp_pose(self) -> list[float]:
         from scipy.spatial.transform import Rotation
@@ -115,6 +143,8 @@ class _Controller:
                 return ["rob1"]
             if method == "getAxisNames":
                 return []
+            if name in ("poweron", "startup") and self.safety in SAFETY_POWER_OFF:
+                return BAD_STATE
             if name == "poweron":
                 if self.mode == 3:
                     self.mode, self._mode_at = 4, (time.monotonic() + self.boot_delay, 5)
@@ -178,9 +208,17 @@ class _Controller:
             if method.endswith("IoControl.getStandardDigitalOutputNum"):
                 return len(self.digital_outputs)
             if name == "setUnlockProtectiveStop":
+                if self.safety in SAFETY_POWER_OFF:
+                    return BAD_STATE  # not a protective stop: unlocking does not clear it
                 if self.cause_active:
                     return -1  # AUBO_BAD_STATE: the stop's cause is still there
                 self.safety, self.collided = 1, False
+                return 0
+            if name == "restartInterfaceBoard":
+                if self.safety in SAFETY_ESTOP:
+                    if self.cause_active:
+                        return BAD_STATE  # the e-stop button is still pressed
+                    self.safety = 1  # released: the board restarts with the e-stop cleared (arm stays off)
                 return 0
         raise KeyError(method)
 
@@ -435,11 +473,15 @@ def _child_main(opts: dict[str, Any]) -> None:
         elif op == "safeguard_stop":
             ctl.stop(6)
         elif op == "emergency_stop":
-            ctl.stop(7)
+            ctl.stop(7 if cmd.get("system") else 8)
+        elif op == "violation":
+            ctl.stop(4)
+        elif op == "controller_fault":
+            ctl.stop(9)
         elif op == "collision":
             ctl.stop(5, collided=True)
         elif op == "clear_cause":
-            ctl.cause_active = False
+            ctl.clear_cause()
         elif op == "disconnect":
             ctl.refuse = bool(cmd.get("refuse", False))
             for conn in ctl.conns:
@@ -536,14 +578,25 @@ class ArcsEmulator:
     def safeguard_stop(self) -> None:
         self._cmd("safeguard_stop")
 
-    def emergency_stop(self) -> None:
-        self._cmd("emergency_stop")
+    def emergency_stop(self, system: bool = False) -> None:
+        """The e-stop button (RobotEmergencyStop; ``system``: the external e-stop input, SystemEmergencyStop).
+        The arm powers off; after clear_cause() (released) the stop stays latched until restartInterfaceBoard."""
+        self._cmd("emergency_stop", system=bool(system))
+
+    def violation(self) -> None:
+        """A safety limit violated (SafetyModeType Violation): the arm powers off until confirmed on the pendant."""
+        self._cmd("violation")
+
+    def controller_fault(self) -> None:
+        """A hardware or system fault (SafetyModeType Fault): powered off until cleared on the pendant."""
+        self._cmd("controller_fault")
 
     def collision(self) -> None:
         self._cmd("collision")
 
     def clear_cause(self) -> None:
-        """The stop's cause is gone (e-stop released, obstacle removed): an unlock now succeeds."""
+        """The operator cleared the stop's cause: obstacle removed (an unlock now succeeds), e-stop
+        released (a board restart now clears it), violation or fault confirmed on the pendant."""
         self._cmd("clear_cause")
 
     def disconnect(self, refuse: bool = True) -> None:
