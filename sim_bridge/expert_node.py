@@ -19,6 +19,7 @@ from std_msgs.msg import String
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, ContractError, Params, Qos, Topics
 from libero_workcell.node_main import run_node
+from libero_workcell.node_params import refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY, run_loop
 from libero_workcell.ros_qos import qos
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
@@ -30,6 +31,7 @@ class ExpertNode(Node):
         self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
         self.declare_parameter("max_input_age", 0.25)  # s: older ground truth or state -> no action
         self.declare_parameter("exit_on_done", False)
+        refuse_runtime_changes(self)
         hz = float(self.get_parameter(Params.CONTROL_HZ).value)
         self.max_age = float(self.get_parameter("max_input_age").value)
         self.exit_on_done = bool(self.get_parameter("exit_on_done").value)

@@ -39,6 +39,7 @@ from std_srvs.srv import Trigger
 from libero_workcell import ros_qos
 from libero_workcell.contract import CAMERA_HZ_DEFAULT, Params, Qos, QosSpec, Services, Topics
 from libero_workcell.node_main import run_node
+from libero_workcell.node_params import fixed_at_startup
 from sim_bridge.link import SimLink
 from sim_bridge.task import DEFAULT_ARRIVAL_INTERVAL, DEFAULT_BELT_SPEED, DEFAULT_FIRST_ARRIVAL, TaskSpec
 from sim_bridge.world import SimWorld
@@ -137,6 +138,9 @@ class SimWorldNode(Node):
         return p
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        refusal = fixed_at_startup(params, changeable=(*self.TASK_PARAMS, "real_time_factor", "camera_hz"))
+        if refusal:
+            return SetParametersResult(successful=False, reason=refusal)
         changes = {p.name: p.value for p in params}
         task = {k: v for k, v in changes.items() if k in self.TASK_PARAMS}
         if task:

@@ -304,3 +304,62 @@ def test_home_service_returns_the_tcp_to_the_home_pose(probe: Probe) -> None:
     # and actions drive again from there
     stream(probe, [0.0, 0.0, -0.2, 0, 0, 0, 0], 5)
     assert settle(probe)[2] == pytest.approx(HOME_TCP_POS[2] - 5 * 0.2 * ACTION_POS_SCALE, abs=2e-3)
+
+
+def test_a_malformed_action_message_is_rejected_in_diagnostics_and_the_arm_holds(probe: Probe) -> None:
+    """Wrong field names: not dropped silently but rejected like any invalid action (issue 7)."""
+    before = probe.counters().get("rejected_invalid", 0)
+
+    def send_malformed() -> None:
+        for _ in range(5):
+            msg = ros_msgs.action_msg([0.3, 0, 0, 0, 0, 0, 0], SOURCE_POLICY)
+            msg.name = ["x", "y", "z", "rx", "ry", "rz", "grip"]
+            probe.publish_action(msg)
+            time.sleep(0.05)
+
+    unchanged_while(probe, send_malformed)
+    assert probe.counters().get("rejected_invalid", 0) >= before + 5
+    values = probe.diagnostics["aubo_bridge"]
+    assert "rejected action message" in values["last_error"]
+    assert values["servo_thread_alive"] == "True" and values["hold_confirmed"] == "True"
+
+
+def _set_parameter(probe: Probe, node: str, name: str, value: Any) -> tuple[bool, str]:
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+
+    client = probe.node.create_client(SetParameters, f"/{node}/set_parameters")
+    try:
+        assert client.wait_for_service(timeout_sec=5.0)
+        future = client.call_async(SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()]))
+        assert wait_for(future.done, 5.0)
+        result = future.result().results[0]
+        return result.successful, result.reason
+    finally:
+        probe.node.destroy_client(client)
+
+
+@pytest.mark.parametrize(
+    "node, name, value",
+    [
+        ("aubo_bridge", "publish_hz", 5.0),
+        ("aubo_bridge", "arcs.ip", "127.0.0.1"),
+        ("aubo_bridge", "gripper_path", "tool"),
+        ("aubo_bridge", "max_tcp_speed", 0.1),
+        ("conveyor_driver", "max_speed", 1.0),
+        ("external_camera", "max_frame_age", 1.0),
+    ],
+)
+def test_parameters_read_at_start_up_are_refused_at_run_time(probe: Probe, node: str, name: str, value: Any) -> None:
+    ok, reason = _set_parameter(probe, node, name, value)
+    assert not ok
+    assert name in reason and "restart the node" in reason
+
+
+def test_active_source_still_changes_at_run_time(probe: Probe) -> None:
+    ok, reason = _set_parameter(probe, "aubo_bridge", "active_source", SOURCE_TELEOP)
+    try:
+        assert ok, reason
+        unchanged_while(probe, lambda: stream(probe, [0.3, 0, 0, 0, 0, 0, 0], 5))  # policy may not drive now
+    finally:
+        assert _set_parameter(probe, "aubo_bridge", "active_source", SOURCE_POLICY)[0]

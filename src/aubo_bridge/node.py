@@ -39,7 +39,7 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.node_main import run_node
-from libero_workcell.node_params import declare_config
+from libero_workcell.node_params import declare_config, fixed_at_startup
 from libero_workcell.rate import CONTROL_PRIORITY, run_loop
 from libero_workcell.ros_qos import qos
 
@@ -115,8 +115,10 @@ class AuboBridgeNode(Node):
     def _on_action(self, msg: JointState) -> None:
         try:
             values, source = ros_msgs.action_from_msg(msg)
-        except ContractError as exc:
-            self.get_logger().warning(f"action rejected: {exc}", throttle_duration_sec=1.0)
+        except ContractError as exc:  # undecodable (wrong names, ...): rejected like an invalid action
+            result = self.driver.reject_message(msg.header.frame_id, str(exc))
+            self.get_logger().warning(f"action from {msg.header.frame_id!r} rejected: {result.reason}",
+                                      throttle_duration_sec=1.0)  # fmt: skip
             return
         self._latency_ms.append((time.time() - ros_msgs.wall_from_stamp(msg.header.stamp)) * 1e3)
         result = self.driver.submit_action(values, source)
@@ -124,16 +126,17 @@ class AuboBridgeNode(Node):
             self.get_logger().warning(f"action from {source!r} rejected: {result.reason}", throttle_duration_sec=1.0)
 
     def _on_params(self, params) -> SetParametersResult:
+        """Only active_source changes at run time; every other parameter is refused with the reason."""
+        refusal = fixed_at_startup(params, changeable=(Params.ACTIVE_SOURCE,))
+        if refusal:
+            return SetParametersResult(successful=False, reason=refusal)
         for p in params:
-            if p.name == Params.ACTIVE_SOURCE:
-                try:
-                    self.driver.arbiter.select(str(p.value))
-                except ArbiterError as exc:
-                    return SetParametersResult(successful=False, reason=str(exc))
-                self.get_logger().info(f"active action source -> {p.value!r}")
-                self._publish_source(str(p.value))
-            elif p.name in ARM_PARAMS or p.name == Params.USE_SIM:
-                return SetParametersResult(successful=False, reason=f"{p.name} is fixed at start-up")
+            try:
+                self.driver.arbiter.select(str(p.value))
+            except ArbiterError as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+            self.get_logger().info(f"active action source -> {p.value!r}")
+            self._publish_source(str(p.value))
         return SetParametersResult(successful=True)
 
     def _trigger(self, name: str, handler):
@@ -175,6 +178,9 @@ class AuboBridgeNode(Node):
             ArmMode.FAULT: ros_msgs.DIAG_ERROR,
             ArmMode.DISABLED: ros_msgs.DIAG_WARN,
         }.get(st.mode, ros_msgs.DIAG_OK)
+        alive = self._servo_thread.is_alive()
+        if not alive or not st.hold_confirmed:
+            level = ros_msgs.DIAG_ERROR
         lat = np.asarray(self._latency_ms[-200:])
         values = {
             "mode": st.mode.value,
@@ -184,10 +190,15 @@ class AuboBridgeNode(Node):
             "servo_hz": self.config.servo_hz,
             "servo_period_error_p99_ms": f"{loop['p99_ms']:.3f}",
             "servo_overruns": self.servo_loop.overruns,
+            "servo_thread_alive": alive,
+            "servo_loop_errors": self.servo_loop.errors,
+            "hold_confirmed": st.hold_confirmed,
             "action_age_p50_ms": f"{np.percentile(lat, 50):.2f}" if lat.size else "n/a",
             **{f"count_{k}": v for k, v in st.counters.items()},
         }
         message = st.fault or st.last_error or st.mode.value
+        if not alive:
+            message = f"servo thread is not running: nothing is streamed to the arm ({message})"
         self._pub_diag.publish(ros_msgs.diagnostics_msg("aubo_bridge", TCP_FRAME, level, message, values))
         del self._latency_ms[:-200]
 

@@ -26,7 +26,7 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.node_main import run_node
-from libero_workcell.node_params import declare_config, prefixed
+from libero_workcell.node_params import declare_config, prefixed, refuse_runtime_changes
 from libero_workcell.rate import run_loop
 from libero_workcell.ros_qos import qos
 
@@ -76,6 +76,7 @@ class CameraNode(Node):
         self.declare_parameter("device_type", "")
         realsense = declare_config(self, "realsense", RealSenseConfig.parameter_defaults())
         uvc = declare_config(self, "uvc", UvcConfig.parameter_defaults())
+        refuse_runtime_changes(self)
         self.camera = str(self.get_parameter(Params.CAMERA_NAME).value)
         backend = make_backend(
             bool(self.get_parameter(Params.USE_SIM).value),

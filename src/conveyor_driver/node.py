@@ -20,7 +20,7 @@ from conveyor_driver.driver import ConveyorBackend, ConveyorConfig, ConveyorDriv
 from libero_workcell import ros_msgs
 from libero_workcell.contract import BELT_JOINT_NAME, Params, Qos, Services, Topics
 from libero_workcell.node_main import run_node
-from libero_workcell.node_params import declare_config, prefixed
+from libero_workcell.node_params import declare_config, fixed_at_startup, prefixed
 from libero_workcell.ros_qos import qos
 
 MODBUS_PARAMS = modbus_backend.ConveyorModbusConfig.parameter_defaults()
@@ -106,6 +106,10 @@ class ConveyorNode(Node):
         (self.get_logger().info if ok else self.get_logger().error)(text)
 
     def _on_params(self, params) -> SetParametersResult:
+        """Only belt_speed changes at run time; every other parameter is refused with the reason."""
+        refusal = fixed_at_startup(params, changeable=(Params.BELT_SPEED,))
+        if refusal:
+            return SetParametersResult(successful=False, reason=refusal)
         for p in params:
             if p.name == Params.BELT_SPEED:
                 ok, text = self.driver.set_speed(p.value)
