@@ -225,3 +225,72 @@ def test_stepper_without_feedback_reports_commanded_speed(link: FaultyLink, step
         assert wait_for(lambda: backend.read().speed == 0.0)
     finally:
         backend.close()
+
+
+# ------------------------------------------------ commands answer after the drive confirmed (issue 7)
+def test_start_over_a_dead_link_fails_with_the_reason_instead_of_running(
+    link: FaultyLink, vfd: DeltaVfdEmulator, vfd_belt: ModbusConveyorBackend
+) -> None:
+    driver = ConveyorDriver(ConveyorConfig(speed=0.03), vfd_belt)
+    link.drop = True  # the drive hears nothing back... as far as the client can tell
+    t0 = time.monotonic()
+    ok, msg = driver.start()
+    assert not ok and "did not confirm" in msg and "failed" in msg, msg
+    assert time.monotonic() - t0 < vfd_belt.config.command_timeout + 1.0
+    state = driver.read()
+    assert not state.running and not state.confirmed  # commanded, never confirmed
+    link.heal()
+    assert wait_for(lambda: vfd_belt.read().fault is None, 5.0)
+    assert driver.stop()[0] and driver.read().confirmed
+
+
+def test_state_says_commanded_but_unconfirmed_while_the_drive_is_answering(
+    link: FaultyLink, vfd: DeltaVfdEmulator, vfd_belt: ModbusConveyorBackend
+) -> None:
+    import threading
+
+    driver = ConveyorDriver(ConveyorConfig(speed=0.03), vfd_belt)
+    link.delay = 0.04  # a slow drive: each reply 40 ms late (within the 50 ms timeout)
+    result: list[tuple[bool, str]] = []
+    worker = threading.Thread(target=lambda: result.append(driver.start()))
+    worker.start()
+    seen = set()
+    while worker.is_alive():
+        s = driver.read()
+        seen.add((s.commanded, s.confirmed, s.running))
+        time.sleep(0.005)
+    worker.join()
+    assert result and result[0][0], result
+    assert ("run", False, False) in seen  # the service had not answered yet, and the state said so
+    s = driver.read()
+    assert (s.commanded, s.confirmed) == ("run", True) and vfd.reg(0x2000) == 0x12
+
+
+def test_unconfirmed_emergency_stop_is_a_loud_fault_and_is_resent_until_confirmed(
+    link: FaultyLink, vfd: DeltaVfdEmulator, vfd_belt: ModbusConveyorBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    driver = ConveyorDriver(ConveyorConfig(speed=0.03), vfd_belt)
+    assert driver.start()[0]
+    assert wait_for(lambda: vfd.running)
+    link.drop = True
+    ok, msg = driver.emergency_stop()
+    assert not ok and "EMERGENCY STOP NOT CONFIRMED" in msg
+    state = driver.read()
+    assert "emergency stop not confirmed" in (state.fault or "") and not state.confirmed
+    assert any(r.levelname == "ERROR" and "emergency stop not confirmed" in r.getMessage() for r in caplog.records)
+    ok, msg = driver.reset_fault()
+    assert not ok and "hardware e-stop" in msg
+    writes_before = len(vfd.writes)
+    link.heal()  # the retries get through
+    assert wait_for(lambda: driver.read().confirmed, 10.0)
+    assert (0x2001, [0]) in vfd.writes[writes_before:] and not vfd.running
+    state = driver.read()
+    assert state.commanded == "emergency_stop" and state.fault == "emergency stop requested"
+    assert not driver.start()[0]  # still latched until the operator resets
+    assert driver.reset_fault()[0]
+    driver.close()
+
+
+def test_command_timeout_must_cover_the_retries() -> None:
+    with pytest.raises(ConveyorConfigError, match="command_timeout"):
+        ConveyorModbusConfig(command_timeout=0.1)

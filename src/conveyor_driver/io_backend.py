@@ -8,8 +8,8 @@ output is driven over the controller's JSON-RPC port through ``pyaubo_sdk``
 
 * ``run(speed)`` accepts only ``nominal_speed`` (a relay cannot set a speed), switches
   the output on and checks that the controller reports it on;
-* ``halt()`` / ``emergency_stop()`` switch it off (the e-stop latch is ConveyorDriver's);
-  they never raise: a failure is reported as a fault by :meth:`read`;
+* ``halt()`` / ``emergency_stop()`` switch it off and check the read-back (the e-stop latch
+  and its retries are ConveyorDriver's); a failure raises and stays a fault in :meth:`read`;
 * a background thread polls the output level at ``poll_hz``; :meth:`read` returns the
   cached state and never touches the network. Belt position is integrated from
   ``nominal_speed`` while the output reads on. A failed poll, or none for ``stale_after``,
@@ -224,13 +224,14 @@ class IoConveyorBackend:
             if self._session.connected():
                 self._switch_error = f"{why} failed: {exc}"  # the link works but the output did not go off
             log.error("conveyor %s: %s", why, exc)
+            raise
 
     def halt(self) -> None:
-        """Switch the belt off. Never raises; a failure shows as a fault in :meth:`read`."""
+        """Switch the belt off and read the output back. Raises BackendError if it is not confirmed off."""
         self._switch_off("halt")
 
     def emergency_stop(self) -> None:
-        """Switch the belt off (the relay has no faster stop); ConveyorDriver latches the fault."""
+        """Switch the belt off (the relay has no faster stop), confirmed by read-back; the driver latches."""
         self._switch_off("emergency stop")
 
     def acknowledge_fault(self) -> None:

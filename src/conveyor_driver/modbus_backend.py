@@ -5,7 +5,10 @@ be overridden in config (0 = take the preset's, -1 = the drive has none).
 Belt speed and motor speed are converted in exactly one place each way
 (:func:`belt_to_motor_rpm`, :func:`motor_rpm_to_belt`). The bus thread polls
 the drive; :meth:`ModbusConveyorBackend.read` never touches the bus, and
-belt position is integrated from the measured speed at each poll.
+belt position is integrated from the measured speed at each poll. Commands
+(run, halt, emergency stop) return only once the drive acknowledged every
+register write (the RTU echo), and raise BackendError when it refused one or
+did not answer within ``command_timeout``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from conveyor_driver.driver import BeltState
 from libero_workcell.config_base import MappedConfig
-from libero_workcell.modbus_bus import BusError, ModbusDevice, SerialLineConfig, Snapshot
+from libero_workcell.modbus_bus import FLUSH_DELAY, BusError, ModbusDevice, SerialLineConfig, Snapshot
 
 PRESETS: dict[str, dict[str, int]] = {
     # Delta VFD-EL/E/M communication map. Reset = 0x2002 bit 1 (the manuals' "2002H bit1: reset");
@@ -95,6 +98,7 @@ class ConveyorModbusConfig(SerialLineConfig, MappedConfig):
     retries: int = 2
     reconnect_period: float = 1.0
     max_age: float = 1.0  # s: an older snapshot is a fault (stale)
+    command_timeout: float = 2.0  # s for the drive to acknowledge a command's writes (queued behind a poll)
     # Register map: 0 = from the preset, -1 = not present on this drive.
     reg_command: int = 0
     reg_setpoint: int = 0
@@ -116,7 +120,9 @@ class ConveyorModbusConfig(SerialLineConfig, MappedConfig):
         for key, value in PRESETS[self.preset].items():
             if getattr(self, key) == 0:
                 object.__setattr__(self, key, value)
-        for name in ("roller_diameter", "gear_ratio", "rpm_per_hz", "max_motor_rpm", "poll_hz", "max_age"):
+        positive = ("roller_diameter", "gear_ratio", "rpm_per_hz", "max_motor_rpm", "poll_hz", "max_age")
+        positive += ("command_timeout",)
+        for name in positive:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ConveyorConfigError(f"{name} must be a positive number, got {value!r}")
@@ -136,6 +142,13 @@ class ConveyorModbusConfig(SerialLineConfig, MappedConfig):
             raise ConveyorConfigError(
                 f"max_age {self.max_age} s is below {budget:.3f} s (retries x (timeout + flush) + two poll periods): "
                 "a glitch absorbed by retries would read as stale"
+            )
+        # A command's writes may wait behind one poll (up to two registers), then take their own turns.
+        worst = 4 * (self.serial().retries + 1) * (self.timeout + FLUSH_DELAY)
+        if self.command_timeout < worst:
+            raise ConveyorConfigError(
+                f"command_timeout {self.command_timeout} s is below {worst:.3f} s (a poll and two writes, each "
+                "with all its retries): a command that the retries would get through would read as unconfirmed"
             )
 
     @property
@@ -236,35 +249,46 @@ class ModbusConveyorBackend:
             position = self._reported = max(position, self._reported)  # forward-only belt: never step back
             return BeltState(now, position, self._speed, self._running and fault is None, fault)
 
-    def _write(self, writes: list[tuple[int, int]]) -> None:
+    def _confirm(self, writes: list[tuple[int, int]], what: str) -> None:
+        """Queue the writes in order and wait until the drive acknowledged each; raise BackendError if not."""
+        timeout = self.config.command_timeout
         try:
-            for address, value in writes:
-                self._bus.write(address, [value])
+            futures = [self._bus.write(address, [value]) for address, value in writes]
         except BusError as exc:
-            raise BackendError(f"conveyor: {exc}") from exc
+            raise BackendError(f"conveyor: {what}: {exc}") from exc
+        deadline = time.monotonic() + timeout
+        for (address, _), fut in zip(writes, futures, strict=True):
+            try:
+                fut.result(max(0.0, deadline - time.monotonic()))
+            except TimeoutError as exc:
+                raise BackendError(f"conveyor: {what} not confirmed by the drive within {timeout} s") from exc
+            except Exception as exc:
+                raise BackendError(f"conveyor: {what}: write to 0x{address:04X} failed ({exc})") from exc
 
     def run(self, speed: float) -> None:
-        """Setpoint, then the run command (VFD 0x12 run forward; stepper 0x10 trigger). Never blocks."""
+        """Setpoint, then the run command (VFD 0x12 run forward; stepper 0x10 trigger); returns once acknowledged."""
         c = self.config
         value = setpoint_register(speed, c)
+        self._confirm([(c.reg_setpoint, value), (c.reg_command, c.value_run)], f"run at {speed} m/s")
         with self._lock:
             self._running, self._set_rpm = True, belt_to_motor_rpm(speed, c)
-        self._write([(c.reg_setpoint, value), (c.reg_command, c.value_run)])
 
     def halt(self) -> None:
-        """Controlled stop on the drive's ramp (VFD 0x01; stepper setpoint 0 + trigger)."""
+        """Controlled stop on the drive's ramp (VFD 0x01; stepper setpoint 0 + trigger); returns once acknowledged.
+
+        Unconfirmed, the belt counts as still running (open-loop position keeps integrating)."""
         c = self.config
+        stop = [(c.reg_command, c.value_stop)]
+        self._confirm(stop if c.is_vfd else [(c.reg_setpoint, 0), *stop], "stop")
         with self._lock:
             self._running, self._set_rpm = False, 0.0
-        stop = [(c.reg_command, c.value_stop)]
-        self._write(stop if c.is_vfd else [(c.reg_setpoint, 0), *stop])
 
     def emergency_stop(self) -> None:
-        """Stop now (stepper 0x40 emergency stop; the VFD map has only its stop command)."""
+        """Stop now (stepper 0x40 emergency stop; the VFD map has only its stop command); returns once acknowledged."""
         c = self.config
+        self._confirm([(c.reg_command, c.value_estop), (c.reg_setpoint, 0)], "emergency stop")
         with self._lock:
             self._running, self._set_rpm = False, 0.0
-        self._write([(c.reg_command, c.value_estop), (c.reg_setpoint, 0)])
 
     def acknowledge_fault(self) -> None:
         """Drive alarm reset (VFD 0x2002 bit 1; stepper 0x1801 = 0x1111), then a fresh poll. Never starts.
@@ -282,6 +306,9 @@ class ModbusConveyorBackend:
         return self._bus
 
     def close(self) -> None:
-        with contextlib.suppress(BackendError):
-            self.halt()  # queued before close: the I/O thread sends it before it ends
+        with contextlib.suppress(BusError):
+            c = self.config
+            stop = [(c.reg_command, c.value_stop)]
+            for address, value in stop if c.is_vfd else [(c.reg_setpoint, 0), *stop]:
+                self._bus.write(address, [value])  # queued before close: the I/O thread sends it before it ends
         self._bus.close()

@@ -3,13 +3,16 @@
 Publishes the belt as a JointState with one prismatic joint "belt"
 (position = belt travel in m, velocity = measured speed in m/s); start and
 stop are Trigger services; the speed set-point arrives on a Float64 topic
-(m/s) or as the ``belt_speed`` parameter.
+(m/s) or as the ``belt_speed`` parameter. A service answers once the drive
+confirmed the command (or with the reason it did not): the services wait in
+their own callback group, so state publishing goes on meanwhile.
 """
 
 from __future__ import annotations
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
@@ -76,11 +79,17 @@ class ConveyorNode(Node):
         self.driver = ConveyorDriver(config, backend)
         self._pub_state = self.create_publisher(JointState, Topics.CONVEYOR_STATE, qos(Qos.STATE))
         self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
-        self.create_subscription(Float64, Topics.CONVEYOR_SPEED_CMD, self._on_speed, qos(Qos.COMMAND))
-        self.create_service(Trigger, Services.CONVEYOR_START, self._trigger(self.driver.start))
-        self.create_service(Trigger, Services.CONVEYOR_STOP, self._trigger(self.driver.stop))
-        self.create_service(Trigger, Services.CONVEYOR_RESET_FAULT, self._trigger(self.driver.reset_fault))
-        self.create_service(Trigger, Services.CONVEYOR_EMERGENCY_STOP, self._trigger(self.driver.emergency_stop))
+        commands = MutuallyExclusiveCallbackGroup()  # they wait for the drive; publishing must not
+        self.create_subscription(
+            Float64, Topics.CONVEYOR_SPEED_CMD, self._on_speed, qos(Qos.COMMAND), callback_group=commands
+        )
+        for name, handler in (
+            (Services.CONVEYOR_START, self.driver.start),
+            (Services.CONVEYOR_STOP, self.driver.stop),
+            (Services.CONVEYOR_RESET_FAULT, self.driver.reset_fault),
+            (Services.CONVEYOR_EMERGENCY_STOP, self.driver.emergency_stop),
+        ):
+            self.create_service(Trigger, name, self._trigger(handler), callback_group=commands)
         self.add_on_set_parameters_callback(self._on_params)
         self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish)
         self.create_timer(1.0, self._publish_diag)
@@ -96,7 +105,7 @@ class ConveyorNode(Node):
     def _trigger(self, handler):
         def serve(request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
             response.success, response.message = handler()
-            self.get_logger().info(response.message)
+            (self.get_logger().info if response.success else self.get_logger().error)(response.message)
             return response
 
         return serve
@@ -125,12 +134,19 @@ class ConveyorNode(Node):
     def _publish_diag(self) -> None:
         s = self.driver.read()
         level = ros_msgs.DIAG_ERROR if s.fault else ros_msgs.DIAG_OK
-        values = {"running": s.running, "speed_mps": f"{s.speed:.4f}", "set_speed_mps": self.driver.set_speed_value}
+        values = {
+            "running": s.running,
+            "commanded": s.commanded,
+            "confirmed": s.confirmed,
+            "speed_mps": f"{s.speed:.4f}",
+            "set_speed_mps": self.driver.set_speed_value,
+        }
         self._pub_diag.publish(ros_msgs.diagnostics_msg("conveyor", "belt", level, s.fault or "ok", values))
 
 
 def main(args: list[str] | None = None) -> None:
-    run_node(ConveyorNode, "conveyor_driver", args, startup_errors=(ConveyorError, RuntimeError, ValueError, OSError))
+    errors = (ConveyorError, RuntimeError, ValueError, OSError)
+    run_node(ConveyorNode, "conveyor_driver", args, threads=2, startup_errors=errors)
 
 
 if __name__ == "__main__":
