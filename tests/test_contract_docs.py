@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import math
 import re
 from pathlib import Path
 
@@ -143,3 +144,131 @@ def test_node_parameters_documented(node: str) -> None:
 def test_shared_parameter_names_documented() -> None:
     for name in _constants(Params).values():
         assert f"| `{name}` |" in DOC, name
+
+
+# ----------------------------------------------------------------- the numbers, not just the names
+def _declared_defaults(node: str) -> dict[str, object]:
+    """Every parameter default a node declares: its config-generated ones plus each literal
+    (or module-constant) default of a declare_parameter call, evaluated in the node's module."""
+    module = importlib.import_module(NODE_MODULES[node])
+    defaults: dict[str, object] = dict(getattr(module, "CONFIG_PARAMS", {}))
+    tree = ast.parse(NODE_SOURCES[node].read_text())
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "declare_parameter" and len(call.args) == 2:
+            name_node, value_node = call.args
+            try:
+                name = eval(compile(ast.Expression(name_node), "<name>", "eval"), vars(module))
+                value = eval(compile(ast.Expression(value_node), "<default>", "eval"), vars(module))
+            except NameError:  # a loop variable: those come from CONFIG_PARAMS
+                continue
+            defaults[name] = value
+    return defaults
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside brackets: "[0, 0, 1], 2" -> ["[0, 0, 1]", "2"]."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur.strip())
+    return parts
+
+
+def _same(documented: str, actual: object) -> bool:
+    text = documented.strip().strip("`")
+    if isinstance(actual, bool):
+        return text == ("true" if actual else "false")
+    if isinstance(actual, str):
+        return text.strip('"') == actual
+    if isinstance(actual, (list, tuple)):
+        values = [v.strip() for v in text.strip("[]").split(",")]
+        return len(values) == len(actual) and all(_same(v, a) for v, a in zip(values, actual, strict=True))
+    number = int(text, 16) if text.lower().startswith(("0x", "-0x")) else float(text)
+    return (math.isnan(number) and math.isnan(actual)) or math.isclose(number, float(actual), rel_tol=1e-9)
+
+
+def _table_rows(section: str) -> list[dict[str, str]]:
+    """Rows of every table in a doc section, as {column heading: cell}."""
+    rows, header = [], None
+    for line in section.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+        elif not set(line) <= set("|-: "):
+            rows.append(dict(zip(header, cells, strict=False)))
+    return rows
+
+
+# Defaults the tables name by reference instead of by value; each reference is checked below.
+REFERENCED = {"see above", "as `gripper.*`", "`kinematics.HOME_Q`"}
+
+
+@pytest.mark.parametrize("node", sorted(NODE_SOURCES))
+def test_documented_defaults_are_the_code_defaults(node: str) -> None:
+    """Every default in the node's tables equals the code's (documenting max_tcp_speed 5.0 fails here)."""
+    actual = _declared_defaults(node)
+    checked = 0
+    for row in _table_rows(_doc_section(node)):
+        names = re.findall(r"`([\w.]+)`", row["parameter"])
+        default = row.get("default", "")
+        if not default or default in REFERENCED:
+            continue
+        values = _split_top(default)
+        if len(values) == 1 and len(names) > 1:
+            values = values * len(names)  # one default for the whole row
+        assert len(values) == len(names), f"{node}: {names} documented with defaults {values}"
+        for name, value in zip(names, values, strict=True):
+            assert _same(value, actual[name]), f"{node}.{name}: documented {value!r}, code {actual[name]!r}"
+            checked += 1
+    assert checked >= 2, f"no documented default of {node} was checked"
+
+
+def test_shared_parameter_defaults_agree_with_every_node_that_declares_them() -> None:
+    shared = {re.findall(r"`([\w.]+)`", r["parameter"])[0]: r["default"] for r in _table_rows(_doc_section_top())}
+    for node in NODE_SOURCES:
+        actual = _declared_defaults(node)
+        for name, default in shared.items():
+            if name in actual and default:
+                assert _same(default, actual[name]), f"{node}.{name}: documented {default!r}, code {actual[name]!r}"
+
+
+def _doc_section_top() -> str:
+    match = re.search(r"^Shared by several nodes:\n(.*?)(?=^###)", DOC, flags=re.M | re.S)
+    assert match
+    return match.group(1)
+
+
+def test_the_gripper_tool_rows_really_default_as_the_gripper() -> None:
+    actual = _declared_defaults("aubo_bridge")
+    for row in _table_rows(_doc_section("aubo_bridge")):
+        if row.get("default") == "as `gripper.*`":
+            for name in re.findall(r"`gripper_tool\.(\w+)`", row["parameter"]):
+                assert actual[f"gripper_tool.{name}"] == actual[f"gripper.{name}"], name
+    from aubo_bridge.kinematics import HOME_Q
+
+    assert actual["home_q"] == pytest.approx(list(HOME_Q))
+
+
+def test_documented_allowed_ranges_are_the_checked_ones() -> None:
+    """The 'allowed' column of aubo_bridge is config.RANGES, and every range there is documented."""
+    from aubo_bridge.config import RANGES
+
+    documented: dict[str, tuple[float, float]] = {}
+    for row in _table_rows(_doc_section("aubo_bridge")):
+        names = re.findall(r"`([\w.]+)`", row["parameter"])
+        ranges = re.findall(r"\((-?[\d.e-]+), (-?[\d.e-]+)\]", row.get("allowed", ""))
+        if ranges:
+            assert len(ranges) == len(names), row
+            documented.update({n: (float(lo), float(hi)) for n, (lo, hi) in zip(names, ranges, strict=True)})
+    assert set(documented) == set(RANGES)
+    for name, (low, high, _unit) in RANGES.items():
+        assert documented[name] == (low, high), name
