@@ -18,10 +18,10 @@ import subprocess
 import sys
 import textwrap
 import time
-import types
 from pathlib import Path
 from typing import Any
 
+import launch_fakes
 import pytest
 import yaml
 from conftest import REPO, wait_for
@@ -156,71 +156,10 @@ def test_find_graph(tmp_path):
 # --------------------------------------------------------------------------
 # The launch file, against fake launch / launch_ros modules
 # --------------------------------------------------------------------------
-def _fake_launch_modules(made: list[Any]) -> dict[str, types.ModuleType]:
-    """Stand-ins with the real constructors' signatures (keyword-only where the real ones are)."""
-
-    class Made:
-        def _record(self, **fields: Any) -> None:
-            self.__dict__.update(fields)
-            made.append(self)
-
-    class LaunchDescription:
-        def __init__(self, initial_entities=None):
-            self.entities = list(initial_entities or [])
-
-    class DeclareLaunchArgument(Made):
-        def __init__(self, name, *, default_value=None, description=None, choices=None):
-            self._record(name=name, default_value=default_value, description=description)
-
-    class OpaqueFunction(Made):
-        def __init__(self, *, function, args=None, kwargs=None):
-            self._record(function=function)
-
-    class SetEnvironmentVariable(Made):
-        def __init__(self, name, value):
-            self._record(name=name, value=value)
-
-    class UnsetEnvironmentVariable(Made):
-        def __init__(self, name):
-            self._record(name=name)
-
-    class LogInfo(Made):
-        def __init__(self, *, msg):
-            self._record(msg=msg)
-
-    class Shutdown(Made):
-        def __init__(self, *, reason="reason not given"):
-            self._record(reason=reason)
-
-    class LaunchConfiguration:
-        def __init__(self, variable_name, *, default=None):
-            self.name = variable_name
-
-        def perform(self, context):
-            return context.launch_configurations[self.name]
-
-    class Node(Made):
-        def __init__(self, *, executable, package=None, name=None, namespace=None, exec_name=None,
-                     parameters=None, remappings=None, ros_arguments=None, arguments=None, **kwargs):
-            self._record(executable=executable, package=package, name=name, parameters=parameters, **kwargs)
-
-    mods = {n: types.ModuleType(n) for n in
-            ("launch", "launch.actions", "launch.substitutions", "launch_ros", "launch_ros.actions")}
-    mods["launch"].LaunchDescription = LaunchDescription
-    for cls in (DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable, UnsetEnvironmentVariable, LogInfo,
-                Shutdown):
-        setattr(mods["launch.actions"], cls.__name__, cls)
-    mods["launch.substitutions"].LaunchConfiguration = LaunchConfiguration
-    mods["launch_ros.actions"].Node = Node
-    mods["launch"].actions, mods["launch"].substitutions = mods["launch.actions"], mods["launch.substitutions"]
-    mods["launch_ros"].actions = mods["launch_ros.actions"]
-    return mods
-
-
 def _run_launch_file(monkeypatch, overrides: dict[str, str], launch_file: Path = LAUNCH_FILE) -> list[Any]:
     """Load the launch file with fake modules, 'launch' it with ``overrides``; return what it made."""
     made: list[Any] = []
-    for name, module in _fake_launch_modules(made).items():
+    for name, module in launch_fakes.make_modules(made).items():
         monkeypatch.setitem(sys.modules, name, module)
     spec = importlib.util.spec_from_file_location("workcell_launch_under_test", launch_file)
     module = importlib.util.module_from_spec(spec)
@@ -228,11 +167,9 @@ def _run_launch_file(monkeypatch, overrides: dict[str, str], launch_file: Path =
     description = module.generate_launch_description()
     declared = {e.name: e.default_value for e in description.entities if type(e).__name__ == "DeclareLaunchArgument"}
     assert all(isinstance(v, str) for v in declared.values()), declared  # launch wants text defaults
-    assert set(overrides) <= set(declared)
     opaque = [e for e in description.entities if type(e).__name__ == "OpaqueFunction"]
     assert len(opaque) == 1
-    context = types.SimpleNamespace(launch_configurations={**declared, **overrides})
-    return opaque[0].function(context)
+    return opaque[0].call(launch_fakes.context(declared, overrides))
 
 
 LAUNCH_CASES = [{}, {"use_sim": "false"}, {"expert": "true", "belt_speed": "0.05"}, {"loopback_dds": "false"},
@@ -258,9 +195,67 @@ def test_launch_file_matches_bringup(monkeypatch, overrides):
         assert env_unset == set(dds.CONFLICTING_VARS)
 
 
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"aubo_bridge.active_source": "policy"},
+        {"use_sim": "false", "aubo_bridge.arcs.ip": "127.0.0.1", "conveyor_driver.modbus.port": "/dev/ttyBelt"},
+        {"sim_world.seed": "3", "expert": "true"},
+    ],
+    ids=["active_source", "real-devices", "seed"],
+)
+def test_per_node_overrides_reach_the_nodes_under_ros2_launch(monkeypatch, given):
+    """NODE.PARAM:=VALUE is applied as under workcell bringup (it used to be dropped without a word)."""
+    nodes = [a for a in _run_launch_file(monkeypatch, given) if type(a).__name__ == "Node"]
+    expected = Graph.load().resolve(given)
+    assert [(n.name, n.parameters) for n in nodes] == [(s.name, [s.parameters]) for s in expected]
+    for key, value in given.items():
+        node, dot, param = key.partition(".")
+        if dot:
+            got = next(n for n in nodes if n.name == node).parameters[0][param]
+            assert str(got).lower() == value.lower(), key
+
+
+@pytest.mark.parametrize(
+    "given, match",
+    [
+        ({"aubo_bridge.no_such_param": "1"}, "aubo_bridge has no parameter 'no_such_param'"),
+        ({"aubo_brige.active_source": "policy"}, "no node 'aubo_brige'"),
+        ({"aubo_bridge.auto_enable": "maybe"}, "auto_enable"),
+    ],
+)
+def test_per_node_overrides_are_refused_under_ros2_launch_as_under_bringup(monkeypatch, given, match):
+    with pytest.raises(GraphError, match=match):
+        Graph.load().resolve(given)
+    with pytest.raises(GraphError, match=match):
+        _run_launch_file(monkeypatch, given)
+
+
+def test_the_launch_fakes_check_keywords_like_the_real_api():
+    """A fake that accepts anything proves nothing: misspelled keywords fail here as in launch_ros."""
+    mods = launch_fakes.make_modules([])
+    Node, actions = mods["launch_ros.actions"].Node, mods["launch.actions"]
+    Node(executable="x", package="p", name="n", parameters=[{}], output="screen", on_exit=None)
+    for bad in ({"executable": "x", "paramters": [{}]}, {"executable": "x", "outputs": "screen"},
+                {"executable": "x", "parameters": {}}):  # fmt: skip
+        with pytest.raises(TypeError):
+            Node(**bad)
+    with pytest.raises(TypeError):
+        Node(package="p")  # executable is required
+    with pytest.raises(TypeError):
+        actions.LogInfo("positional")
+    with pytest.raises(TypeError):
+        actions.DeclareLaunchArgument("n", default_value=1)
+    with pytest.raises(TypeError):
+        actions.Shutdown(reasons="typo")
+    config = mods["launch.substitutions"].LaunchConfiguration("missing")
+    with pytest.raises(launch_fakes.SubstitutionFailure):
+        config.perform(launch_fakes.context({}, {}))
+
+
 def test_launch_arguments_are_the_graph_arguments(monkeypatch):
     made: list[Any] = []
-    for name, module in _fake_launch_modules(made).items():
+    for name, module in launch_fakes.make_modules(made).items():
         monkeypatch.setitem(sys.modules, name, module)
     spec = importlib.util.spec_from_file_location("sim_workcell_launch_args", LAUNCH_FILE)
     module = importlib.util.module_from_spec(spec)

@@ -8,6 +8,9 @@ DDS profile, on the inherited ROS_DOMAIN_ID or, if none is set, a per-run
 one that is printed at start. As with ``workcell bringup``, a node that
 exits shuts the whole graph down.
 
+Per-node overrides (``aubo_bridge.arcs.ip:=...``) are applied as ``workcell bringup``
+applies them, and an unknown node or parameter stops the launch with the same error.
+
 ``launch`` and ``launch_ros`` are imported when a description is generated,
 not at module import: they exist on a robot PC with ROS 2, not as wheels.
 """
@@ -51,6 +54,10 @@ def workcell_launch_description(launch_dir: Path, defaults: Mapping[str, Any] | 
 
     def actions(context, *args, **kwargs):
         overrides = {name: LaunchConfiguration(name).perform(context) for name in graph.arguments}
+        # ros2 launch keeps every NAME:=VALUE it was given as a launch configuration, declared or not
+        # (IncludeLaunchDescription): the per-node ones (NODE.PARAM) go through the graph exactly
+        # as under `workcell bringup`, applied or refused with its error, never dropped.
+        overrides |= {k: v for k, v in context.launch_configurations.items() if "." in k}
         values = graph.argument_values(overrides)
         out = []
         if values.get("loopback_dds", False):
