@@ -29,6 +29,16 @@ os.environ["MUJOCO_GL"] = "egl"
 os.environ.setdefault("ROS_LOG_DIR", str(TEST_OUTPUT / "ros_log"))  # not ~/.ros/log
 DDS_VARS = dds.apply_loopback_env()  # per-run ROS_DOMAIN_ID derived from pytest's pid
 
+# Property tests: random by default; HYPOTHESIS_PROFILE=mutation makes them repeatable (the same
+# examples every run), as a mutation tool needs to compare a mutant's run with the original's.
+try:
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("mutation", derandomize=True, database=None, print_blob=True)
+    _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+except ImportError:  # the runtime-only install has no hypothesis; its property tests are not collected then
+    pass
+
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> bool:
     """Poll ``predicate`` until it returns something truthy (True) or ``timeout`` s pass (False)."""
