@@ -543,8 +543,7 @@ class ArmDriver:
                 self._hold_pending = True
                 self.counters["hold_failures"] += 1
                 self._last_error = f"hold failed: {_text(exc)}"
-        self._target = self._meas.q.copy()
-        self._seg = self._still_segment()
+        self._target = self._meas.q.copy()  # the goal re-anchors on the way out (enable, reset)
 
     def _hold_here(self, keep_target: bool = False) -> None:
         """Freeze the servo stream and re-anchor the Cartesian goal.
