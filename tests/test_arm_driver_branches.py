@@ -92,11 +92,13 @@ def test_outside_box_messages_name_the_axis_the_side_and_the_limit() -> None:
 def test_a_tcp_on_the_box_face_is_inside() -> None:
     """Exactly on the face: pushing out is clipped to nothing (accepted), not refused as 'outside'."""
     cfg = ArmConfig(workspace_min=[-0.35, -0.55, P_HOME[2]], workspace_max=[0.75, 0.60, 0.65])
-    driver, _, _, _ = make(cfg)
+    driver, _, _, _ = make(cfg, enable=False)
+    assert driver.enable() == (True, "enabled")  # on the face is not outside
     res = driver.submit_action(np.array([0, 0, -0.3, 0, 0, 0, 0]), SOURCE_POLICY)
     assert res.accepted and res.applied[2] == 0.0
     cfg = ArmConfig(workspace_max=[P_HOME[0], 0.60, 0.65])
-    driver, _, _, _ = make(cfg)
+    driver, _, _, _ = make(cfg, enable=False)
+    assert driver.enable() == (True, "enabled")
     res = driver.submit_action(np.array([0.3, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
     assert res.accepted and res.applied[0] == 0.0
 
@@ -188,6 +190,8 @@ def test_a_custom_tool_offset_is_used_everywhere() -> None:
     np.testing.assert_allclose(driver.status().goal_pos, p0, atol=1e-12)
     np.testing.assert_allclose(driver.status().tcp_pos, p0, atol=1e-12)
     assert driver.enable()[0]
+    ticks(driver, clock, 3)  # enabled and still: the still segment must sit on the configured TCP
+    np.testing.assert_array_equal(arm.q, HOME_Q)
     res = driver.submit_action(np.array([0.2, -0.1, 0.3, 0, 0, 0.1, 0]), SOURCE_POLICY)
     assert res.accepted
     run_control_period(driver, clock)
@@ -199,6 +203,19 @@ def test_a_custom_tool_offset_is_used_everywhere() -> None:
     # the tracking-error guard measures the same TCP: no spurious re-anchor on a long tool
     assert driver.submit_action(np.zeros(7), SOURCE_POLICY).accepted
     np.testing.assert_allclose(driver.status().goal_pos, p1, atol=1e-5)
+
+
+def test_a_long_tool_on_a_lagging_arm_keeps_every_commanded_millimetre() -> None:
+    """The tracking-error guard must measure the configured TCP: with the default offset it would
+    see a 13 cm 'lag' on a 30 cm tool and re-anchor (dropping motion) on every action."""
+    offset = np.array([0.0, 0.0, 0.30])
+    driver, arm, _, clock = make(ArmConfig(tool_offset=offset), arm_cls=LaggingArm)
+    p0 = fk(arm.q, offset)[0]
+    for _ in range(6):
+        assert driver.submit_action(np.array([0.0, 0.3, 0.0, 0, 0, 0, 0]), SOURCE_POLICY).accepted
+        run_control_period(driver, clock)
+    ticks(driver, clock, 300)
+    np.testing.assert_allclose(fk(arm.q, offset)[0] - p0, [0, 6 * 0.3 * ACTION_POS_SCALE, 0], atol=1e-5)
 
 
 def test_the_rotation_step_is_clipped_and_applied_says_so() -> None:
@@ -217,6 +234,38 @@ def test_applied_rotation_is_in_action_units() -> None:
     driver, _, _, _ = make(ArmConfig(max_tcp_rot_speed=12.0))
     res = driver.submit_action(np.array([0, 0, 0, 0.1, -0.05, 0.08, 0]), SOURCE_POLICY)
     np.testing.assert_allclose(res.applied[3:6], [0.1, -0.05, 0.08], atol=1e-9)
+
+
+def test_the_stream_turns_at_exactly_the_rotation_limit_when_it_binds() -> None:
+    """Bunched spins ask for more than max_tcp_rot_speed in a tick: the stream turns at the limit, not slower."""
+    cfg = ArmConfig(max_tcp_rot_speed=0.5)  # 5 mrad per servo tick
+    driver, arm, _, clock = make(cfg)
+    for _ in range(2):
+        assert driver.submit_action(np.array([0, 0, 0, 0.04, 0.0, 0.0, 0]), SOURCE_POLICY).accepted
+    R0 = fk(arm.q)[1]
+    ticks(driver, clock, 1)
+    turned = Rotation.from_matrix(fk(arm.q)[1] @ R0.T).magnitude()
+    assert turned == pytest.approx(cfg.max_tcp_rot_speed * cfg.servo_period, rel=1e-3)
+
+
+def test_a_joint_a_little_over_the_clamp_is_clamped() -> None:
+    """One spin asking 1.5x the wrist's per-tick clamp (the bunched test asks far more)."""
+    cfg = ArmConfig(max_tcp_rot_speed=12.0)
+    driver, arm, _, clock = make(cfg)
+    clamp = cfg.max_joint_speed * cfg.servo_period
+    drz = 1.5 * clamp[5] / (0.4 * ACTION_ROT_SCALE)  # the first tick after an action runs 0.4 of the step
+    assert driver.submit_action(np.array([0, 0, 0, 0, 0, drz, 0]), SOURCE_POLICY).accepted
+    q = arm.q.copy()
+    ticks(driver, clock, 1)
+    dq = np.abs(arm.q - q)
+    assert np.all(dq <= clamp + 1e-12) and dq[5] == pytest.approx(clamp[5], rel=1e-9)
+
+
+def test_a_joint_speed_rejection_names_the_fastest_joint() -> None:
+    cfg = ArmConfig(joint_speed_fraction=0.05, home_joint_speed=0.1, max_tcp_rot_speed=12.0)
+    driver, _, _, _ = make(cfg)
+    res = driver.submit_action(np.array([0, 0, 0, 0, 0, 0.2, 0]), SOURCE_POLICY)  # a spin: all wrist 3
+    assert not res.accepted and res.reason.startswith("joint 6 would move at ")
 
 
 def test_a_joint_step_faster_than_the_limit_is_rejected_by_name() -> None:
@@ -240,8 +289,9 @@ def test_an_unreachable_goal_is_rejected_with_the_ik_figures(monkeypatch) -> Non
         return IkResult(np.asarray(q_seed), False, 0.0123, np.radians(2.5), 15)
 
     monkeypatch.setattr(driver_module, "ik", no_solution)
-    res = driver.submit_action(np.array([0.2, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
-    goal = np.round(P_HOME + [0.01, 0, 0], 4).tolist()
+    res = driver.submit_action(np.array([0.123, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
+    goal = np.round(P_HOME + [0.123 * ACTION_POS_SCALE, 0, 0], 4).tolist()
+    assert goal[0] == 0.3562  # four decimals of 0.35615
     assert res.reason == f"goal {goal} unreachable (IK error 12.30 mm, 2.50 deg)"
     assert driver.status().counters["rejected_ik"] == 1 and driver.mode is ArmMode.HOLDING
     ticks(driver, clock, 5)
@@ -346,9 +396,38 @@ def test_a_following_error_at_exactly_the_limit_is_not_a_fault() -> None:
     assert driver.mode is ArmMode.ENABLED
     arm.q = q0 + np.array([0.0, 0.25 + 2**-20, 0, 0, 0, 0])
     driver.tick()
-    assert driver.mode is ArmMode.FAULT and driver.status().fault == (
-        f"following error: joint 2 is {0.25 + 2**-20:.3f} rad from its servo target"
-    )
+    reason = f"following error: joint 2 is {0.25 + 2**-20:.3f} rad from its servo target"
+    assert driver.mode is ArmMode.FAULT and driver.status().fault == reason
+    assert driver.status().last_error == reason  # and it is what /diagnostics shows as the last error
+
+
+def test_fault_texts_are_exact() -> None:
+    driver, arm, _, _clock = make()
+
+    def lost():
+        raise BackendError("link lost")
+
+    real_read = arm.read
+    arm.read = lost
+    driver.tick()
+    assert driver.status().fault == "state read failed: link lost"
+    arm.read = real_read
+    assert driver.reset_fault()[0] and driver.enable()[0]
+    arm.ready = False
+    driver.tick()
+    assert driver.status().fault == "arm controller left the ready state"
+    assert driver.reset_fault() == (False, "fault still present: arm controller is still not ready for motion")
+
+
+def test_after_a_source_switch_the_new_source_drives() -> None:
+    driver, arm, _, clock = make()
+    driver.arbiter.select(SOURCE_TELEOP)
+    assert driver.mode is ArmMode.HOLDING
+    assert driver.submit_action(np.array([0, 0, 0.2, 0, 0, 0, 0]), SOURCE_TELEOP).accepted
+    assert driver.mode is ArmMode.ENABLED
+    run_control_period(driver, clock)
+    ticks(driver, clock, 1)
+    assert fk(arm.q)[0][2] - P_HOME[2] == pytest.approx(0.2 * ACTION_POS_SCALE, abs=1e-5)
 
 
 def test_a_device_fault_keeps_its_own_words_even_with_a_lagging_arm() -> None:

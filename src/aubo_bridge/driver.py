@@ -274,9 +274,9 @@ class ArmDriver:
             except ContractError as exc:
                 return self._reject("invalid", f"rejected action: {exc}")
             if self._mode is ArmMode.FAULT:
-                return self._reject("fault", f"arm in fault: {self._fault}", hold=False)
+                return self._reject("fault", f"arm in fault: {self._fault}")
             if self._mode in (ArmMode.DISABLED, ArmMode.HOMING):
-                return self._reject("mode", f"arm is {self._mode.value}: not accepting actions", hold=False)
+                return self._reject("mode", f"arm is {self._mode.value}: not accepting actions")
             return self._apply(a)
 
     def reject_message(self, source: str, reason: str) -> ActionResult:
@@ -481,12 +481,15 @@ class ArmDriver:
                 self._gripper.command(coord)
                 self._gripper_coord_cmd = coord
             except BackendError as exc:
-                self._enter_fault(f"gripper: {exc}")
-                return ActionResult(False, self._fault or "gripper fault")
+                reason = f"gripper: {exc}"
+                self._enter_fault(reason)
+                return ActionResult(False, reason)
         self.counters["accepted"] += 1
         return ActionResult(True, "ok", applied)
 
     def _reject(self, kind: str, reason: str, hold: bool = True) -> ActionResult:
+        """Count and report a rejection; an ENABLED arm holds unless ``hold`` is False (a foreign
+        source's action must not disturb the active source's motion)."""
         self.counters[f"rejected_{kind}"] += 1
         self._last_error = reason
         if hold and self._mode is ArmMode.ENABLED:
