@@ -94,12 +94,13 @@ def run(target: str, python: Path) -> dict[str, int]:
                                  text=True).stdout  # fmt: skip
         statuses = dict(re.findall(r"^\s*(\S+): (.+)$", results, flags=re.M))
         counts = Counter(statuses.values())
-        survivors = sorted(name for name, status in statuses.items() if status == "survived")
+        # Everything not killed is listed: survivors, and timeouts / untested for the record.
+        survivors = sorted((status, name) for name, status in statuses.items() if status != "killed")
         diffs = []
-        for name in survivors:
+        for status, name in survivors:
             shown = subprocess.run([*mutmut, "show", name], cwd=work, env=env, capture_output=True, text=True).stdout
-            diffs.append(f"=== {name}\n" + "\n".join(ln for ln in shown.splitlines() if ln.startswith(("-", "+"))
-                                                    and not ln.startswith(("---", "+++"))))  # fmt: skip
+            diffs.append(f"=== {name} [{status}]\n" + "\n".join(ln for ln in shown.splitlines()
+                         if ln.startswith(("-", "+")) and not ln.startswith(("---", "+++"))))  # fmt: skip
     summary = {
         "mutants": len(statuses),
         "killed": counts.get("killed", 0),

@@ -464,6 +464,14 @@ def test_a_gripper_refusing_a_command_faults_the_arm() -> None:
     res = driver.submit_action(np.array([0, 0, 0, 0, 0, 0, 1.0]), SOURCE_POLICY)
     assert res == driver_module.ActionResult(False, "gripper: bus timeout")
     assert driver.mode is ArmMode.FAULT and driver.status().counters.get("accepted", 0) == 0
+    assert driver.status().fault == "gripper: bus timeout"
+
+
+def test_an_unchanged_gripper_command_is_sent_once() -> None:
+    driver, _, gripper, _ = make()
+    for grip in (1.0, 1.0, 1.0, -1.0, -1.0, 1.0):
+        assert driver.submit_action(np.array([0, 0, 0, 0, 0, 0, grip]), SOURCE_POLICY).accepted
+    assert gripper.commands == [1.0, 0.0, 1.0]  # the bus sees changes, not every action
 
 
 def test_a_reset_after_a_device_fault_does_not_need_ready_and_enable_does() -> None:
@@ -473,6 +481,18 @@ def test_a_reset_after_a_device_fault_does_not_need_ready_and_enable_does() -> N
     arm.fault, arm.ready = None, False  # the stop is gone; the controller is not ready yet
     assert driver.reset_fault()[0]
     assert driver.enable() == (False, "arm controller is not ready for motion")
+
+
+def test_a_not_ready_fault_once_reset_does_not_make_later_resets_need_ready() -> None:
+    driver, arm, _, _ = make()
+    arm.ready = False
+    driver.tick()  # "left the ready state"
+    arm.ready = True
+    assert driver.reset_fault()[0] and driver.enable()[0]
+    arm.fault = "protective stop"
+    driver.tick()
+    arm.fault, arm.ready = None, False  # a different fault, now gone; the controller not ready yet
+    assert driver.reset_fault()[0]
 
 
 def test_a_reset_with_an_unconfirmed_hold_fails_and_says_so() -> None:
