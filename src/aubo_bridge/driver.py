@@ -394,6 +394,8 @@ class ArmDriver:
         """
         cfg = self.config
         step = desired - self._target
+        if not np.any(step):  # holding still (the common tick): nothing to limit
+            return self._target.copy()
         max_step = cfg.max_joint_speed * cfg.servo_period
         biggest = float(np.max(np.abs(step) / max_step))
         if biggest > 1.0:
