@@ -77,6 +77,11 @@ class _Controller:
         self.collided = False
         self.servo_mode = 0
         self.queue_full = 0
+        self.refusals: dict[str, list[int]] = {}  # injected: method name -> return codes for its next calls
+        # With the e-stop button still pressed, restartInterfaceBoard either refuses (AUBO_BAD_STATE)
+        # or restarts and the board latches the e-stop again at once: which one the real controller
+        # does is unknown (bringup.md), so both are modelled.
+        self.estop_restart_pressed = str(opts.get("estop_restart_pressed", "refuse"))  # or "relatch"
         self.slow = 0.0
         self.slow_method: tuple[str, float] = ("", 0.0)  # (method name part, s): it answers up to s late
         self._rng = np.random.default_rng(0)
@@ -135,6 +140,8 @@ class _Controller:
         if name == "servoJoint":
             self.servo_arrivals.append(arrived)
         with self.lock:
+            if self.refusals.get(name):
+                return self.refusals[name].pop(0)
             if method.startswith("RegisterControl.") or name.endswith("ToolVoltageOutputDomain"):
                 return self.tool.call(name, params)
             if method == "SystemInfo.getInterfaceVersionCode":
@@ -216,8 +223,8 @@ class _Controller:
                 return 0
             if name == "restartInterfaceBoard":
                 if self.safety in SAFETY_ESTOP:
-                    if self.cause_active:
-                        return BAD_STATE  # the e-stop button is still pressed
+                    if self.cause_active:  # the e-stop button is still pressed
+                        return BAD_STATE if self.estop_restart_pressed == "refuse" else 0
                     self.safety = 1  # released: the board restarts with the e-stop cleared (arm stays off)
                 return 0
         raise KeyError(method)
@@ -492,6 +499,9 @@ def _child_main(opts: dict[str, Any]) -> None:
         elif op == "set":
             for key, value in cmd.items():
                 setattr(ctl, key, value)
+        elif op == "refuse_next":
+            with ctl.lock:
+                ctl.refusals.setdefault(cmd["method"], []).extend(cmd["codes"])
         elif op == "set_do":
             with ctl.lock:
                 ctl.digital_outputs[int(cmd["index"])] = bool(cmd["value"])
@@ -536,7 +546,8 @@ class ArcsEmulator:
     Options: ``user``/``digest`` (accepted credentials), ``version_code``, ``q0`` (initial joints),
     ``boot_delay`` (s per start-up stage), ``max_joint_speed`` (rad/s), ``tcp_orientation``
     ("zyx_euler" or "rotvec", what getTcpPose reports), ``do_count`` (standard digital outputs, 16),
-    ``realtime`` (SCHED_FIFO priority for the emulator's threads, as a controller's RT kernel; benchmarks).
+    ``realtime`` (SCHED_FIFO priority for the emulator's threads, as a controller's RT kernel; benchmarks),
+    ``estop_restart_pressed`` ("refuse" or "relatch": restartInterfaceBoard with the e-stop still pressed).
     """
 
     host = "127.0.0.1"
@@ -619,6 +630,10 @@ class ArcsEmulator:
 
     def queue_full(self, n: int) -> None:
         self._cmd("set", queue_full=int(n))
+
+    def refuse_next(self, method: str, *codes: int) -> None:
+        """Injected: the next calls of ``method`` (e.g. "stopJoint") answer these return codes instead."""
+        self._cmd("refuse_next", method=method, codes=[int(c) for c in codes])
 
     def reject_logins(self, reject: bool = True) -> None:
         self._cmd("set", reject_logins=bool(reject))

@@ -1,0 +1,260 @@
+"""ArcsArmBackend branches the mutation run found no test pinning down (real pyaubo_sdk, ARCS emulator).
+
+Safety classification of every controller state, the last checks before the controller, the
+servo-mode bookkeeping after a refusal, the queue-full retry budget, refused holds and unlocks,
+the reset paths after each kind of stop (for the session that recovers and the one that must
+not), and a closed backend staying closed. docs/mutation.md lists what is left alive and why.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from conftest import wait_for
+from emulators.arcs_emulator import ArcsEmulator
+
+from aubo_bridge.arcs_backend import ArcsArmBackend, classify
+from aubo_bridge.arcs_config import ArcsConfig
+from aubo_bridge.backend import BackendError
+from aubo_bridge.description import JOINT_LIMITS
+from aubo_bridge.kinematics import HOME_Q
+
+HOST = "127.0.0.1"
+
+
+def make_backend(emu: ArcsEmulator, recovers: bool = True, startup: bool = True, **kw: object) -> ArcsArmBackend:
+    backend = ArcsArmBackend(ArcsConfig.from_mapping({"ip": HOST, "rpc_port": emu.port, **kw}), recovers=recovers)
+    backend.connect(startup=startup)
+    return backend
+
+
+@pytest.fixture
+def emu() -> Iterator[ArcsEmulator]:
+    with ArcsEmulator(boot_delay=0.05) as e:
+        yield e
+
+
+@pytest.fixture
+def backend(emu: ArcsEmulator) -> Iterator[ArcsArmBackend]:
+    b = make_backend(emu)
+    yield b
+    b.close()
+
+
+def count(emu: ArcsEmulator, method: str) -> int:
+    return sum(n for m, n in emu.state()["counts"].items() if m.endswith(method))
+
+
+# ----------------------------------------------------------------- classification
+@pytest.mark.parametrize(
+    "mode, safety, collided, expected",
+    [
+        (8, 1, False, (True, None)),
+        (8, 2, False, (True, None)),
+        (8, 3, False, (False, None)),  # Recovery: not a fault, not ready for this stack
+        (5, 1, False, (False, None)),  # Idle
+        (3, 1, False, (False, None)),  # PowerOff
+        (8, 1, True, (False, "collision detected (isCollisionOccurred)")),
+        (8, 5, True, (False, "collision detected (isCollisionOccurred)")),
+        (8, 4, False, (False, "safety mode Violation")),
+        (8, 5, False, (False, "safety mode ProtectiveStop")),
+        (8, 6, False, (False, "safety mode SafeguardStop")),
+        (3, 7, False, (False, "safety mode SystemEmergencyStop")),
+        (3, 8, False, (False, "safety mode RobotEmergencyStop")),
+        (3, 9, False, (False, "safety mode Fault")),
+        (10, 1, False, (False, "robot mode Error")),
+        (10, 5, False, (False, "safety mode ProtectiveStop")),  # the safety stop says more than Error
+        (-1, 1, False, (False, "robot mode NoController: controller has no link to the arm")),
+        (0, 1, False, (False, "robot mode Disconnected: controller has no link to the arm")),
+    ],
+)
+def test_every_controller_state_is_classified(mode: int, safety: int, collided: bool, expected) -> None:
+    assert classify(mode, safety, collided) == expected
+
+
+def test_read_is_stamped_by_the_backend_clock(emu: ArcsEmulator) -> None:
+    clock = iter(np.arange(1000.0, 2000.0, 1.0))
+    b = ArcsArmBackend(ArcsConfig(ip=HOST, rpc_port=emu.port), clock=lambda: float(next(clock)))
+    b.connect()
+    try:
+        first, second = b.read().stamp, b.read().stamp
+        assert 1000.0 <= first < second < 2000.0
+    finally:
+        b.close()
+
+
+# ----------------------------------------------------------------- the last checks before the controller
+@pytest.mark.parametrize("joint, side", [(0, 0), (3, 1)], ids=["below-lower", "above-upper"])
+def test_targets_past_either_joint_limit_are_refused(emu: ArcsEmulator, backend, joint: int, side: int) -> None:
+    backend.servo(HOME_Q)
+    q = HOME_Q.copy()
+    q[joint] = JOINT_LIMITS[joint, side] + (0.01 if side else -0.01)
+    with pytest.raises(BackendError) as err:
+        backend.servo(q)
+    assert str(err.value) == f"refusing servo target {np.round(q, 4).tolist()}: outside the joint limits"
+
+
+def test_a_target_exactly_on_a_joint_limit_is_allowed(emu: ArcsEmulator, backend) -> None:
+    q = HOME_Q.copy()
+    q[5] = JOINT_LIMITS[5, 1]
+    backend.servo(q)  # inclusive limits: no refusal here (the arm is far from it; the emulator only moves)
+    q[5] = JOINT_LIMITS[5, 0]
+    backend.servo(q)
+
+
+def test_servo_and_reset_on_a_closed_backend_refuse_clearly(emu: ArcsEmulator) -> None:
+    b = make_backend(emu)
+    b.close()
+    with pytest.raises(BackendError, match=r"^ARCS backend not connected$"):
+        b.servo(HOME_Q)
+    with pytest.raises(BackendError, match=r"^ARCS backend not connected$"):
+        b.acknowledge_fault()  # a reset never reconnects a closed backend
+    assert b.read().fault == "closed"
+    b.close()  # idempotent
+    assert count(emu, "__login__") == 1
+
+
+def test_a_refused_servo_mode_is_an_error_with_the_controller_code(emu: ArcsEmulator, backend) -> None:
+    backend.servo(HOME_Q)
+    backend.hold()  # servo mode must be selected again before the next target
+    emu.protective_stop()  # ... which the controller refuses in a safety stop
+    with pytest.raises(BackendError) as err:
+        backend.servo(HOME_Q)
+    assert str(err.value) == "setServoModeSelect(1) refused: -1 (bad state (robot not Running or in a safety stop))"
+
+
+def test_after_not_in_servo_mode_the_next_target_selects_it_again(emu: ArcsEmulator, backend) -> None:
+    backend.servo(HOME_Q)
+    emu.protective_stop()  # the controller leaves servo mode by itself
+    with pytest.raises(BackendError, match=r"-13 \(not in servo mode\)"):
+        backend.servo(HOME_Q)
+    emu.clear_cause()
+    backend.acknowledge_fault()
+    before = count(emu, "setServoModeSelect")
+    backend.servo(HOME_Q)  # re-selects instead of streaming into -13 again
+    assert count(emu, "setServoModeSelect") == before + 1
+    assert emu.state()["servo_mode"] == 1
+
+
+def test_queue_full_is_retried_exactly_the_configured_number_of_times(emu: ArcsEmulator) -> None:
+    b = make_backend(emu, queue_full_retries=1)  # two attempts, 5 ms apart: well inside the 10 ms budget
+    try:
+        b.servo(HOME_Q)
+        emu.queue_full(100)
+        before = count(emu, "servoJoint")
+        with pytest.raises(BackendError, match=r"^servoJoint queue full after 2 attempts within one servo period$"):
+            b.servo(HOME_Q + 0.01)
+        assert count(emu, "servoJoint") - before == 2
+    finally:
+        emu.queue_full(0)
+        b.close()
+
+
+def test_queue_full_gives_up_when_the_servo_period_is_spent(emu: ArcsEmulator) -> None:
+    """Slow queue-full answers use up the period before the retries do: it must raise, not return."""
+    b = make_backend(emu, queue_full_retries=10, request_timeout=0.05, state_stale_after=1.0)
+    try:
+        b.servo(HOME_Q)
+        emu.queue_full(100)
+        emu.slow_replies(0.006)
+        t0 = time.monotonic()
+        with pytest.raises(BackendError, match=r"queue full after [1-3] attempts"):
+            b.servo(HOME_Q + 0.01)
+        assert time.monotonic() - t0 < 0.1
+    finally:
+        emu.slow_replies(0.0)
+        emu.queue_full(0)
+        b.close()
+
+
+def test_a_refused_hold_raises_with_the_controller_code(emu: ArcsEmulator, backend) -> None:
+    backend.servo(HOME_Q)
+    emu.refuse_next("stopJoint", -1)
+    with pytest.raises(BackendError) as err:
+        backend.hold()
+    assert str(err.value) == "stopJoint refused: -1 (bad state (robot not Running or in a safety stop))"
+    backend.hold()  # the next one goes through
+
+
+# ----------------------------------------------------------------- operator resets
+def test_a_refused_unlock_names_the_stop_and_what_to_do(emu: ArcsEmulator, backend) -> None:
+    emu.protective_stop()
+    assert wait_for(lambda: backend.read().fault == "safety mode ProtectiveStop")
+    with pytest.raises(BackendError) as err:
+        backend.acknowledge_fault()  # the obstacle is still there
+    assert str(err.value) == (
+        "controller refused to unlock the ProtectiveStop stop: -1 (bad state (robot not Running or in a safety stop)); "
+        "remove its cause (obstacle, safeguard input), then reset again"
+    )
+    emu.clear_cause()
+    backend.acknowledge_fault()
+    assert backend.read().fault is None
+
+
+@pytest.mark.parametrize("model", ["refuse", "relatch"])
+def test_an_estop_still_pressed_is_reported_whichever_way_the_board_answers(model: str) -> None:
+    with ArcsEmulator(boot_delay=0.05, estop_restart_pressed=model) as emu:
+        b = make_backend(emu)
+        try:
+            emu.emergency_stop()
+            assert wait_for(lambda: b.read().fault == "safety mode RobotEmergencyStop")
+            with pytest.raises(BackendError) as err:
+                b.acknowledge_fault()
+            assert str(err.value) == (
+                "safety mode RobotEmergencyStop: the emergency stop (pendant or control box button) is engaged: "
+                "release it, then reset again"
+            )
+            assert count(emu, "poweron") == 1  # never tried to power on into a pressed e-stop
+        finally:
+            b.close()
+
+
+def test_the_released_estop_recovers_through_the_startup_path_and_says_so(emu: ArcsEmulator, backend, caplog) -> None:
+    emu.emergency_stop(system=True)
+    assert wait_for(lambda: backend.read().fault == "safety mode SystemEmergencyStop")
+    emu.clear_cause()
+    with caplog.at_level(logging.WARNING, logger="aubo_bridge.arcs_backend"):
+        backend.acknowledge_fault()
+    assert f"{HOST}:{emu.port}: arm not Running after the reset: powering on and releasing brakes" in caplog.text
+    state = emu.state()
+    assert (state["mode"], state["safety"]) == ("Running", "Normal")
+    assert count(emu, "restartInterfaceBoard") == 1 and count(emu, "poweron") == 2
+
+
+def test_the_session_that_does_not_recover_never_powers_the_arm_on(emu: ArcsEmulator, backend) -> None:
+    """The hosted arm's streaming session: it re-attaches, the state session does the start-up."""
+    streaming = make_backend(emu, recovers=False, startup=False)
+    try:
+        emu.emergency_stop()
+        assert wait_for(lambda: streaming.read().fault == "safety mode RobotEmergencyStop")
+        emu.clear_cause()
+        with pytest.raises(BackendError, match="release it, then reset again"):
+            streaming.acknowledge_fault()  # it may not restart the safety board either
+        assert count(emu, "restartInterfaceBoard") == 0
+        backend._manage.restartInterfaceBoard()  # the released e-stop cleared elsewhere (the state session)
+        assert wait_for(lambda: streaming.read().fault is None)
+        streaming.acknowledge_fault()
+        assert emu.state()["mode"] == "PowerOff" and count(emu, "poweron") == 1
+        backend.acknowledge_fault()  # the recovering session does power on
+        assert emu.state()["mode"] == "Running"
+    finally:
+        streaming.close()
+
+
+@pytest.mark.parametrize("inject, hint", [("violation", "confirm safety on the teach pendant"),
+                                          ("controller_fault", "clear it on the teach pendant")])  # fmt: skip
+def test_a_violation_or_fault_sends_nothing_until_confirmed_at_the_pendant(emu, backend, inject, hint) -> None:
+    getattr(emu, inject)()
+    assert wait_for(lambda: backend.read().fault is not None)
+    for _ in range(2):
+        with pytest.raises(BackendError, match=hint):
+            backend.acknowledge_fault()
+    counts = emu.state()["counts"]
+    assert not any(m.endswith(("setUnlockProtectiveStop", "restartInterfaceBoard")) for m in counts)
+    emu.clear_cause()  # confirmed on the pendant
+    backend.acknowledge_fault()
+    assert emu.state()["mode"] == "Running"
