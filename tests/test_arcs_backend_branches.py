@@ -195,6 +195,44 @@ def test_a_refused_unlock_names_the_stop_and_what_to_do(emu: ArcsEmulator, backe
     assert backend.read().fault is None
 
 
+def test_a_refused_collision_unlock_says_collision(emu: ArcsEmulator, backend) -> None:
+    emu.collision()
+    assert wait_for(lambda: backend.read().fault == "collision detected (isCollisionOccurred)")
+    with pytest.raises(BackendError, match=r"^controller refused to unlock the collision stop: -1 "):
+        backend.acknowledge_fault()
+
+
+def test_a_lost_link_reads_as_that_at_once(emu: ArcsEmulator, backend) -> None:
+    emu.disconnect(refuse=True)
+    assert wait_for(lambda: backend.read().fault is not None, 2.0)
+    fault = backend.read().fault
+    # the poll that failed mid-request, or the next one finding the socket gone: the link error itself
+    assert fault == f"connection to ARCS controller at {HOST}:{emu.port} lost" or fault.startswith(
+        "state poll failed: "
+    ), fault
+    emu.accept_connections()
+
+
+def test_state_recovers_by_itself_when_a_slow_controller_answers_again(emu: ArcsEmulator, backend) -> None:
+    """The poller backs off after failures but keeps polling: fresh state returns with no operator reset
+    (the driver's fault stays latched until the operator resets: that is the driver's job, not this one's)."""
+    emu.slow_replies(0.3)  # beyond the 0.1 s request timeout: each poll fails
+    assert wait_for(lambda: backend.read().fault is not None, 2.0)
+    emu.slow_replies(0.0)
+    assert wait_for(lambda: backend.read().fault is None, 3.0)
+
+
+def test_joint_speeds_and_the_poll_count_are_what_the_controller_reports(emu: ArcsEmulator, backend) -> None:
+    backend.servo(HOME_Q)
+    polls0, t0 = backend.polls, time.monotonic()
+    backend.servo(HOME_Q + 0.3)  # the emulated arm moves toward it at 2 rad/s
+    assert wait_for(lambda: np.max(np.abs(backend.read().qd)) > 1.0, 2.0)
+    qd = backend.read().qd
+    assert qd.shape == (6,) and qd.dtype == float
+    rate = (backend.polls - polls0) / (time.monotonic() - t0)
+    assert 0.3 * backend.config.state_hz < rate < 1.3 * backend.config.state_hz
+
+
 @pytest.mark.parametrize("model", ["refuse", "relatch"])
 def test_an_estop_still_pressed_is_reported_whichever_way_the_board_answers(model: str) -> None:
     with ArcsEmulator(boot_delay=0.05, estop_restart_pressed=model) as emu:
@@ -219,7 +257,8 @@ def test_the_released_estop_recovers_through_the_startup_path_and_says_so(emu: A
     emu.clear_cause()
     with caplog.at_level(logging.WARNING, logger="aubo_bridge.arcs_backend"):
         backend.acknowledge_fault()
-    assert f"{HOST}:{emu.port}: arm not Running after the reset: powering on and releasing brakes" in caplog.text
+    warnings = [r.getMessage() for r in caplog.records if r.name == "aubo_bridge.arcs_backend"]
+    assert warnings == [f"{HOST}:{emu.port}: arm not Running after the reset: powering on and releasing brakes"]
     state = emu.state()
     assert (state["mode"], state["safety"]) == ("Running", "Normal")
     assert count(emu, "restartInterfaceBoard") == 1 and count(emu, "poweron") == 2

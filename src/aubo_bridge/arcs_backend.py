@@ -332,8 +332,9 @@ class ArcsArmBackend:
         if collided or safety in SAFETY_UNLOCKABLE:
             ret = self._call(self._manage.setUnlockProtectiveStop)
             if ret != 0:
+                stop = "collision" if collided else SAFETY_FAULTS[safety]
                 raise BackendError(
-                    f"controller refused to unlock the {SAFETY_FAULTS.get(safety, 'collision')} stop: "
+                    f"controller refused to unlock the {stop} stop: "
                     f"{code_meaning(ret)}; remove its cause (obstacle, safeguard input), then reset again"
                 )
         elif safety in OPERATOR_ACTION:
