@@ -611,3 +611,18 @@ def test_a_lagging_arm_reanchors_when_it_falls_behind_by_more_than_the_tracking_
     assert driver.submit_action(np.zeros(7), SOURCE_POLICY).accepted
     st = driver.status()
     np.testing.assert_allclose(st.goal_pos, st.tcp_pos, atol=1e-9)  # re-anchored on the measured TCP
+
+
+def test_close_reaches_every_device_even_when_one_fails_and_says_which() -> None:
+    driver, arm, gripper, _ = make()
+    closed: list[str] = []
+
+    def arm_close() -> None:
+        raise BackendError("link lost")
+
+    arm.close = arm_close
+    gripper.close = lambda: closed.append("gripper")
+    driver.close()
+    assert closed == ["gripper"]
+    assert driver.status().last_error == "close failed: link lost"
+    assert driver.mode is ArmMode.DISABLED and arm.holds >= 1

@@ -240,3 +240,124 @@ def test_a_reset_the_drive_refuses_keeps_the_fault(driver, belt) -> None:
     assert driver.reset_fault() == (False, "drive refused the reset: acknowledge_fault not confirmed within 2.0 s")
     belt.fault = "fault code 3"
     assert driver.reset_fault() == (False, "fault still present: fault code 3")
+
+
+# ------------------------------------------------------------------ limits and the running flag
+@pytest.mark.parametrize("speed", [0.0, 0.2])
+def test_speeds_on_either_end_of_the_range_are_accepted(speed) -> None:
+    assert driver_module.check_speed(speed, 0.2) == speed
+
+
+@pytest.mark.parametrize("speed", [-1e-9, 0.2 + 1e-9, float("nan"), float("inf")])
+def test_speeds_just_outside_the_range_are_refused(speed) -> None:
+    with pytest.raises(driver_module.ConveyorError, match=r"belt speed .* m/s outside \[0, 0.2\]"):
+        driver_module.check_speed(speed, 0.2)
+
+
+@pytest.mark.parametrize("max_speed", [0.0, -0.1, float("nan"), float("inf")])
+def test_a_max_speed_that_is_not_a_positive_number_is_refused(max_speed) -> None:
+    with pytest.raises(driver_module.ConveyorError, match=r"^max_speed must be positive, got "):
+        ConveyorConfig(speed=0.0, max_speed=max_speed)
+
+
+def _runs(belt: ScriptedBelt) -> int:
+    return sum(c == "run" for c, _ in belt.calls)
+
+
+def _set_speed_sends_nothing(driver: ConveyorDriver, belt: ScriptedBelt) -> None:
+    """A belt that was confirmed stopped must stay stopped when its set speed changes."""
+    runs = _runs(belt)
+    assert driver.set_speed(0.05) == (True, "speed set to 0.050 m/s")
+    assert _runs(belt) == runs and not belt.running
+
+
+def test_after_a_confirmed_stop_a_new_speed_does_not_start_the_belt(driver, belt) -> None:
+    assert driver.start()[0]
+    assert driver.stop()[0]
+    _set_speed_sends_nothing(driver, belt)
+
+
+def test_after_a_refused_start_and_its_stop_a_new_speed_does_not_start_the_belt(driver, belt) -> None:
+    belt.fail["run"] = 1
+    belt.running = True  # the drive took the run after all, then the stop
+    assert not driver.start()[0]
+    _set_speed_sends_nothing(driver, belt)
+
+
+def test_after_an_emergency_stop_and_reset_a_new_speed_does_not_start_the_belt(driver, belt) -> None:
+    assert driver.start()[0]
+    assert driver.emergency_stop()[0]
+    assert driver.reset_fault()[0]
+    _set_speed_sends_nothing(driver, belt)
+
+
+def test_after_a_resent_stop_at_reset_a_new_speed_does_not_start_the_belt(driver, belt) -> None:
+    assert driver.start()[0]
+    belt.fail["halt"] = 1
+    assert not driver.stop()[0]
+    assert driver.reset_fault()[0]  # re-sends the stop, confirmed this time
+    _set_speed_sends_nothing(driver, belt)
+
+
+def test_after_a_drive_fault_stopped_the_belt_a_new_speed_does_not_start_it(driver, belt) -> None:
+    assert driver.start()[0]
+    belt.fault = "fault code 7"
+    driver.read()
+    assert wait_for(lambda: state(driver)[:2] == ("stop", True), 2.0)
+    belt.fault = None
+    assert driver.reset_fault()[0]
+    _set_speed_sends_nothing(driver, belt)
+
+
+def test_a_drive_fault_whose_stop_fails_leaves_the_belt_not_running(driver, belt) -> None:
+    assert driver.start()[0]
+    belt.fail["halt"] = -1
+    belt.fault = "fault code 7"
+    driver.read()
+    assert wait_for(lambda: ("halt", None) in belt.calls, 2.0)
+    belt.fault = None
+    belt.fail["halt"] = 0
+    assert driver.reset_fault()[0]  # the stop goes through now
+    _set_speed_sends_nothing(driver, belt)
+
+
+def test_the_error_logs_say_what_was_not_confirmed(driver, belt, caplog) -> None:
+    belt.fail["emergency_stop"] = 1
+    with caplog.at_level(logging.ERROR, logger="conveyor_driver.driver"):
+        driver.emergency_stop()
+        assert wait_for(lambda: state(driver)[1], 5.0)
+    assert caplog.records[0].getMessage() == (
+        "conveyor: emergency stop not confirmed by the drive: emergency_stop not confirmed within 2.0 s"
+    )
+    caplog.clear()
+    assert driver.reset_fault()[0] and driver.start()[0]
+    belt.fail["halt"] = 1
+    belt.fault = "fault code 9"
+    with caplog.at_level(logging.ERROR, logger="conveyor_driver.driver"):
+        driver.read()
+        assert wait_for(lambda: bool(caplog.records), 2.0)
+    assert caplog.records[0].getMessage() == (
+        "conveyor: stop after a drive fault not confirmed: halt not confirmed within 2.0 s"
+    )
+
+
+def test_background_threads_never_keep_the_process_alive(driver, belt) -> None:
+    belt.fail["emergency_stop"] = -1
+    driver.emergency_stop()
+    assert driver._estop_thread.name == "conveyor-estop-retry" and driver._estop_thread.daemon
+    belt.fail["emergency_stop"] = 0
+    assert wait_for(lambda: not driver._estop_thread.is_alive(), 2.0)
+    assert driver.reset_fault()[0] and driver.start()[0]
+    belt.fail["halt"] = -1  # the fault-halt thread stays in its (failing) stop long enough to be seen
+    seen: list[threading.Thread] = []
+    original = belt.halt
+
+    def slow_halt() -> None:
+        seen.extend(t for t in threading.enumerate() if t.name == "conveyor-fault-halt")
+        original()
+
+    belt.halt = slow_halt
+    belt.fault = "fault code 7"
+    driver.read()
+    assert wait_for(lambda: bool(seen), 2.0)
+    assert seen[0].daemon

@@ -16,8 +16,6 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -83,10 +81,9 @@ def check_speed(speed: float, max_speed: float) -> float:
 
 
 class ConveyorDriver:
-    def __init__(self, config: ConveyorConfig, backend: ConveyorBackend, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, config: ConveyorConfig, backend: ConveyorBackend) -> None:
         self.config = config
         self._backend = backend
-        self._clock = clock
         self._cmd_lock = threading.Lock()  # one command at a time (each waits for the drive)
         self._lock = threading.Lock()  # the state below; never held while waiting for the drive
         self._speed = config.speed
