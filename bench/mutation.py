@@ -35,6 +35,8 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
             "tests/test_arm_driver_safety.py",
             "tests/test_arm_driver_branches.py",
             "tests/test_arm_driver_properties.py",
+            "tests/test_arm_driver_libero.py",
+            "tests/test_action_response.py",
         ],
     ),
     "arcs": ("src/aubo_bridge/arcs_backend.py", ["tests/test_arcs_backend.py", "tests/test_arcs_backend_branches.py"]),
@@ -70,7 +72,7 @@ def _configure(work: Path, source: str, tests: list[str]) -> None:
     tests = [t for t in tests if (work / t).exists()]
     lines = ["", "[mutmut]", "source_paths=src", "only_mutate=", f"    {source}", "pytest_add_cli_args_test_selection="]
     lines += [f"    {t}" for t in tests]
-    lines += ["pytest_add_cli_args=", "    -p", "    no:cacheprovider", "    -q", ""]
+    lines += ["pytest_add_cli_args=", "    -p", "    no:cacheprovider", "    -q", "    -m", "    not slow", ""]
     with (work / "setup.cfg").open("a") as f:
         f.write("\n".join(lines))
 

@@ -5,10 +5,13 @@ policy or teleop sends) and reads the sim's ground truth (workpiece poses and
 velocities, belt speed, target slots) plus the contract's 7-D state. That it
 completes the task proves the contract is sufficient for it.
 
-Control law per step, like the Panda-to-AUBO retargeting of LIBERO-Industry:
+Control law per step, the Panda-to-AUBO retargeting law of LIBERO-Industry:
 action = clip(k * error / scale + feed-forward, -1, 1), with the TCP pointing
-straight down. Tracking a workpiece adds the belt velocity as feed-forward
-so the gripper moves with it while descending.
+straight down; k = 3 under LIBERO's action response (the seed's gain). Tracking
+a workpiece adds the belt velocity as feed-forward so the gripper moves with it
+while descending. Speeds (the cap, the feed-forward) go through the response's
+steady step ratio: under LIBERO's response a held goal offset moves the arm
+only about a quarter of it per step.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from aubo_bridge.config import RESPONSE_GOAL_DELTA, RESPONSE_LIBERO
+from aubo_bridge.osc_response import OscGains, steady_step_ratio
 from libero_workcell.contract import (
     ACTION_POS_SCALE,
     ACTION_ROT_SCALE,
@@ -81,7 +86,8 @@ class Phase(enum.Enum):
 @dataclass
 class ExpertConfig:
     control_hz: float = CONTROL_HZ_DEFAULT
-    gain: float = 0.8  # k in action = k * error / scale
+    action_response: str = RESPONSE_LIBERO  # what the arm does with an action (ArmConfig.action_response)
+    gain: float | None = None  # k in action = k * error / scale; None: 3 (libero, the seed's), 0.8 (goal_delta)
     max_speed: float = 0.45  # m/s, TCP speed when empty-handed
     carry_speed: float = 0.25  # m/s, TCP speed while holding a workpiece
     hover: float = 0.12  # m above the grasp point while approaching
@@ -99,9 +105,18 @@ class ExpertConfig:
     wait_pos: np.ndarray = field(default_factory=lambda: np.array([-0.30, BELT_Y, 0.20]))
 
 
+GAINS = {RESPONSE_LIBERO: 3.0, RESPONSE_GOAL_DELTA: 0.8}
+
+
 class ScriptedExpert:
     def __init__(self, config: ExpertConfig | None = None) -> None:
         self.config = config or ExpertConfig()
+        cfg = self.config
+        self.gain = GAINS[cfg.action_response] if cfg.gain is None else cfg.gain
+        # Metres per step the arm moves per metre of goal offset held (goal_delta: all of it).
+        self._ratio = (
+            steady_step_ratio(OscGains(), 1.0 / cfg.control_hz) if cfg.action_response == RESPONSE_LIBERO else 1.0
+        )
         self.phase = Phase.WAIT
         self.target_name: str | None = None
         self._counter = 0
@@ -204,12 +219,16 @@ class ScriptedExpert:
         cfg = self.config
         goal = self._route(tcp, goal)
         dt = 1.0 / cfg.control_hz
-        step = cfg.gain * (goal - tcp)
-        if np.linalg.norm(step) > speed * dt:
-            step *= speed * dt / np.linalg.norm(step)
-        pos = (step + ff * dt) / ACTION_POS_SCALE
+        step = self.gain * (goal - tcp)
+        cap = speed * dt / self._ratio  # the goal offset that, held, moves the arm at ``speed``
+        if np.linalg.norm(step) > cap:
+            step *= cap / np.linalg.norm(step)
+        pos = (step + ff * dt / self._ratio) / ACTION_POS_SCALE
+        biggest = float(np.max(np.abs(pos)))
+        if biggest > 1.0:  # shortened, never turned: clipping axes one by one bends the path
+            pos /= biggest
         rot_err = Rotation.from_matrix(HOME_TCP_ROTMAT @ R.T).as_rotvec()
-        rot = cfg.gain * rot_err / ACTION_ROT_SCALE
+        rot = self.gain * rot_err / ACTION_ROT_SCALE
         return np.clip(np.concatenate([pos, rot, [grip]]), -1.0, 1.0)
 
     def _grasp_point(self, wp: WorkpieceView) -> np.ndarray:

@@ -16,6 +16,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
+from aubo_bridge.config import ACTION_RESPONSES, RESPONSE_LIBERO
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, ContractError, Params, Qos, Topics
 from libero_workcell.node_main import run_node
@@ -31,11 +32,15 @@ class ExpertNode(Node):
         self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
         self.declare_parameter("max_input_age", 0.25)  # s: older ground truth or state -> no action
         self.declare_parameter("exit_on_done", False)
+        self.declare_parameter("action_response", RESPONSE_LIBERO)  # the arm's (aubo_bridge.action_response)
         refuse_runtime_changes(self)
         hz = float(self.get_parameter(Params.CONTROL_HZ).value)
         self.max_age = float(self.get_parameter("max_input_age").value)
         self.exit_on_done = bool(self.get_parameter("exit_on_done").value)
-        self.expert = ScriptedExpert(ExpertConfig(control_hz=hz))
+        response = str(self.get_parameter("action_response").value)
+        if response not in ACTION_RESPONSES:
+            raise ValueError(f"action_response must be one of {list(ACTION_RESPONSES)}, got {response!r}")
+        self.expert = ScriptedExpert(ExpertConfig(control_hz=hz, action_response=response))
         self._lock = threading.Lock()
         self._scene: tuple[float, SceneView] | None = None
         self._state: tuple[float, np.ndarray] | None = None

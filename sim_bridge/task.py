@@ -93,7 +93,7 @@ COMBINATIONS: Final[tuple[tuple[str, str, str], ...]] = (
 PERMUTATIONS: Final[tuple[tuple[int, int, int], ...]] = tuple(itertools.permutations(range(3)))  # type: ignore[assignment]
 
 DEFAULT_BELT_SPEED: Final = 0.03  # m/s (study speeds: 0.03, 0.05)
-DEFAULT_ARRIVAL_INTERVAL: Final = 9.0  # s between arrivals: one scripted pick-and-place fits
+DEFAULT_ARRIVAL_INTERVAL: Final = 12.0  # s between arrivals: one scripted pick-and-place (~11 s, LIBERO response)
 DEFAULT_FIRST_ARRIVAL: Final = 2.0  # s, t_start
 DEFAULT_T_COMPLETE: Final = 15.0  # s, completion allowance after the last arrival
 DEFAULT_T_BUFFER: Final = 2.0  # s, terminal buffer t_b

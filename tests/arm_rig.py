@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from aubo_bridge.backend import ArmMeasurement, BackendError, GripperMeasurement
+from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver
 from aubo_bridge.kinematics import HOME_Q, fk
 
@@ -95,3 +96,9 @@ def run_control_period(driver: ArmDriver, clock: ManualClock) -> None:
 
 def tcp(arm: IdealArm) -> tuple[np.ndarray, np.ndarray]:
     return fk(arm.q)
+
+
+def goal_delta_config(**overrides) -> ArmConfig:
+    """An ArmConfig with the goal_delta response: the tests that pin its exact geometry (the goal moves by
+    the scaled action and is reached within the period) use it; test_action_response.py holds the default."""
+    return ArmConfig(action_response="goal_delta", **overrides)

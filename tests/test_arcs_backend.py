@@ -67,7 +67,11 @@ class TickedDriver:
     """An ArmDriver on the ARCS backend with its servo loop ticking at servo_hz on a thread (as the node does)."""
 
     def __init__(self, backend: ArcsArmBackend) -> None:
-        self.driver = ArmDriver(ArmConfig(servo_hz=100.0), backend, NullGripper(), active_source=SOURCE_POLICY)
+        # goal_delta: one action moves the TCP by exactly its amount, whatever the thread timing, so the
+        # emulated arm's motion is checkable to the tenth of a millimetre (the libero response is the
+        # driver's own, tested in test_action_response.py; the backend only carries its targets).
+        cfg = ArmConfig(servo_hz=100.0, action_response="goal_delta")
+        self.driver = ArmDriver(cfg, backend, NullGripper(), active_source=SOURCE_POLICY)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()

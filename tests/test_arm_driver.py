@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, run_control_period, tcp
+from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, goal_delta_config, run_control_period, tcp
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ArmConfig, ConfigError
@@ -25,7 +25,7 @@ from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE, SOURCE_
 def rig():
     clock = ManualClock()
     arm, gripper = IdealArm(clock), IdealGripper(clock)
-    cfg = ArmConfig(max_tcp_speed=1.0, max_tcp_rot_speed=12.0)  # scaling tests: limits out of the way
+    cfg = goal_delta_config(max_tcp_speed=1.0, max_tcp_rot_speed=12.0)  # scaling tests: limits out of the way
     driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
     ok, msg = driver.enable()
     assert ok, msg
@@ -109,7 +109,7 @@ def test_bad_actions_rejected_and_arm_holds(rig, bad, match) -> None:
 def test_translation_clipped_to_tcp_speed_limit() -> None:
     clock = ManualClock()
     arm, gripper = IdealArm(clock), IdealGripper(clock)
-    cfg = ArmConfig(max_tcp_speed=0.2)  # 0.01 m per 20 Hz step
+    cfg = goal_delta_config(max_tcp_speed=0.2)  # 0.01 m per 20 Hz step
     driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
     driver.enable()
     p0, _ = fk(arm.q)
@@ -129,7 +129,7 @@ def test_goal_clamped_to_workspace_box() -> None:
     clock = ManualClock()
     arm, gripper = IdealArm(clock), IdealGripper(clock)
     p_home, _ = fk(HOME_Q)
-    cfg = ArmConfig(workspace_max=[0.8, 0.6, p_home[2] + 0.02], max_tcp_speed=1.0)
+    cfg = goal_delta_config(workspace_max=[0.8, 0.6, p_home[2] + 0.02], max_tcp_speed=1.0)
     driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
     driver.enable()
     for _ in range(5):
@@ -142,7 +142,7 @@ def test_goal_clamped_to_workspace_box() -> None:
 def test_unreachable_goal_rejected_by_ik() -> None:
     clock = ManualClock()
     arm, gripper = IdealArm(clock), IdealGripper(clock)
-    cfg = ArmConfig(workspace_min=[-1.5, -1.5, -1.0], workspace_max=[1.5, 1.5, 1.5], max_tcp_speed=1.0)
+    cfg = goal_delta_config(workspace_min=[-1.5, -1.5, -1.0], workspace_max=[1.5, 1.5, 1.5], max_tcp_speed=1.0)
     driver = ArmDriver(cfg, arm, gripper, clock=clock, active_source=SOURCE_POLICY)
     driver.enable()
     rejected = None
@@ -347,7 +347,7 @@ def test_resuming_after_a_hold_keeps_every_commanded_millimetre() -> None:
     """A stalled stream, then more actions: the arm ends where the accepted actions add up to."""
     clock = ManualClock()
     arm, gripper = LaggingArm(clock), IdealGripper(clock)
-    driver = ArmDriver(ArmConfig(), arm, gripper, clock=clock, active_source=SOURCE_POLICY)
+    driver = ArmDriver(goal_delta_config(), arm, gripper, clock=clock, active_source=SOURCE_POLICY)
     driver.enable()
     p0, _ = fk(arm.q)
     for burst in range(3):

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 import pytest
-from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, run_control_period
+from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, goal_delta_config, run_control_period
 from scipy.spatial.transform import Rotation
 
 import aubo_bridge.driver as driver_module
@@ -31,7 +31,7 @@ P_HOME, R_HOME = fk(HOME_Q)
 def make(config: ArmConfig | None = None, arm_cls: type = IdealArm, q0: np.ndarray = HOME_Q, enable: bool = True):
     clock = ManualClock()
     arm, gripper = arm_cls(clock, q0), IdealGripper(clock)
-    driver = ArmDriver(config or ArmConfig(), arm, gripper, clock=clock, active_source=SOURCE_POLICY)
+    driver = ArmDriver(config or goal_delta_config(), arm, gripper, clock=clock, active_source=SOURCE_POLICY)
     if enable:
         ok, msg = driver.enable()
         assert ok, msg
@@ -73,7 +73,7 @@ def test_enable_refuses_when_the_fault_shows_at_once() -> None:
 
 
 def test_outside_box_messages_name_the_axis_the_side_and_the_limit() -> None:
-    cfg = ArmConfig(workspace_min=[0.40, -0.55, 0.015], workspace_max=[0.75, 0.60, 0.25])
+    cfg = goal_delta_config(workspace_min=[0.40, -0.55, 0.015], workspace_max=[0.75, 0.60, 0.25])
     driver, _, _, _ = make(cfg, enable=False)
     ok, msg = driver.enable()
     assert ok
@@ -91,12 +91,12 @@ def test_outside_box_messages_name_the_axis_the_side_and_the_limit() -> None:
 
 def test_a_tcp_on_the_box_face_is_inside() -> None:
     """Exactly on the face: pushing out is clipped to nothing (accepted), not refused as 'outside'."""
-    cfg = ArmConfig(workspace_min=[-0.35, -0.55, P_HOME[2]], workspace_max=[0.75, 0.60, 0.65])
+    cfg = goal_delta_config(workspace_min=[-0.35, -0.55, P_HOME[2]], workspace_max=[0.75, 0.60, 0.65])
     driver, _, _, _ = make(cfg, enable=False)
     assert driver.enable() == (True, "enabled")  # on the face is not outside
     res = driver.submit_action(np.array([0, 0, -0.3, 0, 0, 0, 0]), SOURCE_POLICY)
     assert res.accepted and res.applied[2] == 0.0
-    cfg = ArmConfig(workspace_max=[P_HOME[0], 0.60, 0.65])
+    cfg = goal_delta_config(workspace_max=[P_HOME[0], 0.60, 0.65])
     driver, _, _, _ = make(cfg, enable=False)
     assert driver.enable() == (True, "enabled")
     res = driver.submit_action(np.array([0.3, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
@@ -184,7 +184,7 @@ def test_after_a_resync_actions_drive_normally() -> None:
 # ----------------------------------------------------------------- the configuration reaches every computation
 def test_a_custom_tool_offset_is_used_everywhere() -> None:
     offset = np.array([0.0, 0.0, 0.25])
-    cfg = ArmConfig(tool_offset=offset)
+    cfg = goal_delta_config(tool_offset=offset)
     driver, arm, _, clock = make(cfg, enable=False)
     p0 = fk(HOME_Q, offset)[0]
     np.testing.assert_allclose(driver.status().goal_pos, p0, atol=1e-12)
@@ -209,7 +209,7 @@ def test_a_long_tool_on_a_lagging_arm_keeps_every_commanded_millimetre() -> None
     """The tracking-error guard must measure the configured TCP: with the default offset it would
     see a 13 cm 'lag' on a 30 cm tool and re-anchor (dropping motion) on every action."""
     offset = np.array([0.0, 0.0, 0.30])
-    driver, arm, _, clock = make(ArmConfig(tool_offset=offset), arm_cls=LaggingArm)
+    driver, arm, _, clock = make(goal_delta_config(tool_offset=offset), arm_cls=LaggingArm)
     p0 = fk(arm.q, offset)[0]
     for _ in range(6):
         assert driver.submit_action(np.array([0.0, 0.3, 0.0, 0, 0, 0, 0]), SOURCE_POLICY).accepted
@@ -219,7 +219,7 @@ def test_a_long_tool_on_a_lagging_arm_keeps_every_commanded_millimetre() -> None
 
 
 def test_the_rotation_step_is_clipped_and_applied_says_so() -> None:
-    cfg = ArmConfig(max_tcp_rot_speed=1.0)  # 0.05 rad per 20 Hz step
+    cfg = goal_delta_config(max_tcp_rot_speed=1.0)  # 0.05 rad per 20 Hz step
     driver, arm, _, clock = make(cfg)
     res = driver.submit_action(np.array([0, 0, 0, 0, 0, 0.4, 0]), SOURCE_POLICY)  # asks 0.2 rad
     assert res.accepted
@@ -231,14 +231,14 @@ def test_the_rotation_step_is_clipped_and_applied_says_so() -> None:
 
 
 def test_applied_rotation_is_in_action_units() -> None:
-    driver, _, _, _ = make(ArmConfig(max_tcp_rot_speed=12.0))
+    driver, _, _, _ = make(goal_delta_config(max_tcp_rot_speed=12.0))
     res = driver.submit_action(np.array([0, 0, 0, 0.1, -0.05, 0.08, 0]), SOURCE_POLICY)
     np.testing.assert_allclose(res.applied[3:6], [0.1, -0.05, 0.08], atol=1e-9)
 
 
 def test_the_stream_turns_at_exactly_the_rotation_limit_when_it_binds() -> None:
     """Bunched spins ask for more than max_tcp_rot_speed in a tick: the stream turns at the limit, not slower."""
-    cfg = ArmConfig(max_tcp_rot_speed=0.5)  # 5 mrad per servo tick
+    cfg = goal_delta_config(max_tcp_rot_speed=0.5)  # 5 mrad per servo tick
     driver, arm, _, clock = make(cfg)
     for _ in range(2):
         assert driver.submit_action(np.array([0, 0, 0, 0.04, 0.0, 0.0, 0]), SOURCE_POLICY).accepted
@@ -250,7 +250,7 @@ def test_the_stream_turns_at_exactly_the_rotation_limit_when_it_binds() -> None:
 
 def test_a_joint_a_little_over_the_clamp_is_clamped() -> None:
     """One spin asking 1.5x the wrist's per-tick clamp (the bunched test asks far more)."""
-    cfg = ArmConfig(max_tcp_rot_speed=12.0)
+    cfg = goal_delta_config(max_tcp_rot_speed=12.0)
     driver, arm, _, clock = make(cfg)
     clamp = cfg.max_joint_speed * cfg.servo_period
     drz = 1.5 * clamp[5] / (0.4 * ACTION_ROT_SCALE)  # the first tick after an action runs 0.4 of the step
@@ -262,14 +262,14 @@ def test_a_joint_a_little_over_the_clamp_is_clamped() -> None:
 
 
 def test_a_joint_speed_rejection_names_the_fastest_joint() -> None:
-    cfg = ArmConfig(joint_speed_fraction=0.05, home_joint_speed=0.1, max_tcp_rot_speed=12.0)
+    cfg = goal_delta_config(joint_speed_fraction=0.05, home_joint_speed=0.1, max_tcp_rot_speed=12.0)
     driver, _, _, _ = make(cfg)
     res = driver.submit_action(np.array([0, 0, 0, 0, 0, 0.2, 0]), SOURCE_POLICY)  # a spin: all wrist 3
     assert not res.accepted and res.reason.startswith("joint 6 would move at ")
 
 
 def test_a_joint_step_faster_than_the_limit_is_rejected_by_name() -> None:
-    cfg = ArmConfig(joint_speed_fraction=0.05, home_joint_speed=0.1)  # 0.19 rad/s on the big joints
+    cfg = goal_delta_config(joint_speed_fraction=0.05, home_joint_speed=0.1)  # 0.19 rad/s on the big joints
     driver, arm, _, clock = make(cfg)
     q0 = arm.q.copy()
     res = driver.submit_action(np.array([0.0, 0.5, 0.0, 0, 0, 0, 0]), SOURCE_POLICY)
@@ -328,7 +328,7 @@ def test_a_singular_pose_on_the_way_falls_back_to_joint_interpolation(monkeypatc
 def test_the_limiter_last_resort_halves_without_stalling(monkeypatch) -> None:
     """With no scaling passes at all, halving alone must keep every limit and still make progress."""
     monkeypatch.setattr(driver_module, "LIMITER_PASSES", 0)
-    cfg = ArmConfig(max_tcp_speed=0.1)
+    cfg = goal_delta_config(max_tcp_speed=0.1)
     driver, arm, _, clock = make(cfg)
     cap = cfg.max_tcp_speed * cfg.servo_period
     assert driver.submit_action(np.array([0.2, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY).accepted  # 5 mm, capped to 1/tick
@@ -344,7 +344,7 @@ def test_the_limiter_last_resort_halves_without_stalling(monkeypatch) -> None:
 
 def test_the_joint_clamp_binds_on_its_own() -> None:
     """A spin about the tool axis is all wrist 3: the TCP rotation limit is far, the joint clamp binds."""
-    cfg = ArmConfig(max_tcp_rot_speed=12.0)
+    cfg = goal_delta_config(max_tcp_rot_speed=12.0)
     driver, arm, _, clock = make(cfg)
     clamp = cfg.max_joint_speed * cfg.servo_period
     for _ in range(3):  # bunched: asks far more than the clamp in one tick
@@ -357,7 +357,7 @@ def test_the_joint_clamp_binds_on_its_own() -> None:
 
 
 def test_homing_moves_the_furthest_joint_at_home_joint_speed() -> None:
-    cfg = ArmConfig(home_joint_speed=0.3, max_tcp_speed=2.0, max_tcp_rot_speed=12.0, max_tracking_error=0.2)
+    cfg = goal_delta_config(home_joint_speed=0.3, max_tcp_speed=2.0, max_tcp_rot_speed=12.0, max_tracking_error=0.2)
     q_far = HOME_Q + np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.5])  # wrist 3 only: the TCP limits are far
     driver, arm, _, clock = make(cfg, q0=q_far)
     assert driver.home()[0]
@@ -374,7 +374,7 @@ def test_homing_moves_the_furthest_joint_at_home_joint_speed() -> None:
 
 # ----------------------------------------------------------------- exact boundaries
 def test_the_watchdog_holds_at_exactly_its_timeout() -> None:
-    cfg = ArmConfig(control_hz=10.0, servo_hz=100.0, watchdog_timeout=0.125, max_tracking_error=0.1)
+    cfg = goal_delta_config(control_hz=10.0, servo_hz=100.0, watchdog_timeout=0.125, max_tracking_error=0.1)
     driver, _, _, clock = make(cfg)
     clock.t = 100.0
     assert driver.submit_action(np.array([0.1, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY).accepted
@@ -388,7 +388,7 @@ def test_the_watchdog_holds_at_exactly_its_timeout() -> None:
 
 
 def test_a_following_error_at_exactly_the_limit_is_not_a_fault() -> None:
-    cfg = ArmConfig(max_following_error=0.25)
+    cfg = goal_delta_config(max_following_error=0.25)
     q0 = np.array([0.5, 0.375, 1.75, -0.125, 1.5, 2.0])  # binary-exact joints
     driver, arm, _, _clock = make(cfg, q0=q0)
     arm.q = q0 + np.array([0.0, 0.25, 0, 0, 0, 0])  # lag exactly 0.25 rad
@@ -601,7 +601,7 @@ def test_a_later_stop_between_computing_and_sending_also_wins(earlier_holds: int
 
 
 def test_a_lagging_arm_reanchors_when_it_falls_behind_by_more_than_the_tracking_error() -> None:
-    cfg = ArmConfig(max_tcp_speed=0.3, max_tracking_error=0.02)
+    cfg = goal_delta_config(max_tcp_speed=0.3, max_tracking_error=0.02)
     driver, arm, _, clock = make(cfg, arm_cls=LaggingArm)
     for _ in range(6):
         assert driver.submit_action(np.array([0.3, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY).accepted

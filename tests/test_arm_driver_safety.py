@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, run_control_period
+from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, goal_delta_config, run_control_period
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.backend import BackendError
@@ -29,7 +29,7 @@ P_HOME, _ = fk(HOME_Q)
 def make(config: ArmConfig | None = None, arm_cls: type = IdealArm, q0: np.ndarray = HOME_Q):
     clock = ManualClock()
     arm, gripper = arm_cls(clock, q0), IdealGripper(clock)
-    driver = ArmDriver(config or ArmConfig(), arm, gripper, clock=clock, active_source=SOURCE_POLICY)
+    driver = ArmDriver(config or goal_delta_config(), arm, gripper, clock=clock, active_source=SOURCE_POLICY)
     return driver, arm, gripper, clock
 
 
@@ -45,7 +45,7 @@ def tick_and_record(driver: ArmDriver, arm: IdealArm, clock: ManualClock, n: int
 
 def box_above_home(margin: float) -> ArmConfig:
     """A workspace box whose top is ``margin`` below the home TCP: the arm starts outside it."""
-    return ArmConfig(workspace_max=[0.75, 0.60, P_HOME[2] - margin])
+    return goal_delta_config(workspace_max=[0.75, 0.60, P_HOME[2] - margin])
 
 
 # ------------------------------------------------------------- 1. workspace box and speed
@@ -100,7 +100,7 @@ def test_outside_the_box_moving_further_out_is_refused_with_a_reason() -> None:
 
 def test_applied_reports_the_box_clamp_inside_the_box() -> None:
     """Inside the box a push against a wall is clipped, and applied says how much really happened."""
-    cfg = ArmConfig(workspace_max=[0.75, 0.60, P_HOME[2] + 0.01])
+    cfg = goal_delta_config(workspace_max=[0.75, 0.60, P_HOME[2] + 0.01])
     driver, arm, _, clock = make(cfg)
     assert driver.enable()[0]
     res = driver.submit_action(np.array([0, 0, 0.6, 0, 0, 0, 0]), SOURCE_POLICY)
@@ -112,7 +112,7 @@ def test_applied_reports_the_box_clamp_inside_the_box() -> None:
 
 def test_bunched_actions_never_exceed_the_tcp_speed_in_the_stream() -> None:
     """Three full actions in one servo period: the stream still moves the TCP at most max_tcp_speed."""
-    cfg = ArmConfig()
+    cfg = goal_delta_config()
     driver, arm, _, clock = make(cfg)
     assert driver.enable()[0]
     max_step = cfg.max_tcp_speed * cfg.servo_period
@@ -131,7 +131,7 @@ def test_bunched_actions_never_exceed_the_tcp_speed_in_the_stream() -> None:
 # ------------------------------------------------------------- 2. homing and config ranges
 def test_homing_obeys_the_same_per_tick_limits() -> None:
     """Homing is limited like every other motion: joint clamp and TCP speed per servo tick."""
-    cfg = ArmConfig(max_tcp_speed=0.05, home_joint_speed=0.6)
+    cfg = goal_delta_config(max_tcp_speed=0.05, home_joint_speed=0.6)
     q_far = HOME_Q + np.array([0.3, -0.2, 0.2, 0.1, 0.0, 0.4])
     driver, arm, _, clock = make(cfg, q0=q_far)
     assert driver.enable()[0]
@@ -176,9 +176,9 @@ def test_every_limit_is_validated_with_its_range(field: str, value: object, allo
 
 def test_config_range_errors_name_the_allowed_interval() -> None:
     with pytest.raises(ConfigError, match=r"max_following_error must be in \(0, 1(\.0)?\] rad, got -1"):
-        ArmConfig(max_following_error=-1)
+        goal_delta_config(max_following_error=-1)
     with pytest.raises(ConfigError, match=r"home_joint_speed .*2\.3"):  # the joint clamp's slowest joint, rad/s
-        ArmConfig(home_joint_speed=3.0)
+        goal_delta_config(home_joint_speed=3.0)
 
 
 # ------------------------------------------------------------- 3. reset on a fresh measurement only

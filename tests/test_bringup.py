@@ -58,12 +58,12 @@ def test_default_nodes_and_parameters():
     assert specs["sim_world"].module == "sim_bridge.world_node"
     assert specs["sim_world"].parameters == {
         "use_sim": True, "sim_link": "workcell", "real_time_factor": 1.0, "camera_hz": 20.0, "render": True,
-        "seed": 0, "belt_speed": 0.03, "arrival_interval": 9.0, "first_arrival": 2.0, "combination": -1,
+        "seed": 0, "belt_speed": 0.03, "arrival_interval": 12.0, "first_arrival": 2.0, "combination": -1,
         "slot_permutation": [-1],
     }
     assert specs["aubo_bridge"].parameters == {
         "use_sim": True, "sim_link": "workcell", "control_hz": 20.0, "servo_hz": 100.0,
-        "watchdog_timeout": 0.075, "auto_enable": True, "active_source": "expert",
+        "watchdog_timeout": 0.075, "action_response": "libero", "auto_enable": True, "active_source": "expert",
     }
     assert specs["conveyor_driver"].parameters == {
         "use_sim": True, "sim_link": "workcell", "belt_speed": 0.03, "autostart": True,
@@ -561,3 +561,12 @@ def test_bringup_only_starts_the_named_nodes(capsys):
     out = capsys.readouterr().out
     assert "node conveyor_driver" in out and "node wrist_camera" in out and "node aubo_bridge" not in out
     assert cli.main(["bringup", "--dry-run", "--only", "nope"]) == 2
+
+
+def test_the_action_response_argument_reaches_the_arm_bridge_and_the_expert_together():
+    specs = {s.name: s for s in Graph.load().resolve({"expert": "true", "action_response": "goal_delta"})}
+    assert specs["aubo_bridge"].parameters["action_response"] == "goal_delta"
+    assert specs["scripted_expert"].parameters["action_response"] == "goal_delta"
+    default = {s.name: s for s in Graph.load().resolve({"expert": "true"})}
+    assert default["aubo_bridge"].parameters["action_response"] == "libero"
+    assert default["scripted_expert"].parameters["action_response"] == "libero"

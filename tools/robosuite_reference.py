@@ -137,6 +137,18 @@ def build_sequences() -> list[dict]:
         f"action [0.2, -0.1, 0.15, 0.05, -0.05, 0.1, -1] for 20 steps, then {ROT_COAST} zero steps",
         [combo] * 20 + [ZERO] * ROT_COAST,
     )
+    # Its two halves alone: robosuite's response to the combined action is (nearly) their sum, and its
+    # rotation half alone shows how far the Panda translates under a rotation (its dynamic coupling).
+    add(
+        "combined_translation_part",
+        f"action [0.2, -0.1, 0.15, 0, 0, 0, -1] for 20 steps, then {ROT_COAST} zero steps",
+        [act(0.2, -0.1, 0.15)] * 20 + [ZERO] * ROT_COAST,
+    )
+    add(
+        "combined_rotation_part",
+        f"action [0, 0, 0, 0.05, -0.05, 0.1, -1] for 20 steps, then {ROT_COAST} zero steps",
+        [act(0, 0, 0, 0.05, -0.05, 0.1)] * 20 + [ZERO] * ROT_COAST,
+    )
     add(
         "gripper_close_open",
         "arm still; gripper +1 (close) for 15 steps, then -1 (open) for 15 steps",

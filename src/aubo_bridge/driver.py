@@ -6,16 +6,23 @@ All safety lives here, identical in sim and on hardware:
   arm is enabled and fault-free, and only if it passes the contract
   (shape, finite, within [-1, 1]); anything else is rejected with a reason
   and the arm holds;
-* the TCP goal moves by the scaled action, clipped to the TCP speed limits
-  and the workspace box, and is turned into joints by IK seeded on the
-  current servo target; an unreachable goal or a joint step faster than the
-  joint speed limit is rejected. The box never pulls the goal: from a pose
-  outside it (an arm parked anywhere), a zero action holds, actions toward
-  the box are accepted and actions further out are refused;
-* between actions, a servo loop streams joint targets interpolated over one
-  control period at the arm's servo rate. Every target, homing included,
-  passes one per-tick limiter (joint-velocity clamp, TCP translation and
-  rotation speed), whatever bunching of actions or re-anchoring came before;
+* what an action means is ``config.action_response``. ``libero`` (the default):
+  robosuite OSC_POSE's response (:mod:`aubo_bridge.osc_response`): the goal is
+  the reference pose + the scaled delta, and a second-order reference tracks it
+  at the servo rate, so the arm covers about a quarter of the offset per step
+  and coasts a little after the last action, as in LIBERO. ``goal_delta``: the
+  goal moves by the scaled delta (clipped to the TCP speed limits) and is
+  reached, on a straight line, within the control period;
+* the goal is kept in the workspace box and must be reachable (IK seeded on
+  the current servo target), else the action is rejected; in ``goal_delta``
+  a joint step faster than the joint speed limit is rejected too. The box never
+  pulls the goal: from a pose outside it (an arm parked anywhere), a zero
+  action holds, actions toward the box are accepted and actions further out
+  are refused; the reference never leaves the box either;
+* a servo loop streams joint targets at the arm's servo rate. Every target,
+  homing included, passes one per-tick limiter (joint-velocity clamp, TCP
+  translation and rotation speed), whatever bunching of actions or
+  re-anchoring came before;
 * a watchdog holds the arm when no action arrived for ``watchdog_timeout``;
 * any backend fault latches FAULT: the arm refuses motion until an operator
   calls :meth:`reset_fault`, which succeeds only on a fresh measurement that
@@ -39,8 +46,9 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.backend import ArmBackend, ArmMeasurement, BackendError, GripperBackend, GripperMeasurement
-from aubo_bridge.config import ArmConfig
+from aubo_bridge.config import RESPONSE_LIBERO, ArmConfig
 from aubo_bridge.kinematics import fk, ik, rotation_error
+from aubo_bridge.osc_response import Goal, OscResponse, RefState, next_goal
 from libero_workcell.arbiter import SourceArbiter
 from libero_workcell.contract import (
     ACTION_POS_SCALE,
@@ -157,7 +165,10 @@ class ArmDriver:
         self._meas: ArmMeasurement = arm.read()
         self._grip_meas: GripperMeasurement = gripper.read()
         self._target = self._meas.q.copy()  # last servo target sent (or to send)
+        self._libero = config.action_response == RESPONSE_LIBERO
+        self._response = OscResponse(config.osc_gains, config.servo_period)
         self._goal_pos, self._goal_R = fk(self._target, config.tool_offset)
+        self._ref = RefState.at_rest(self._goal_pos, self._goal_R)  # libero response: the streamed reference
         self._seg = self._still_segment()
         self._last_action_t: float | None = None
         self._gripper_coord_cmd: float | None = None
@@ -356,12 +367,35 @@ class ArmDriver:
                 self._hold_here(keep_target=True)
                 self._mode = ArmMode.ENABLED
                 self._last_action_t = None
+        elif self._mode is ArmMode.ENABLED and self._libero:
+            self._target = self._limit_step(self._reference_point())
         elif self._mode is ArmMode.ENABLED:
             # A servo target is where the arm should be when the next one is due
             # (AUBO servoJoint's t = the call interval): interpolate to now + one servo period.
             frac = min(1.0, (now + self.config.servo_period - self._seg.t0) / self.config.control_period)
             self._target = self._limit_step(self._segment_point(frac))
         return self._target.copy()
+
+    def _reference_point(self) -> np.ndarray:
+        """Advance the libero reference one servo period toward the goal; its joints.
+
+        The reference is where the arm should be when the next target is due. It never moves
+        faster than the TCP speed limits and never leaves the workspace box (nor moves further
+        out of it): stopped on a face, that axis's velocity is zeroed. Where IK fails (a
+        singular pose on the way), the reference stops where it was and the arm holds.
+        """
+        cfg = self.config
+        ref = self._response.step(self._ref, Goal(self._goal_pos, self._goal_R))
+        vel, omega = _clip_norm(ref.vel, cfg.max_tcp_speed), _clip_norm(ref.omega, cfg.max_tcp_rot_speed)
+        pos, _ = box_step(self._ref.pos, ref.pos - self._ref.pos, cfg.workspace_min, cfg.workspace_max)
+        vel = np.where(pos != ref.pos, 0.0, vel)
+        sol = ik(pos, ref.R, self._target, cfg.tool_offset, IK_MAX_ITERATIONS, cfg.ik_pos_tol, cfg.ik_rot_tol)
+        if not sol.converged:
+            self.counters["ik_fallbacks"] += 1
+            self._ref = RefState.at_rest(self._ref.pos, self._ref.R)
+            return self._target.copy()
+        self._ref = RefState(pos, vel, ref.R, omega)
+        return sol.q
 
     def _segment_point(self, frac: float) -> np.ndarray:
         """Joints ``frac`` of the way along the current segment, on the straight Cartesian line.
@@ -424,25 +458,29 @@ class ArmDriver:
         elif self._mode is ArmMode.HOLDING:
             self._hold_here(keep_target=True)  # resume from where the arm was told to hold
         dpos, drot, grip = action_to_delta(a)
-        max_d = cfg.max_tcp_speed * cfg.control_period
-        if np.linalg.norm(dpos) > max_d:
-            dpos = dpos * (max_d / np.linalg.norm(dpos))
-        max_r = cfg.max_tcp_rot_speed * cfg.control_period
-        if np.linalg.norm(drot) > max_r:
-            drot = drot * (max_r / np.linalg.norm(drot))
-        new_pos, outward = box_step(self._goal_pos, dpos, cfg.workspace_min, cfg.workspace_max)
+        if self._libero:  # relative to the reference pose; its speed is limited as it is streamed
+            base_pos, base_R = self._ref.pos, self._ref.R
+        else:  # relative to the previous goal, which is reached within the period: clip it to the speed limits
+            base_pos, base_R = self._goal_pos, self._goal_R
+            dpos = _clip_norm(dpos, cfg.max_tcp_speed * cfg.control_period)
+            drot = _clip_norm(drot, cfg.max_tcp_rot_speed * cfg.control_period)
+        new_pos, outward = box_step(base_pos, dpos, cfg.workspace_min, cfg.workspace_max)
         if np.any(outward):
             axes = ", ".join("xyz"[i] for i in np.flatnonzero(outward))
             return self._reject(
                 "workspace",
-                f"TCP goal {self._outside_box_text(self._goal_pos)}; this action moves it further out "
+                f"TCP goal {self._outside_box_text(base_pos)}; this action moves it further out "
                 f"along {axes}: only actions toward the box are accepted",
             )
-        new_R = Rotation.from_rotvec(drot).as_matrix() @ self._goal_R
+        if self._libero:
+            new_R = next_goal(self._ref, Goal(self._goal_pos, self._goal_R), dpos, drot).R
+        else:
+            new_R = Rotation.from_rotvec(drot).as_matrix() @ base_R
+        seed = self._target if self._libero else self._seg.q1
         sol = ik(
             new_pos,
             new_R,
-            self._seg.q1,
+            seed,
             cfg.tool_offset,
             pos_tol=cfg.ik_pos_tol,
             rot_tol=cfg.ik_rot_tol,
@@ -454,26 +492,23 @@ class ArmDriver:
                 f"goal {np.round(new_pos, 4).tolist()} unreachable (IK error "
                 f"{sol.pos_error * 1e3:.2f} mm, {np.degrees(sol.rot_error):.2f} deg)",
             )
-        # The step this action asks for, from the previous goal's joints; how fast the
-        # servo stream then really moves is bounded separately, per tick, in _tick.
+        # goal_delta: the step this action asks for, from the previous goal's joints; how fast
+        # the servo stream then really moves is bounded separately, per tick, in _tick.
         joint_speed = np.abs(sol.q - self._seg.q1) / cfg.control_period
-        if np.any(joint_speed > cfg.max_joint_speed):
+        if not self._libero and np.any(joint_speed > cfg.max_joint_speed):
             j = int(np.argmax(joint_speed / cfg.max_joint_speed))
             return self._reject(
                 "joint_speed",
                 f"joint {j + 1} would move at {joint_speed[j]:.2f} rad/s "
                 f"(limit {cfg.max_joint_speed[j]:.2f}): step too large or near a singularity",
             )
-        applied = np.concatenate(
-            [
-                (new_pos - self._goal_pos) / ACTION_POS_SCALE,
-                Rotation.from_matrix(new_R @ self._goal_R.T).as_rotvec() / ACTION_ROT_SCALE,
-                [grip],
-            ]
-        )
+        # libero: a zero rotation keeps the orientation goal (robosuite's rule), so it applied none.
+        rot_applied = Rotation.from_matrix(new_R @ base_R.T).as_rotvec() if np.any(drot) or not self._libero else drot
+        applied = np.concatenate([(new_pos - base_pos) / ACTION_POS_SCALE, rot_applied / ACTION_ROT_SCALE, [grip]])
         self._goal_pos, self._goal_R = new_pos, new_R
-        p0, R0 = fk(self._target, cfg.tool_offset)
-        self._seg = _Segment(self._target.copy(), sol.q, p0, new_pos, R0, rotation_error(new_R, R0), now)
+        if not self._libero:
+            p0, R0 = fk(self._target, cfg.tool_offset)
+            self._seg = _Segment(self._target.copy(), sol.q, p0, new_pos, R0, rotation_error(new_R, R0), now)
         self._last_action_t = now
         if self._mode is ArmMode.HOLDING:
             self._mode = ArmMode.ENABLED
@@ -559,6 +594,7 @@ class ArmDriver:
         if not keep_target:
             self._target = self._meas.q.copy()
         self._goal_pos, self._goal_R = fk(self._target, self.config.tool_offset)
+        self._ref = RefState.at_rest(self._goal_pos, self._goal_R)
         self._seg = self._still_segment()
 
     def _still_segment(self) -> _Segment:
@@ -567,8 +603,9 @@ class ArmDriver:
         return _Segment(self._target.copy(), self._target.copy(), p, p, R, np.zeros(3), self._clock())
 
     def _tracking_error(self) -> float:
+        """How far the measured TCP is from where it was told to be (libero: the reference; else the goal)."""
         pos, _ = fk(self._meas.q, self.config.tool_offset)
-        return float(np.linalg.norm(pos - self._goal_pos))
+        return float(np.linalg.norm(pos - (self._ref.pos if self._libero else self._goal_pos)))
 
     def _outside_box_text(self, pos: np.ndarray) -> str:
         """'' inside the workspace box, else which axes are out and by how much."""
@@ -590,6 +627,12 @@ class ArmDriver:
             if self._mode in (ArmMode.ENABLED, ArmMode.HOLDING):
                 self._hold_here()
                 self._mode = ArmMode.HOLDING
+
+
+def _clip_norm(v: np.ndarray, limit: float) -> np.ndarray:
+    """``v`` shortened (never turned) to at most ``limit`` long."""
+    n = float(np.linalg.norm(v))
+    return v * (limit / n) if n > limit else v
 
 
 def _text(exc: BaseException) -> str:

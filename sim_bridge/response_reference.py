@@ -1,0 +1,151 @@
+"""The arm's action response held against robosuite's measured one (LIBERO's simulator).
+
+``tests/data/robosuite_osc_response.json`` (made by ``tools/robosuite_reference.py``) holds,
+for a battery of 7-D action sequences, the TCP trajectory robosuite 1.4.0's Panda followed
+under ``OSC_POSE`` at 20 Hz. This module replays the same sequences through any driver rig,
+and compares the trajectories relative to their start: the RMS distance over the sequence,
+as a fraction of the reference's travel (path length), in position and in rotation.
+
+Only the components a sequence commands are compared: under a pure rotation robosuite's
+Panda also translates (up to 55 mm: the OSC decouples position and orientation only through
+the Panda's own inertia, and resets the position goal to wherever the arm drifted), which
+is that arm's dynamics, not the action's meaning. Those drifts are reported, not compared.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from aubo_bridge.config import ArmConfig
+from libero_workcell.contract import SOURCE_POLICY
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "robosuite_osc_response.json"
+
+
+@dataclass(frozen=True)
+class ReferenceSequence:
+    name: str
+    description: str
+    actions: np.ndarray  # (n, 7), warm-up included
+    warmup: int
+    pos: np.ndarray  # (n + 1, 3) TCP position after each action (row 0: before the first)
+    R: np.ndarray  # (n + 1, 3, 3) TCP rotation (of a body fixed to the TCP: relative rotations are the TCP's)
+
+    @property
+    def commands_translation(self) -> bool:
+        return bool(np.any(self.actions[:, :3] != 0))
+
+    @property
+    def commands_rotation(self) -> bool:
+        return bool(np.any(self.actions[:, 3:6] != 0))
+
+
+def load_reference(path: Path = DATA) -> list[ReferenceSequence]:
+    data = json.loads(path.read_text())
+    out = []
+    for s in data["sequences"]:
+        quats = np.asarray(s["states"]["eef_quat_xyzw"], float)
+        out.append(
+            ReferenceSequence(
+                name=s["name"],
+                description=s["description"],
+                actions=np.asarray(s["actions"], float),
+                warmup=int(s["warmup_steps"]),
+                pos=np.asarray(s["states"]["eef_pos"], float),
+                R=Rotation.from_quat(quats).as_matrix(),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class ResponseError:
+    name: str
+    pos_rms: float  # m
+    pos_travel: float  # m, the reference's path length after the warm-up
+    rot_rms: float  # rad
+    rot_travel: float  # rad
+    compares_pos: bool
+    compares_rot: bool
+
+    @property
+    def pos_ratio(self) -> float:
+        return self.pos_rms / self.pos_travel if self.pos_travel > 0 else 0.0
+
+    @property
+    def rot_ratio(self) -> float:
+        return self.rot_rms / self.rot_travel if self.rot_travel > 0 else 0.0
+
+
+def _relative(pos: np.ndarray, R: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and rotations (world frame) relative to the pose at ``start``, from ``start`` on."""
+    return pos[start:] - pos[start], np.einsum("nij,kj->nik", R[start:], R[start])
+
+
+def compare(seq: ReferenceSequence, pos: np.ndarray, R: np.ndarray) -> ResponseError:
+    """Our trajectory (same indexing as the reference: row i after i actions) against the reference."""
+    w = seq.warmup
+    rp, rR = _relative(seq.pos, seq.R, w)
+    p, Rm = _relative(np.asarray(pos, float), np.asarray(R, float), w)
+    pos_rms = float(np.sqrt(np.mean(np.sum((p - rp) ** 2, axis=1))))
+    rot_err = Rotation.from_matrix(np.einsum("nij,nkj->nik", Rm, rR)).magnitude()
+    rot_rms = float(np.sqrt(np.mean(rot_err**2)))
+    pos_travel = float(np.sum(np.linalg.norm(np.diff(rp, axis=0), axis=1)))
+    steps = Rotation.from_matrix(np.einsum("nij,nkj->nik", rR[1:], rR[:-1])).magnitude()
+    return ResponseError(
+        seq.name, pos_rms, pos_travel, rot_rms, float(np.sum(steps)), seq.commands_translation, seq.commands_rotation
+    )
+
+
+def replay(
+    seq: ReferenceSequence, submit: Callable[[np.ndarray], None], observe: Callable[[], tuple[np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run a sequence through a rig: ``submit(action)`` applies one action and lets one control period
+    pass; ``observe()`` gives the TCP (position, rotation matrix). Returns trajectories indexed like the
+    reference's."""
+    poses = [observe()]
+    for a in seq.actions:
+        submit(a)
+        poses.append(observe())
+    return np.array([p for p, _ in poses]), np.array([r for _, r in poses])
+
+
+def sim_trajectory(seq: ReferenceSequence, arm_config: ArmConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``seq`` on the simulated workcell in one process, in sim time: MuJoCo's AUBO with its position
+    servos, the arm driver and its sim backends (sim_bridge.episode), the measured TCP after each action."""
+    from sim_bridge.episode import make_sim_rig  # MuJoCo: only when a sim run is asked for
+    from sim_bridge.task import TaskSpec
+
+    rig = make_sim_rig(TaskSpec.from_seed(0), arm_config, active_source=SOURCE_POLICY)
+
+    def submit(a: np.ndarray) -> None:
+        res = rig.driver.submit_action(a, SOURCE_POLICY)
+        if not res.accepted:
+            raise RuntimeError(f"{seq.name}: the driver rejected {a.tolist()}: {res.reason}")
+        for _ in range(rig.servo_per_control):
+            rig.servo_tick()
+
+    def observe() -> tuple[np.ndarray, np.ndarray]:
+        s = rig.driver.status()
+        return s.tcp_pos, Rotation.from_rotvec(s.tcp_rotvec).as_matrix()
+
+    return replay(seq, submit, observe)
+
+
+def table(errors: Sequence[ResponseError]) -> str:
+    """One line per sequence: what is compared, the RMS error and the travel."""
+    lines = [f"{'sequence':<42} {'pos rms/travel':>16} {'rot rms/travel':>16}"]
+    for e in errors:
+        pos = f"{e.pos_ratio * 100:5.1f}% ({e.pos_rms * 1e3:.1f}/{e.pos_travel * 1e3:.0f} mm)"
+        rot = f"{e.rot_ratio * 100:5.1f}% ({np.degrees(e.rot_rms):.2f}/{np.degrees(e.rot_travel):.1f} deg)"
+        lines.append(
+            f"{e.name:<42} {pos if e.compares_pos else '(drift ' + f'{e.pos_rms * 1e3:.1f} mm)':>16} "
+            f"{rot if e.compares_rot else '(drift ' + f'{np.degrees(e.rot_rms):.2f} deg)':>16}"
+        )
+    return "\n".join(lines)

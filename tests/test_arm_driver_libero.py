@@ -1,0 +1,204 @@
+"""The arm driver's limits and holds under the default (libero) action response.
+
+The libero response streams a second-order reference toward a goal set from the reference
+pose (aubo_bridge.osc_response); test_action_response.py holds its shape against robosuite.
+Here: what must stay true whatever the reference does. A zero action from rest holds
+exactly; the reference never leaves the workspace box (nor moves further out of it) and
+never exceeds the TCP speed limits, even coasting; an unreachable goal is refused; where IK
+fails on the way the reference stops; holds (rejection, watchdog, stop) stop it at once;
+the tracking-error guard measures against the reference; ``applied`` is what was done.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, run_control_period
+from scipy.spatial.transform import Rotation
+
+import aubo_bridge.driver as driver_module
+from aubo_bridge.config import ArmConfig
+from aubo_bridge.driver import ArmDriver, ArmMode
+from aubo_bridge.kinematics import HOME_Q, IkResult, fk
+from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE, SOURCE_POLICY
+
+P_HOME, R_HOME = fk(HOME_Q)
+
+
+def make(config: ArmConfig | None = None, arm_cls: type = IdealArm, q0: np.ndarray = HOME_Q):
+    clock = ManualClock()
+    arm = arm_cls(clock, q0)
+    driver = ArmDriver(config or ArmConfig(), arm, IdealGripper(clock), clock=clock, active_source=SOURCE_POLICY)
+    assert driver.config.action_response == "libero"  # the default
+    ok, msg = driver.enable()
+    assert ok, msg
+    return driver, arm, clock
+
+
+def act(driver: ArmDriver, clock: ManualClock, a, periods: int = 1) -> list:
+    results = []
+    for _ in range(periods):
+        results.append(driver.submit_action(np.asarray(a, float), SOURCE_POLICY))
+        run_control_period(driver, clock)
+    return results
+
+
+def test_zero_actions_from_rest_hold_exactly() -> None:
+    driver, arm, clock = make()
+    q0 = arm.q.copy()
+    for res in act(driver, clock, np.zeros(7), periods=10):
+        assert res.accepted
+        np.testing.assert_array_equal(res.applied, np.zeros(7))
+    np.testing.assert_array_equal(arm.q, q0)
+
+
+def test_the_goal_is_the_reference_plus_the_offset_and_applied_says_so() -> None:
+    driver, arm, clock = make()
+    act(driver, clock, [0.2, 0, 0, 0, 0, 0, -1], periods=3)
+    ref = driver._ref.pos.copy()
+    res = driver.submit_action(np.array([0.1, -0.2, 0.3, 0, 0, 0, -1]), SOURCE_POLICY)
+    np.testing.assert_allclose(driver.status().goal_pos, ref + np.array([0.1, -0.2, 0.3]) * ACTION_POS_SCALE)
+    np.testing.assert_allclose(res.applied, [0.1, -0.2, 0.3, 0, 0, 0, -1], atol=1e-12)
+    # the arm is behind its goal: it covers part of the offset per period, not all of it
+    run_control_period(driver, clock)
+    moved = fk(arm.q)[0] - ref
+    assert 0.1 < np.linalg.norm(moved) / (np.linalg.norm([0.1, -0.2, 0.3]) * ACTION_POS_SCALE) < 0.6
+
+
+def test_a_zero_rotation_keeps_the_orientation_goal_and_the_rotation_coasts_to_it() -> None:
+    driver, arm, clock = make()
+    act(driver, clock, [0, 0, 0, 0, 0, 0.4, -1])  # 0.2 rad about z
+    res = act(driver, clock, np.zeros(7), periods=40)
+    assert all(r.accepted for r in res)
+    np.testing.assert_array_equal(res[0].applied[3:6], np.zeros(3))  # no new rotation goal was set
+    turned = Rotation.from_matrix(fk(arm.q)[1] @ R_HOME.T).as_rotvec()
+    np.testing.assert_allclose(turned, [0, 0, 0.4 * ACTION_ROT_SCALE], atol=2e-4)  # robosuite: the full angle
+
+
+@pytest.mark.parametrize("max_speed", [0.05, 0.1])
+def test_the_reference_never_exceeds_the_tcp_speed_limit(max_speed) -> None:
+    driver, arm, clock = make(ArmConfig(max_tcp_speed=max_speed, max_tracking_error=0.1))
+    cfg = driver.config
+    p_prev = fk(arm.q)[0]
+    fastest = 0.0
+    for _ in range(30):
+        driver.submit_action(np.array([1.0, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY)
+        for _ in range(round(cfg.servo_hz / cfg.control_hz)):
+            clock.t += cfg.servo_period
+            driver.tick()
+            p = fk(arm.q)[0]
+            fastest = max(fastest, float(np.linalg.norm(p - p_prev)) / cfg.servo_period)
+            p_prev = p
+    assert max_speed * 0.95 < fastest <= max_speed * (1 + 1e-6)  # it binds, and holds
+    assert np.linalg.norm(driver._ref.vel) <= max_speed * (1 + 1e-9)
+
+
+def test_coasting_stops_on_the_box_face_and_never_crosses_it() -> None:
+    face = P_HOME[0] + 0.03
+    cfg = ArmConfig(workspace_max=[face, 0.60, 0.65])
+    driver, arm, clock = make(cfg)
+    highest = -np.inf
+    for a in [[0.6, 0, 0, 0, 0, 0, -1]] * 12 + [[0, 0, 0, 0, 0, 0, -1]] * 20:
+        assert driver.submit_action(np.array(a, float), SOURCE_POLICY).accepted  # clipped, not refused
+        for _ in range(round(cfg.servo_hz / cfg.control_hz)):
+            clock.t += cfg.servo_period
+            driver.tick()
+            highest = max(highest, fk(arm.q)[0][0])
+    assert highest <= face + 1e-5  # IK tolerance
+    assert face - 1e-4 < fk(arm.q)[0][0]  # it got there
+    assert driver._ref.vel[0] == 0.0
+
+
+def test_outside_the_box_zero_holds_toward_is_accepted_and_further_out_is_refused() -> None:
+    cfg = ArmConfig(workspace_max=[0.75, 0.60, P_HOME[2] - 0.04])  # the TCP starts 4 cm above the box
+    clock = ManualClock()
+    arm = IdealArm(clock, HOME_Q)
+    driver = ArmDriver(cfg, arm, IdealGripper(clock), clock=clock, active_source=SOURCE_POLICY)
+    ok, msg = driver.enable()
+    assert ok and "outside the workspace box" in msg
+    q0 = arm.q.copy()
+    act(driver, clock, np.zeros(7), periods=5)
+    np.testing.assert_array_equal(arm.q, q0)
+    res = driver.submit_action(np.array([0, 0, 0.3, 0, 0, 0, -1]), SOURCE_POLICY)
+    assert not res.accepted and "further out" in res.reason and driver.mode is ArmMode.HOLDING
+    z0 = fk(arm.q)[0][2]
+    res = act(driver, clock, [0, 0, -0.3, 0, 0, 0, -1], periods=5)
+    assert all(r.accepted for r in res)
+    assert fk(arm.q)[0][2] < z0 - 0.005
+
+
+def test_an_unreachable_goal_is_refused_and_the_arm_holds() -> None:
+    driver, arm, clock = make(ArmConfig(workspace_min=[-1.5, -1.5, -1.0], workspace_max=[1.5, 1.5, 1.5]))
+    for _ in range(200):  # straight out until the goal leaves the reach
+        res = driver.submit_action(np.array([0, 1.0, 0, 0, 0, 0, -1]), SOURCE_POLICY)
+        if not res.accepted:
+            break
+        run_control_period(driver, clock)
+    assert not res.accepted and "unreachable" in res.reason
+    assert driver.mode is ArmMode.HOLDING and driver.status().counters["rejected_ik"] == 1
+    q_held = arm.q.copy()
+    run_control_period(driver, clock)
+    np.testing.assert_array_equal(arm.q, q_held)
+
+
+def test_where_ik_fails_on_the_way_the_reference_stops_and_the_arm_holds(monkeypatch) -> None:
+    driver, arm, clock = make()
+    act(driver, clock, [0.3, 0, 0, 0, 0, 0, -1], periods=2)
+    q_before, ref_before = arm.q.copy(), driver._ref.pos.copy()
+    monkeypatch.setattr(driver_module, "ik", lambda *a, **k: IkResult(a[2], False, 1.0, 1.0, 15))
+    clock.t += driver.config.servo_period
+    driver.tick()
+    np.testing.assert_array_equal(arm.q, q_before)
+    np.testing.assert_array_equal(driver._ref.pos, ref_before)
+    assert not np.any(driver._ref.vel) and driver.status().counters["ik_fallbacks"] == 1
+
+
+def test_holds_stop_the_reference_at_once() -> None:
+    driver, arm, clock = make()
+    act(driver, clock, [0.5, 0, 0, 0, 0, 0, -1], periods=4)
+    assert np.linalg.norm(driver._ref.vel) > 0.05
+    res = driver.submit_action(np.array([np.nan] * 7), SOURCE_POLICY)
+    assert not res.accepted and driver.mode is ArmMode.HOLDING
+    q_held = arm.q.copy()
+    run_control_period(driver, clock)
+    np.testing.assert_array_equal(arm.q, q_held)  # no coasting after a hold
+    # the watchdog too
+    act(driver, clock, [0.5, 0, 0, 0, 0, 0, -1], periods=3)
+    clock.t += driver.config.watchdog_timeout
+    driver.tick()
+    assert driver.mode is ArmMode.HOLDING
+    q_held = arm.q.copy()
+    run_control_period(driver, clock)
+    np.testing.assert_array_equal(arm.q, q_held)
+
+
+def test_the_tracking_error_guard_measures_against_the_reference() -> None:
+    cfg = ArmConfig(max_tcp_speed=0.08, max_tracking_error=0.005)
+    driver, arm, clock = make(cfg, arm_cls=LaggingArm)
+    for _ in range(8):
+        assert driver.submit_action(np.array([1.0, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY).accepted
+        run_control_period(driver, clock)
+    lag = np.linalg.norm(driver._ref.pos - fk(arm.q)[0])
+    assert lag > 0.005
+    assert driver.submit_action(np.zeros(7), SOURCE_POLICY).accepted
+    np.testing.assert_allclose(driver._ref.pos, driver.status().tcp_pos, atol=1e-9)  # re-anchored on the measured TCP
+    assert not np.any(driver._ref.vel)
+    # with a generous guard, the same lag keeps the reference
+    driver, arm, clock = make(ArmConfig(max_tcp_speed=0.08, max_tracking_error=0.08), arm_cls=LaggingArm)
+    for _ in range(8):
+        driver.submit_action(np.array([1.0, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY)
+        run_control_period(driver, clock)
+    ref = driver._ref.pos.copy()
+    driver.submit_action(np.zeros(7), SOURCE_POLICY)
+    np.testing.assert_array_equal(driver._ref.pos, ref)
+
+
+def test_a_bad_action_response_is_refused_at_start_up() -> None:
+    from aubo_bridge.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"action_response must be one of \['libero', 'goal_delta'\], got 'osc'"):
+        ArmConfig(action_response="osc")
+    with pytest.raises(ConfigError, match=r"osc_kp_pos must be in \(0, 2000\]"):
+        ArmConfig(osc_kp_pos=0.0)
+    with pytest.raises(ConfigError, match=r"osc_damping_rot must be in \(0, 5\]"):
+        ArmConfig(osc_damping_rot=float("nan"))
