@@ -1,0 +1,106 @@
+"""Panda-to-AUBO Cartesian retargeting: the AUBO follows a Panda's TCP path through the 7-D action.
+
+LIBERO-Industry's law (seed 002, Appendix D): at each control step the AUBO is driven toward the
+Panda's *next* TCP reference by
+
+    action = clip(k [ (p_ref - p) / s_p ; Log(R_ref R^T) / s_R ], -1, 1),   k = 3,
+
+with s_p = 0.05 m and s_R = 0.5 rad (the action scales), and the source's gripper schedule kept.
+The action goes through the contract like any other source's, so the AUBO answers it with
+LIBERO's response (aubo_bridge.osc_response) under every limit of the arm driver, and what is
+recorded is exactly what a policy must output.
+
+The reference is mapped into the AUBO's frame relative to the start: the Panda's displacement and
+rotation since its first state are applied to the AUBO's start pose (both worlds share the task's
+base frame convention: x forward, z up), so a path recorded in any world can be followed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE
+
+RETARGET_GAIN = 3.0  # k, the seed's
+
+
+def retarget_action(
+    p_ref: np.ndarray, R_ref: np.ndarray, p: np.ndarray, R: np.ndarray, gripper: float, gain: float = RETARGET_GAIN
+) -> np.ndarray:
+    """The seed's law: one 7-D action driving the TCP (p, R) toward (p_ref, R_ref)."""
+    pos = gain * (np.asarray(p_ref, float) - p) / ACTION_POS_SCALE
+    rot = gain * Rotation.from_matrix(np.asarray(R_ref, float) @ np.asarray(R, float).T).as_rotvec() / ACTION_ROT_SCALE
+    return np.concatenate([np.clip(np.concatenate([pos, rot]), -1.0, 1.0), [float(np.clip(gripper, -1.0, 1.0))]])
+
+
+@dataclass(frozen=True)
+class TcpPath:
+    """A source arm's TCP path, one row per control step: positions (n, 3), rotations (n, 3, 3), gripper (n,)."""
+
+    pos: np.ndarray
+    R: np.ndarray
+    gripper: np.ndarray
+
+    def __post_init__(self) -> None:
+        n = len(self.pos)
+        if self.pos.shape != (n, 3) or self.R.shape != (n, 3, 3) or self.gripper.shape != (n,) or n < 2:
+            raise ValueError(
+                f"a TCP path needs >= 2 steps of pos (n, 3), R (n, 3, 3), gripper (n,); got "
+                f"{self.pos.shape}, {self.R.shape}, {self.gripper.shape}"
+            )
+        for name in ("pos", "R", "gripper"):
+            if not np.all(np.isfinite(getattr(self, name))):
+                raise ValueError(f"the TCP path's {name} holds non-finite values")
+
+    def mapped_to(self, p0: np.ndarray, R0: np.ndarray) -> TcpPath:
+        """The same motion, started from (p0, R0): displacement and rotation relative to the first step."""
+        rel_R = np.einsum("nij,kj->nik", self.R, self.R[0])
+        return TcpPath(p0 + (self.pos - self.pos[0]), np.einsum("nij,jk->nik", rel_R, R0), self.gripper)
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """How the follower tracked the reference: per step, after each action, against the reference it aimed at."""
+
+    actions: np.ndarray  # (n - 1, 7) what was sent
+    pos: np.ndarray  # (n, 3) the follower's TCP
+    R: np.ndarray  # (n, 3, 3)
+    pos_error: np.ndarray  # (n,) m
+    rot_error: np.ndarray  # (n,) rad
+
+    @property
+    def pos_rms(self) -> float:
+        return float(np.sqrt(np.mean(self.pos_error**2)))
+
+    @property
+    def rot_rms(self) -> float:
+        return float(np.sqrt(np.mean(self.rot_error**2)))
+
+
+def follow(
+    path: TcpPath,
+    observe: Callable[[], tuple[np.ndarray, np.ndarray]],
+    step: Callable[[np.ndarray], None],
+    gain: float = RETARGET_GAIN,
+) -> Tracking:
+    """Drive a follower along ``path`` (already in its frame): at step t, aim at the reference of t + 1.
+
+    ``observe()`` gives the follower's TCP (position, rotation); ``step(action)`` sends one action and
+    lets one control period pass.
+    """
+    actions, poses = [], [observe()]
+    for t in range(len(path.pos) - 1):
+        p, R = poses[-1]
+        a = retarget_action(path.pos[t + 1], path.R[t + 1], p, R, path.gripper[t], gain)
+        step(a)
+        actions.append(a)
+        poses.append(observe())
+    pos = np.array([p for p, _ in poses])
+    rot = np.array([r for _, r in poses])
+    pos_err = np.linalg.norm(pos - path.pos, axis=1)
+    rot_err = Rotation.from_matrix(np.einsum("nij,nkj->nik", rot, path.R)).magnitude()
+    return Tracking(np.array(actions), pos, rot, pos_err, rot_err)
