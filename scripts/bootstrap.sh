@@ -48,3 +48,7 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.bootstrap-*
   touch "$stamp"
 fi
+
+# The Panda source (sim_bridge/panda) uses robosuite 1.4.0's Panda model, taken once from its PyPI wheel
+# into ~/.cache/libero_workcell (only the model files: robosuite's code is never installed or imported).
+.venv/bin/python -m sim_bridge.panda.assets >/dev/null || echo "bootstrap: the Panda model is not available (see above); the Panda source and its tests need it" >&2
