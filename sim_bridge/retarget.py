@@ -24,6 +24,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE
+from libero_workcell.libero_format import Demo
 
 RETARGET_GAIN = 3.0  # k, the seed's
 
@@ -104,3 +105,12 @@ def follow(
     pos_err = np.linalg.norm(pos - path.pos, axis=1)
     rot_err = Rotation.from_matrix(np.einsum("nij,nkj->nik", rot, path.R)).magnitude()
     return Tracking(np.array(actions), pos, rot, pos_err, rot_err)
+
+
+def path_from_demo(demo: Demo) -> TcpPath:
+    """The TCP path of a LIBERO-layout demo: obs/ee_pos, obs/ee_ori (axis-angle), and its gripper schedule.
+
+    LIBERO's ee_ori is the Panda hand's orientation, a fixed rotation from the grip site's: relative
+    rotations (what :meth:`TcpPath.mapped_to` uses) are the same for both.
+    """
+    return TcpPath(demo.ee_pos, Rotation.from_rotvec(demo.ee_ori).as_matrix(), demo.actions[:, 6].copy())

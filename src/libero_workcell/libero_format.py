@@ -1,0 +1,194 @@
+"""LIBERO's processed HDF5 demonstration layout: read (validated) and write.
+
+The layout (LIBERO's datasets, robomimic's readers, openpi's LIBERO converter)::
+
+    data/                      attrs: env_args (JSON), problem_info (JSON, language_instruction), num_demos, total
+      demo_<i>/                attrs: num_samples, + the task configuration
+        actions                (T, 7)  the 7-D action issued after observation t
+        rewards, dones         (T,)
+        robot_states           (T, k)  LIBERO: gripper qpos (2), eef pos (3), eef quat (4)
+        obs/ee_pos             (T, 3)  TCP position, m
+        obs/ee_ori             (T, 3)  TCP orientation, axis-angle, rad
+        obs/ee_states          (T, 6)  ee_pos and ee_ori
+        obs/gripper_states     (T, g)  finger joints (Panda: 2) or gripper coordinate (CTAG2F90D: 1)
+        obs/joint_states       (T, n)  arm joints (Panda: 7, AUBO-i5H: 6)
+        obs/agentview_rgb      (T, H, W, 3) uint8, obs/eye_in_hand_rgb likewise (optional here)
+
+:func:`read_demos` opens a file read-only and checks every key and shape it needs before returning
+anything, so a malformed file is a clear error naming the demo, the key and what was expected, and is
+never modified. :func:`write_demo` writes one demo in the same layout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from libero_workcell.contract import ACTION_DIM, ACTION_HIGH, ACTION_LOW
+
+IMAGE_KEYS = ("agentview_rgb", "eye_in_hand_rgb")
+
+
+class LiberoFormatError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Demo:
+    """One demonstration: T observations, each with the action issued after it."""
+
+    name: str
+    actions: np.ndarray  # (T, 7)
+    ee_pos: np.ndarray  # (T, 3)
+    ee_ori: np.ndarray  # (T, 3) axis-angle
+    gripper_states: np.ndarray  # (T, g)
+    joint_states: np.ndarray  # (T, n)
+    robot_states: np.ndarray  # (T, k)
+    images: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (T, H, W, 3) uint8, if read
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.actions)
+
+
+@dataclass(frozen=True)
+class DemoFile:
+    path: Path
+    problem_info: dict[str, Any]
+    env_args: dict[str, Any]
+    demos: list[Demo]
+
+
+def _demo_key(name: str) -> tuple[int, str]:
+    tail = name.rsplit("_", 1)[-1]
+    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
+
+
+def _array(group: h5py.Group, key: str, where: str, width: int | tuple[int, ...] | None, length: int | None):
+    if key not in group:
+        raise LiberoFormatError(f"{where}: missing {key!r}")
+    item = group[key]
+    if not isinstance(item, h5py.Dataset):
+        raise LiberoFormatError(f"{where}: {key!r} is not a dataset")
+    a = item[()]
+    if a.ndim == 0 or (length is not None and a.shape[0] != length):
+        raise LiberoFormatError(f"{where}: {key!r} has shape {a.shape}, expected {length} rows (one per action)")
+    if isinstance(width, int) and (a.ndim != 2 or a.shape[1] != width):
+        raise LiberoFormatError(f"{where}: {key!r} has shape {a.shape}, expected (T, {width})")
+    if isinstance(width, tuple) and (a.ndim != 2 or a.shape[1] not in width):
+        raise LiberoFormatError(f"{where}: {key!r} has shape {a.shape}, expected (T, g) with g in {list(width)}")
+    if width is None and a.ndim != 2:
+        raise LiberoFormatError(f"{where}: {key!r} has shape {a.shape}, expected (T, n)")
+    if np.issubdtype(a.dtype, np.floating) and not np.all(np.isfinite(a)):
+        bad = int(np.argwhere(~np.isfinite(a))[0][0])
+        raise LiberoFormatError(f"{where}: {key!r} holds a non-finite value at step {bad}")
+    return np.asarray(a, dtype=float)
+
+
+def _json_attr(attrs: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    if key not in attrs:
+        return {}
+    raw = attrs[key]
+    raw = raw.decode() if isinstance(raw, bytes) else str(raw)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise LiberoFormatError(f"{where}: attribute {key!r} is not JSON: {exc}") from exc
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _read_demo(name: str, g: h5py.Group, images: bool) -> Demo:
+    where = f"data/{name}"
+    actions = _array(g, "actions", where, ACTION_DIM, None)
+    if len(actions) < 2:
+        raise LiberoFormatError(f"{where}: {len(actions)} steps; a demonstration needs at least 2")
+    if np.any(actions < ACTION_LOW) or np.any(actions > ACTION_HIGH):
+        bad = int(np.argwhere((actions < ACTION_LOW) | (actions > ACTION_HIGH))[0][0])
+        raise LiberoFormatError(f"{where}: 'actions' leaves [{ACTION_LOW}, {ACTION_HIGH}] at step {bad}")
+    t = len(actions)
+    if "obs" not in g or not isinstance(g["obs"], h5py.Group):
+        raise LiberoFormatError(f"{where}: missing 'obs'")
+    obs, ow = g["obs"], f"{where}/obs"
+    ee_pos = _array(obs, "ee_pos", ow, 3, t)
+    ee_ori = _array(obs, "ee_ori", ow, 3, t)
+    gripper = _array(obs, "gripper_states", ow, (1, 2), t)
+    joints = _array(obs, "joint_states", ow, None, t) if "joint_states" in obs else np.zeros((t, 0))
+    robot_states = _array(g, "robot_states", where, None, t)
+    pictures = {}
+    if images:
+        for key in IMAGE_KEYS:
+            if key in obs:
+                img = obs[key][()]
+                if img.ndim != 4 or img.shape[0] != t or img.shape[3] != 3 or img.dtype != np.uint8:
+                    expected = "expected (T, H, W, 3) uint8"
+                    raise LiberoFormatError(f"{ow}: {key!r} has shape {img.shape} {img.dtype}, {expected}")
+                pictures[key] = img
+    attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in g.attrs.items()}
+    if "num_samples" in attrs and int(attrs["num_samples"]) != t:
+        raise LiberoFormatError(f"{where}: num_samples is {attrs['num_samples']} but 'actions' has {t} rows")
+    return Demo(name, actions, ee_pos, ee_ori, gripper, joints, robot_states, pictures, attrs)
+
+
+def read_demos(path: str | Path, images: bool = False) -> DemoFile:
+    """Every demo of a LIBERO-layout file, validated; opened read-only (nothing is ever written)."""
+    path = Path(path)
+    if not path.is_file():
+        raise LiberoFormatError(f"{path}: no such file")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise LiberoFormatError(f"{path}: not an HDF5 file ({exc})") from exc
+    with f:
+        if "data" not in f or not isinstance(f["data"], h5py.Group):
+            raise LiberoFormatError(f"{path}: missing the 'data' group (not LIBERO's layout)")
+        data = f["data"]
+        names = sorted((k for k in data if isinstance(data[k], h5py.Group)), key=_demo_key)
+        if not names:
+            raise LiberoFormatError(f"{path}: 'data' holds no demos")
+        try:
+            demos = [_read_demo(n, data[n], images) for n in names]
+            info = _json_attr(data.attrs, "problem_info", "data")
+            env_args = _json_attr(data.attrs, "env_args", "data")
+        except LiberoFormatError as exc:
+            raise LiberoFormatError(f"{path}: {exc}") from None
+    return DemoFile(path, info, env_args, demos)
+
+
+def write_demo(data: h5py.Group, demo: Demo) -> h5py.Group:
+    """Write ``demo`` as ``data/<demo.name>`` in LIBERO's layout (images compressed, chunked per frame)."""
+    g = data.create_group(demo.name)
+    g.attrs["num_samples"] = demo.num_samples
+    for k, v in demo.attrs.items():
+        g.attrs[k] = json.dumps(v) if isinstance(v, (dict, list, tuple)) else v
+    t = demo.num_samples
+    g.create_dataset("actions", data=np.asarray(demo.actions, float))
+    g.create_dataset("rewards", data=np.zeros(t, np.uint8))
+    dones = np.zeros(t, np.uint8)
+    dones[-1] = 1
+    g.create_dataset("dones", data=dones)
+    g.create_dataset("robot_states", data=np.asarray(demo.robot_states, float))
+    obs = g.create_group("obs")
+    obs.create_dataset("ee_pos", data=demo.ee_pos)
+    obs.create_dataset("ee_ori", data=demo.ee_ori)
+    obs.create_dataset("ee_states", data=np.concatenate([demo.ee_pos, demo.ee_ori], axis=1))
+    obs.create_dataset("gripper_states", data=demo.gripper_states)
+    obs.create_dataset("joint_states", data=demo.joint_states)
+    for key, img in demo.images.items():
+        obs.create_dataset(key, data=img, chunks=(1, *img.shape[1:]), compression="gzip", compression_opts=4)
+    return g
+
+
+def write_file_attrs(data: h5py.Group, problem_info: Mapping[str, Any], env_args: Mapping[str, Any]) -> None:
+    """The ``data`` group's attributes; ``num_demos`` / ``total`` from what it holds now."""
+    demos = [data[k] for k in data if isinstance(data[k], h5py.Group)]
+    data.attrs["problem_info"] = json.dumps(dict(problem_info))
+    data.attrs["env_args"] = json.dumps(dict(env_args))
+    data.attrs["num_demos"] = len(demos)
+    data.attrs["total"] = int(sum(int(d.attrs["num_samples"]) for d in demos))
