@@ -325,28 +325,31 @@ def build_mjcf(
     *,
     tool_offset: Sequence[float] | np.ndarray = TOOL_OFFSET,
     image_size: int = IMAGE_SIZE,
+    with_aubo: bool = True,
 ) -> str:
     """The whole workcell scene as an MJCF string.
 
     ``workpieces`` is a sequence of (body name, type); each becomes a free
     body parked at :func:`park_position` (the world moves it onto the belt at
     its arrival time). ``tool_offset`` is the flange -> grip_site offset.
+    ``with_aubo=False`` leaves the arm, its gripper and their actuators out:
+    the same cell for another arm (the Panda source attaches its own).
     """
     tool_offset = np.asarray(tool_offset, float)
     ext_xy = _xyaxes(EXTERNAL_CAMERA_POS, EXTERNAL_CAMERA_TARGET, np.array([0.0, 0.0, 1.0]))
     acts = []
-    for i, name in enumerate(ARM_JOINT_NAMES):
+    for i, name in enumerate(ARM_JOINT_NAMES if with_aubo else ()):
         lo, hi = JOINT_LIMITS[i]
         acts.append(
             f'<position name="{name}" joint="{name}" kp="{ARM_KP[i]:.6g}" ctrlrange="{lo:.9g} {hi:.9g}" '
             f'forcerange="{-ARM_FORCE[i]:.6g} {ARM_FORCE[i]:.6g}"/>'
         )
-    for i, name in enumerate(ARM_JOINT_NAMES):
+    for i, name in enumerate(ARM_JOINT_NAMES if with_aubo else ()):
         acts.append(
             f'<velocity name="{ARM_VEL_ACTUATORS[i]}" joint="{name}" kv="{ARM_KV[i]:.6g}" ctrlrange="-5 5" '
             f'forcerange="{-ARM_FORCE[i]:.6g} {ARM_FORCE[i]:.6g}"/>'
         )
-    for j, a in zip(FINGER_JOINTS, FINGER_ACTUATORS, strict=True):
+    for j, a in zip(FINGER_JOINTS if with_aubo else (), FINGER_ACTUATORS, strict=False):
         acts.append(
             f'<position name="{a}" joint="{j}" kp="1500" ctrlrange="0 {FINGER_STROKE:.6g}" '
             f'forcerange="{-FINGER_FORCE:.6g} {FINGER_FORCE:.6g}"/>'
@@ -393,14 +396,12 @@ def build_mjcf(
            diffuse="0.65 0.65 0.62" specular="0.15 0.15 0.15"/>
     <geom name="floor" type="plane" size="4 4 0.5" material="floor" class="env"/>
     <camera name="external" pos="{_f(EXTERNAL_CAMERA_POS)}" xyaxes="{ext_xy}" fovy="{EXTERNAL_CAMERA_FOVY:.4g}"/>
-    {_arm_xml(tool_offset)}
+    {_arm_xml(tool_offset) if with_aubo else ""}
     {_conveyor_xml()}
     {_tray_xml()}
     {_workpieces_xml(workpieces)}
   </worldbody>
-  <contact>
-    <exclude body1="finger_left_link" body2="finger_right_link"/>
-  </contact>
+  {'<contact><exclude body1="finger_left_link" body2="finger_right_link"/></contact>' if with_aubo else ""}
   <actuator>
     {"".join(acts)}
   </actuator>

@@ -31,7 +31,9 @@ it); the belt position reported is the integral of its speed.
 from __future__ import annotations
 
 import time
-from typing import Any, Final
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar, Final
 
 import mujoco
 import numpy as np
@@ -111,6 +113,9 @@ def _xyzw(wxyz: np.ndarray) -> np.ndarray:
 class SimWorld:
     """The simulated workcell for one :class:`TaskSpec` at a time."""
 
+    # The contract's camera names -> the model's cameras (an arm other than the AUBO brings its own wrist camera).
+    CAMERAS: ClassVar[Mapping[str, str]] = MappingProxyType({name: name for name in CAMERA_NAMES})
+
     def __init__(
         self,
         spec: TaskSpec,
@@ -140,28 +145,18 @@ class SimWorld:
     def _build(self, spec: TaskSpec) -> None:
         names = [f"wp_{i}" for i in range(spec.num_workpieces)]
         self.workpiece_names = tuple(names)
-        xml = scene.build_mjcf(list(zip(names, spec.workpiece_types, strict=True)))
-        m = mujoco.MjModel.from_xml_string(xml)
+        m = self._compile_model(list(zip(names, spec.workpiece_types, strict=True)))
         d = mujoco.MjData(m)
         self.model, self.data = m, d
         self._built_for = spec.workpieces
-        self._arm_qadr = np.array([m.joint(n).qposadr[0] for n in ARM_JOINT_NAMES])
-        self._arm_dadr = np.array([m.joint(n).dofadr[0] for n in ARM_JOINT_NAMES])
-        self._arm_pos_act = np.array([m.actuator(n).id for n in scene.ARM_POS_ACTUATORS])
-        self._arm_vel_act = np.array([m.actuator(n).id for n in scene.ARM_VEL_ACTUATORS])
-        self._finger_qadr = np.array([m.joint(n).qposadr[0] for n in scene.FINGER_JOINTS])
-        self._finger_act = np.array([m.actuator(n).id for n in scene.FINGER_ACTUATORS])
+        self._bind_arm(m)
         self._belt_qadr = m.joint(scene.BELT_SLIDE).qposadr[0]
         self._belt_dadr = m.joint(scene.BELT_SLIDE).dofadr[0]
         self._belt_geom = m.geom(scene.BELT_GEOM).id
-        self._site = m.site(scene.GRIP_SITE).id
         self._wp_body = np.array([m.body(n).id for n in names])
         self._wp_qadr = np.array([m.joint(n).qposadr[0] for n in names])
         self._wp_dadr = np.array([m.joint(n).dofadr[0] for n in names])
         self._wp_geom = np.array([m.geom(n).id for n in names])
-        self._left_geoms = {m.geom("finger_left").id, m.geom("pad_left").id}
-        self._right_geoms = {m.geom("finger_right").id, m.geom("pad_right").id}
-        self._home_q = self._home_q_override if self._home_q_override is not None else home_joint_positions(m)
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
@@ -169,8 +164,25 @@ class SimWorld:
             self._renderer = mujoco.Renderer(m, IMAGE_SIZE, IMAGE_SIZE)
             self._scene_option = mujoco.MjvOption()
             self._scene_option.geomgroup[scene.COLLISION_GROUP] = 0
-            self._cam_ids = [m.camera(c).id for c in CAMERA_NAMES]
+            self._cam_ids = [m.camera(self.CAMERAS[c]).id for c in CAMERA_NAMES]
             self._cam_fovy = [float(m.cam_fovy[i]) for i in self._cam_ids]
+
+    def _compile_model(self, workpieces: list[tuple[str, Any]]) -> mujoco.MjModel:
+        """The cell with the AUBO-i5H and its gripper."""
+        return mujoco.MjModel.from_xml_string(scene.build_mjcf(workpieces))
+
+    def _bind_arm(self, m: mujoco.MjModel) -> None:
+        """Indices of the arm's joints, actuators, TCP site and finger geoms in ``m``."""
+        self._arm_qadr = np.array([m.joint(n).qposadr[0] for n in ARM_JOINT_NAMES])
+        self._arm_dadr = np.array([m.joint(n).dofadr[0] for n in ARM_JOINT_NAMES])
+        self._arm_pos_act = np.array([m.actuator(n).id for n in scene.ARM_POS_ACTUATORS])
+        self._arm_vel_act = np.array([m.actuator(n).id for n in scene.ARM_VEL_ACTUATORS])
+        self._finger_qadr = np.array([m.joint(n).qposadr[0] for n in scene.FINGER_JOINTS])
+        self._finger_act = np.array([m.actuator(n).id for n in scene.FINGER_ACTUATORS])
+        self._site = m.site(scene.GRIP_SITE).id
+        self._left_geoms = {m.geom("finger_left").id, m.geom("pad_left").id}
+        self._right_geoms = {m.geom("finger_right").id, m.geom("pad_right").id}
+        self._home_q = self._home_q_override if self._home_q_override is not None else home_joint_positions(m)
 
     # ------------------------------------------------------------------ reset
     def reset(self, spec: TaskSpec | None = None) -> None:
@@ -183,19 +195,7 @@ class SimWorld:
         m, d = self.model, self.data
         assert m is not None and d is not None
         mujoco.mj_resetData(m, d)
-        # Arm at home, servo holding home.
-        d.qpos[self._arm_qadr] = self._home_q
-        d.ctrl[self._arm_pos_act] = self._home_q
-        d.ctrl[self._arm_vel_act] = 0.0
-        self._arm_target = self._home_q.copy()
-        self._arm_seg_start = self._home_q.copy()  # set-point when the current target arrived
-        self._arm_target_time = 0.0
-        self._arm_seg_duration = 0.0  # s over which the set-point moves to the target (0: rate-limited)
-        self._arm_settled = True
-        # Gripper open.
-        d.qpos[self._finger_qadr] = scene.FINGER_STROKE
-        d.ctrl[self._finger_act] = scene.FINGER_STROKE
-        self._gripper_target = 0.0
+        self._reset_arm()
         # Conveyor running at the spec's speed.
         self._belt_target = float(spec.belt_speed)
         self._belt_running = spec.belt_speed > 0
@@ -229,6 +229,22 @@ class SimWorld:
         self._next_frame = 0.0
         self._write_state()
         self._maybe_render()
+
+    def _reset_arm(self) -> None:
+        """Arm at home with its servo holding home, gripper open."""
+        d = self.data
+        assert d is not None
+        d.qpos[self._arm_qadr] = self._home_q
+        d.ctrl[self._arm_pos_act] = self._home_q
+        d.ctrl[self._arm_vel_act] = 0.0
+        self._arm_target = self._home_q.copy()
+        self._arm_seg_start = self._home_q.copy()  # set-point when the current target arrived
+        self._arm_target_time = 0.0
+        self._arm_seg_duration = 0.0  # s over which the set-point moves to the target (0: rate-limited)
+        self._arm_settled = True
+        d.qpos[self._finger_qadr] = scene.FINGER_STROKE
+        d.ctrl[self._finger_act] = scene.FINGER_STROKE
+        self._gripper_target = 0.0
 
     # ------------------------------------------------------------------ step
     def step(self, n_steps: int = 1) -> None:
@@ -420,7 +436,7 @@ class SimWorld:
         """Render ``camera`` now: (IMAGE_SIZE, IMAGE_SIZE, 3) uint8 RGB (a private copy)."""
         if self._renderer is None:
             raise RuntimeError("this SimWorld was created with render=False")
-        self._renderer.update_scene(self.data, camera=camera, scene_option=self._scene_option)
+        self._renderer.update_scene(self.data, camera=self.CAMERAS[camera], scene_option=self._scene_option)
         rgb = self._renderer.render().copy()
         self._last_frames[camera] = rgb
         return rgb

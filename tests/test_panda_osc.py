@@ -97,3 +97,20 @@ def test_a_missing_or_wrong_wheel_is_a_clear_error(tmp_path, monkeypatch) -> Non
     with pytest.raises(assets.PandaAssetsError, match="is not a wheel"):
         assets.panda_assets()
     assert not (tmp_path / "cache" / f"robosuite-{assets.ROBOSUITE_VERSION}-assets").exists()  # nothing half-made
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_the_panda_in_the_workcell_answers_as_robosuites(name) -> None:
+    """The same arm and OSC in the workcell world (its solver options, belt, tray) still answer as robosuite."""
+    from sim_bridge.panda.world import PandaWorld
+    from sim_bridge.task import TaskSpec
+
+    seq = SEQUENCES[name]
+    world = PandaWorld(TaskSpec.from_seed(0), render=False)
+    e = compare(seq, *replay(seq, world.step_action, lambda: (world.tcp_pos, world.tcp_rotmat)))
+    if e.compares_pos:
+        assert e.pos_ratio <= 0.10, e
+    if e.compares_rot:
+        assert e.rot_ratio <= 0.10, e
+    with pytest.raises(ValueError, match="7-D finite action"):
+        world.step_action(np.array([np.nan] * 7))
