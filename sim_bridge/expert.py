@@ -53,6 +53,7 @@ class SceneView:
     sim_time: float
     belt_speed: float
     workpieces: tuple[WorkpieceView, ...]
+    arm_q: np.ndarray | None = None  # the arm's joints (sim ground truth), for a 7-joint wrist's yaw choice
 
     @classmethod
     def from_ground_truth(cls, gt: dict) -> SceneView:
@@ -68,7 +69,8 @@ class SceneView:
             )
             for w in gt["workpieces"]
         )
-        return cls(float(gt["sim_time"]), float(gt["belt"]["speed"]), wps)
+        arm_q = np.asarray(gt["arm_q"], float) if "arm_q" in gt else None
+        return cls(float(gt["sim_time"]), float(gt["belt"]["speed"]), wps, arm_q)
 
 
 class Phase(enum.Enum):
@@ -103,6 +105,17 @@ class ExpertConfig:
     via_radius: float = 0.45  # m: radius of the detour arc
     arc_step: float = 0.35  # rad: how far around the base each detour waypoint lies
     wait_pos: np.ndarray = field(default_factory=lambda: np.array([-0.30, BELT_Y, 0.20]))
+    # The TCP orientation held throughout: pointing down, fingers closing along the belt (x). The AUBO's
+    # home orientation; the Panda holds the same grasp turned half a turn about z (its wrist's comfort).
+    tcp_rotmat: np.ndarray = field(default_factory=lambda: HOME_TCP_ROTMAT.copy())
+    # A parallel gripper grasps the same with the TCP turned half a turn about z. True: each phase holds
+    # whichever of the two is nearer when it starts (a 7-joint wrist then never winds up to its limit).
+    either_grasp_yaw: bool = False
+    # For either_grasp_yaw: the arm joint that turns the hand about its approach axis (the Panda's joint 7,
+    # index 6) and how it answers a turn of the TCP about world z (Panda: -1). The yaw kept is the one that
+    # leaves that joint nearest the middle of its range where the phase ends (it counter-turns the base's sweep).
+    wrist_joint: int = 6
+    wrist_sign: float = -1.0
 
 
 GAINS = {RESPONSE_LIBERO: 3.0, RESPONSE_GOAL_DELTA: 0.8}
@@ -121,6 +134,7 @@ class ScriptedExpert:
         self.target_name: str | None = None
         self._counter = 0
         self._carry_offset = 0.0
+        self._grasp_R = self.config.tcp_rotmat.copy()
         self.log: list[tuple[float, str, str]] = []  # (sim time, phase, workpiece)
 
     def reset(self) -> None:
@@ -132,6 +146,7 @@ class ScriptedExpert:
         cfg = self.config
         tcp = state7[:3]
         R = Rotation.from_rotvec(state7[3:6]).as_matrix()
+        phase_before = self.phase
         wp = self._current(scene)
         grip = GRIPPER_OPEN
         ff = np.zeros(3)
@@ -188,6 +203,8 @@ class ScriptedExpert:
             if tcp[2] > goal[2] - 0.02:
                 self._go(Phase.WAIT, scene, None)
                 goal = cfg.wait_pos.copy()
+        if cfg.either_grasp_yaw and self.phase is not phase_before and scene.arm_q is not None:
+            self._grasp_R = self._choose_yaw(R, tcp, goal, scene.arm_q)
         carrying = self.phase in (Phase.LIFT, Phase.TRANSFER, Phase.LOWER)
         return self._action(goal, ff, R, tcp, grip, cfg.carry_speed if carrying else cfg.max_speed)
 
@@ -227,9 +244,22 @@ class ScriptedExpert:
         biggest = float(np.max(np.abs(pos)))
         if biggest > 1.0:  # shortened, never turned: clipping axes one by one bends the path
             pos /= biggest
-        rot_err = Rotation.from_matrix(HOME_TCP_ROTMAT @ R.T).as_rotvec()
+        rot_err = Rotation.from_matrix(self._grasp_R @ R.T).as_rotvec()
         rot = self.gain * rot_err / ACTION_ROT_SCALE
         return np.clip(np.concatenate([pos, rot, [grip]]), -1.0, 1.0)
+
+    def _choose_yaw(self, R: np.ndarray, tcp: np.ndarray, goal: np.ndarray, arm_q: np.ndarray) -> np.ndarray:
+        """Of the two equivalent grasp yaws, the one leaving the wrist joint nearest zero at the phase's goal."""
+        cfg = self.config
+        sweep = float(np.arctan2(goal[1], goal[0]) - np.arctan2(tcp[1], tcp[0]))  # base turn on the way
+        sweep = (sweep + np.pi) % (2 * np.pi) - np.pi
+
+        def wrist_at_goal(C: np.ndarray) -> float:
+            yaw = float(Rotation.from_matrix(C @ R.T).as_rotvec()[2])
+            return float(arm_q[cfg.wrist_joint]) + cfg.wrist_sign * (yaw - sweep)
+
+        flipped = np.diag([-1.0, -1.0, 1.0]) @ cfg.tcp_rotmat  # half a turn about z
+        return min((cfg.tcp_rotmat, flipped), key=lambda C: abs(wrist_at_goal(C)))
 
     def _grasp_point(self, wp: WorkpieceView) -> np.ndarray:
         return wp.pos - [0.0, 0.0, self.config.grasp_depth]

@@ -33,9 +33,15 @@ from sim_bridge.panda.standalone import GRIPPER_INIT_QPOS
 from sim_bridge.task import TaskSpec
 from sim_bridge.world import SimWorld
 
-PANDA_BASE_POS: Final = np.zeros(3)  # the AUBO's base: the cell's base frame
+# The Panda stands where the AUBO does, turned 45 deg toward the belt: its joint 1 turns +-166 deg (the
+# AUBO's +-360), so facing +x it could not reach the belt's start behind it and the tray on its right.
+PANDA_BASE_POS: Final = np.zeros(3)
+PANDA_BASE_YAW: Final = np.pi / 4
 FINGER_OPENING: Final = 0.08  # m between the Panda's fingers fully open (2 x 0.04)
 _G: Final = ROBOT_PREFIX + GRIPPER_PREFIX
+# The expert's TCP orientation for the Panda: pointing down, fingers along the belt like the AUBO's
+# grasp, turned half a turn about z from the AUBO's (45 deg from the Panda's start, not 135).
+PANDA_TCP_ROTMAT: Final = np.diag([-1.0, 1.0, -1.0])
 HAND: Final = ROBOT_PREFIX + HAND_BODY  # LIBERO's ee_ori / eef_quat is this body's orientation
 
 
@@ -49,8 +55,10 @@ class PandaWorld(SimWorld):
         camera_hz: float = CAMERA_HZ_DEFAULT,
         control_hz: float = CONTROL_HZ_DEFAULT,
         osc: OscConfig | None = None,
+        base_yaw: float = PANDA_BASE_YAW,
     ) -> None:
         self._osc_config = osc or OscConfig()
+        self._base_yaw = float(base_yaw)
         self._control_hz = control_hz
         self._grip_action = -1.0
         super().__init__(spec, link=None, render=render, camera_hz=camera_hz)
@@ -58,7 +66,7 @@ class PandaWorld(SimWorld):
 
     def _compile_model(self, workpieces: list[tuple[str, Any]]) -> mujoco.MjModel:
         spec = mujoco.MjSpec.from_string(scene.build_mjcf(workpieces, with_aubo=False))
-        attach_panda(spec, PANDA_BASE_POS)
+        attach_panda(spec, PANDA_BASE_POS, np.array([np.cos(self._base_yaw / 2), 0.0, 0.0, np.sin(self._base_yaw / 2)]))
         return spec.compile()
 
     def _bind_arm(self, m: mujoco.MjModel) -> None:
