@@ -64,6 +64,11 @@ class PandaWorld(SimWorld):
         super().__init__(spec, link=None, render=render, camera_hz=camera_hz)
         self.substeps = round(1.0 / control_hz / scene.TIMESTEP)
 
+    def _build(self, spec: TaskSpec) -> None:
+        super()._build(spec)
+        if self.render_enabled:  # robosuite's marker sites (grip site sphere, its 10 m guide cylinder) stay unseen
+            self._scene_option.sitegroup[:] = 0
+
     def _compile_model(self, workpieces: list[tuple[str, Any]]) -> mujoco.MjModel:
         spec = mujoco.MjSpec.from_string(scene.build_mjcf(workpieces, with_aubo=False))
         attach_panda(spec, PANDA_BASE_POS, np.array([np.cos(self._base_yaw / 2), 0.0, 0.0, np.sin(self._base_yaw / 2)]))

@@ -166,6 +166,8 @@ def write_demo(data: h5py.Group, demo: Demo) -> h5py.Group:
     g = data.create_group(demo.name)
     g.attrs["num_samples"] = demo.num_samples
     for k, v in demo.attrs.items():
+        if v is None:  # absent (no preference, ...): HDF5 has no null
+            continue
         g.attrs[k] = json.dumps(v) if isinstance(v, (dict, list, tuple)) else v
     t = demo.num_samples
     g.create_dataset("actions", data=np.asarray(demo.actions, float))

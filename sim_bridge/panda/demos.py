@@ -1,0 +1,130 @@
+"""Panda demonstrations of the workcell task in LIBERO's HDF5 layout (what LIBERO's own files hold).
+
+``python -m sim_bridge.panda.demos OUT.hdf5 [--seeds 0 1 2] [--speed 0.03] [--max-steps N]`` runs the
+scripted expert on the Panda (:class:`sim_bridge.panda.world.PandaWorld`) and writes one demo per
+seed with LIBERO's keys and conventions: ``obs/ee_pos`` the grip site, ``obs/ee_ori`` the axis-angle of
+the hand body (robosuite's ``robot0_eef_quat``), ``obs/gripper_states`` the two finger joints,
+``obs/joint_states`` the seven arm joints, ``robot_states`` = finger joints, eef position, hand quaternion
+(x, y, z, w), and the images as robosuite returns them (``agentview_rgb`` from the external camera,
+``eye_in_hand_rgb`` from the wrist camera): the upright view flipped vertically (HARDWARE.md, "Image
+conventions"). Each demo's attributes hold the task configuration and its outcome.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from libero_workcell.contract import CONTROL_HZ_DEFAULT, make_state
+from libero_workcell.libero_format import Demo, write_demo, write_file_attrs
+from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
+from sim_bridge.panda.world import PANDA_TCP_ROTMAT, PandaWorld
+from sim_bridge.task import TaskSpec
+
+ENV_ARGS = {
+    "env_name": "libero_industry_workcell_d2s",
+    "robot": "Panda",
+    "controller": "OSC_POSE (kp 150, damping ratio 1)",
+    "control_freq": CONTROL_HZ_DEFAULT,
+    "images": "robosuite raw: upright view flipped vertically",
+}
+
+
+def robosuite_raw(upright: np.ndarray) -> np.ndarray:
+    """An upright rendered image as robosuite's camera observation holds it (flipped vertically)."""
+    return np.ascontiguousarray(upright[::-1])
+
+
+@dataclass(frozen=True)
+class PandaDemo:
+    demo: Demo
+    metrics: dict
+
+
+def run_panda_demo(spec: TaskSpec, name: str = "demo_0", max_steps: int | None = None, render: bool = True):
+    """One expert episode on the Panda, recorded step by step (observation, then the action issued for it)."""
+    world = PandaWorld(spec, render=render, camera_hz=0.0)
+    expert = ScriptedExpert(ExpertConfig(tcp_rotmat=PANDA_TCP_ROTMAT, either_grasp_yaw=True))
+    rows: dict[str, list] = {k: [] for k in ("actions", "ee_pos", "ee_ori", "grip", "joints", "robot", "agent", "eye")}
+    steps = 0
+    try:
+        while world.sim_time < spec.horizon and (max_steps is None or steps < max_steps):
+            ori = Rotation.from_quat(world.hand_quat).as_rotvec()
+            state = make_state(world.tcp_pos, Rotation.from_matrix(world.tcp_rotmat).as_rotvec(), world.gripper_coord)
+            action = expert.act(SceneView.from_ground_truth(world.ground_truth()), state)
+            rows["actions"].append(action)
+            rows["ee_pos"].append(world.tcp_pos)
+            rows["ee_ori"].append(ori)
+            rows["grip"].append(world.finger_qpos)
+            rows["joints"].append(world.arm_q)
+            rows["robot"].append(np.concatenate([world.finger_qpos, world.tcp_pos, world.hand_quat]))
+            if render:
+                rows["agent"].append(robosuite_raw(world.render_camera("external")))
+                rows["eye"].append(robosuite_raw(world.render_camera("wrist")))
+            world.step_action(action)
+            steps += 1
+            if world.evaluate()["SR"] == 1.0:
+                break
+        metrics = world.evaluate()
+    finally:
+        world.close()
+    images = {"agentview_rgb": np.array(rows["agent"]), "eye_in_hand_rgb": np.array(rows["eye"])} if render else {}
+    attrs = {**spec.to_dict(), "SR": metrics["SR"], "PCR_T": metrics["PCR_T"], "PCR_S": metrics["PCR_S"],
+             "robot": "Panda"}  # fmt: skip
+    demo = Demo(
+        name,
+        np.array(rows["actions"]),
+        np.array(rows["ee_pos"]),
+        np.array(rows["ee_ori"]),
+        np.array(rows["grip"]),
+        np.array(rows["joints"]),
+        np.array(rows["robot"]),
+        images,
+        attrs,
+    )
+    return PandaDemo(demo, metrics)
+
+
+def write_panda_demos(path: Path, specs: Sequence[TaskSpec], max_steps: int | None = None) -> list[dict]:
+    """Write one demo per spec into a new LIBERO-layout file; returns each demo's metrics."""
+    if path.exists():
+        raise FileExistsError(f"{path} exists: choose a new file (nothing recorded is ever overwritten)")
+    outcomes = []
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        with h5py.File(tmp, "w") as f:
+            data = f.create_group("data")
+            for i, spec in enumerate(specs):
+                result = run_panda_demo(spec, f"demo_{i}", max_steps)
+                write_demo(data, result.demo)
+                outcomes.append(result.metrics)
+            write_file_attrs(data, {"language_instruction": specs[0].language_instruction}, ENV_ARGS)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.rename(path)  # the file appears complete or not at all
+    return outcomes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--speed", type=float, default=0.03, help="belt speed, m/s")
+    ap.add_argument("--max-steps", type=int, default=None)
+    args = ap.parse_args(argv)
+    specs = [TaskSpec.from_seed(s, belt_speed=args.speed) for s in args.seeds]
+    for seed, m in zip(args.seeds, write_panda_demos(args.out, specs, args.max_steps), strict=True):
+        print(f"seed {seed}: SR {m['SR']:.0f} PCR_T {m['PCR_T']:.2f} PCR_S {m['PCR_S']:.2f}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""Panda demonstrations written in LIBERO's layout read back with LIBERO's keys, shapes and image convention."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from libero_workcell.libero_format import read_demos
+from sim_bridge.panda import demos as demos_module
+from sim_bridge.panda.demos import ENV_ARGS, robosuite_raw, write_panda_demos
+from sim_bridge.task import TaskSpec
+
+
+def test_the_raw_image_convention_is_a_vertical_flip() -> None:
+    upright = np.zeros((4, 3, 3), np.uint8)
+    upright[0, 0] = 255  # top-left marker
+    raw = robosuite_raw(upright)
+    assert raw[3, 0, 0] == 255 and raw[0, 0, 0] == 0  # now bottom-left: flipped vertically, not mirrored
+    assert raw.flags["C_CONTIGUOUS"]
+
+
+def test_a_short_panda_demo_reads_back_in_libero_layout(tmp_path) -> None:
+    path = tmp_path / "panda.hdf5"
+    outcomes = write_panda_demos(path, [TaskSpec.from_seed(0)], max_steps=6)
+    assert len(outcomes) == 1 and "PCR_T" in outcomes[0]
+    f = read_demos(path, images=True)
+    d = f.demos[0]
+    assert d.num_samples == 6 and f.env_args == ENV_ARGS
+    assert f.problem_info["language_instruction"] == TaskSpec.from_seed(0).language_instruction
+    assert d.joint_states.shape == (6, 7) and d.gripper_states.shape == (6, 2) and d.robot_states.shape == (6, 9)
+    assert d.images["agentview_rgb"].shape == (6, 256, 256, 3) and d.images["eye_in_hand_rgb"].dtype == np.uint8
+    np.testing.assert_allclose(d.robot_states[:, 2:5], d.ee_pos)  # robot_states: fingers, eef pos, eef quat
+    np.testing.assert_allclose(Rotation.from_quat(d.robot_states[:, 5:9]).as_rotvec(), d.ee_ori, atol=1e-9)
+    assert d.attrs["robot"] == "Panda" and d.attrs["seed"] == 0
+    with h5py.File(path) as h:
+        assert h["data"].attrs["num_demos"] == 1 and h["data"].attrs["total"] == 6
+
+
+def test_an_existing_file_is_never_overwritten_and_a_failed_run_leaves_nothing(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "panda.hdf5"
+    path.write_bytes(b"earlier demos")
+    with pytest.raises(FileExistsError):
+        write_panda_demos(path, [TaskSpec.from_seed(0)], max_steps=2)
+    assert path.read_bytes() == b"earlier demos"
+
+    def boom(*_a, **_k):
+        raise RuntimeError("physics diverged")
+
+    monkeypatch.setattr(demos_module, "run_panda_demo", boom)
+    fresh = tmp_path / "fresh.hdf5"
+    with pytest.raises(RuntimeError, match="physics diverged"):
+        write_panda_demos(fresh, [TaskSpec.from_seed(0)], max_steps=2)
+    assert not fresh.exists() and not (tmp_path / "fresh.hdf5.partial").exists()
