@@ -116,6 +116,9 @@ class ExpertConfig:
     # leaves that joint nearest the middle of its range where the phase ends (it counter-turns the base's sweep).
     wrist_joint: int = 6
     wrist_sign: float = -1.0
+    # Goals clipped to this box (min, max corners), or None. The Panda source uses the AUBO's workspace
+    # box, so a Panda demonstration stays where the AUBO may follow it (its box binds the AUBO's own goals).
+    goal_box: tuple[np.ndarray, np.ndarray] | None = None
 
 
 GAINS = {RESPONSE_LIBERO: 3.0, RESPONSE_GOAL_DELTA: 0.8}
@@ -235,6 +238,8 @@ class ScriptedExpert:
     ) -> np.ndarray:
         cfg = self.config
         goal = self._route(tcp, goal)
+        if cfg.goal_box is not None:
+            goal = np.clip(goal, cfg.goal_box[0], cfg.goal_box[1])
         dt = 1.0 / cfg.control_hz
         step = self.gain * (goal - tcp)
         cap = speed * dt / self._ratio  # the goal offset that, held, moves the arm at ``speed``

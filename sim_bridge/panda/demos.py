@@ -21,6 +21,7 @@ import h5py
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from libero_workcell import layout
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, make_state
 from libero_workcell.libero_format import Demo, write_demo, write_file_attrs
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
@@ -50,7 +51,8 @@ class PandaDemo:
 def run_panda_demo(spec: TaskSpec, name: str = "demo_0", max_steps: int | None = None, render: bool = True):
     """One expert episode on the Panda, recorded step by step (observation, then the action issued for it)."""
     world = PandaWorld(spec, render=render, camera_hz=0.0)
-    expert = ScriptedExpert(ExpertConfig(tcp_rotmat=PANDA_TCP_ROTMAT, either_grasp_yaw=True))
+    box = (layout.WORKSPACE_MIN, layout.WORKSPACE_MAX)  # the AUBO's: where a retargeted AUBO may follow
+    expert = ScriptedExpert(ExpertConfig(tcp_rotmat=PANDA_TCP_ROTMAT, either_grasp_yaw=True, goal_box=box))
     rows: dict[str, list] = {k: [] for k in ("actions", "ee_pos", "ee_ori", "grip", "joints", "robot", "agent", "eye")}
     steps = 0
     try:
