@@ -297,3 +297,50 @@ def test_a_violation_or_fault_sends_nothing_until_confirmed_at_the_pendant(emu, 
     emu.clear_cause()  # confirmed on the pendant
     backend.acknowledge_fault()
     assert emu.state()["mode"] == "Running"
+
+
+# ----------------------------------------------------------------- before connecting, start-up, pose parsing
+def test_a_backend_never_connected_reads_not_connected_and_refuses_motion(emu: ArcsEmulator) -> None:
+    backend = ArcsArmBackend(ArcsConfig.from_mapping({"ip": HOST, "rpc_port": emu.port}))
+    meas = backend.read()
+    assert meas.fault == "not connected" and meas.ready is False
+    np.testing.assert_array_equal(meas.q, np.zeros(6))
+    np.testing.assert_array_equal(meas.qd, np.zeros(6))
+    with pytest.raises(BackendError, match="not connected"):
+        backend.servo(HOME_Q)
+    assert count(emu, "servoJoint") == 0 and count(emu, "setServoModeSelect") == 0
+
+
+@pytest.mark.parametrize("step", ["poweron", "startup"])
+def test_a_refused_startup_step_is_an_error_naming_it_and_the_code(emu: ArcsEmulator, step: str) -> None:
+    emu.refuse_next(step, -5)
+    backend = ArcsArmBackend(ArcsConfig.from_mapping({"ip": HOST, "rpc_port": emu.port}))
+    try:
+        with pytest.raises(BackendError) as info:
+            backend.connect()
+        assert str(info.value).startswith(f"{step} refused by {HOST}:{emu.port}: -5 (")
+    finally:
+        backend.close()
+
+
+def test_an_arm_that_never_reaches_running_is_an_error_naming_its_mode() -> None:
+    with ArcsEmulator(boot_delay=60.0) as emu:  # powers on, starts up, then releases its brakes for a minute
+        backend = ArcsArmBackend(ArcsConfig.from_mapping({"ip": HOST, "rpc_port": emu.port, "startup_timeout": 0.3}))
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(BackendError, match=r"not Running after 0.3 s \(mode: PowerOn\)"):
+                backend.connect()
+            assert time.monotonic() - t0 < 3.0
+        finally:
+            backend.close()
+
+
+def test_a_malformed_tcp_pose_is_an_error_that_shows_it() -> None:
+    from aubo_bridge.arcs_backend import pose_to_tcp
+
+    with pytest.raises(BackendError) as info:
+        pose_to_tcp([1, 2, 3], "rotvec")
+    assert str(info.value) == "getTcpPose returned [1, 2, 3], expected 6 numbers"
+    pos, quat = pose_to_tcp([0, 0, 1, 0, 0, 0], "rotvec")  # integers from the SDK are numbers too
+    assert pos.dtype == float and pos.tolist() == [0.0, 0.0, 1.0]
+    np.testing.assert_allclose(quat, [0.0, 0.0, 0.0, 1.0])
