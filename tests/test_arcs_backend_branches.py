@@ -328,7 +328,7 @@ def test_an_arm_that_never_reaches_running_is_an_error_naming_its_mode() -> None
         backend = ArcsArmBackend(ArcsConfig.from_mapping({"ip": HOST, "rpc_port": emu.port, "startup_timeout": 0.3}))
         try:
             t0 = time.monotonic()
-            with pytest.raises(BackendError, match=r"not Running after 0.3 s \(mode: PowerOn\)"):
+            with pytest.raises(BackendError, match=r"not Running after 0.3 s \(mode: BrakeReleasing\)"):
                 backend.connect()
             assert time.monotonic() - t0 < 3.0
         finally:
