@@ -5,7 +5,9 @@ the working tree to a temporary directory (mutmut writes ``mutants/`` and rewrit
 there, never here), configures mutmut for that one file and the tests that exercise it, runs
 it with the property tests made repeatable (``HYPOTHESIS_PROFILE=mutation``), and prints the
 counts (mutants, killed, survived, timeouts, untested) and every surviving mutant's diff. The
-full report goes to ``bench-output/mutation-<target>.txt``. ``docs/mutation.md`` records the
+full report goes to ``bench-output/mutation-<target>.txt``. ``--recheck`` runs only the mutants a target's
+last full run left alive, against today's tests (after tests were added for them; the slow ARCS target
+takes an hour in full). ``docs/mutation.md`` records the
 last figures and why each survivor left alive is harmless. Not part of CI: ~10-40 min a target.
 """
 
@@ -77,12 +79,22 @@ def _configure(work: Path, source: str, tests: list[str]) -> None:
         f.write("\n".join(lines))
 
 
-def run(target: str, python: Path) -> dict[str, int]:
+def previous_survivors(report: Path) -> list[str]:
+    """The mutants the last full run of a target left alive (survived or timed out), from its report."""
+    if not report.exists():
+        raise SystemExit(f"mutation: no report {report}: run the full target first")
+    return re.findall(r"^=== (\S+) \[(?:survived|timeout|no tests)\]", report.read_text(), flags=re.M)
+
+
+def run(target: str, python: Path, recheck: bool = False) -> dict[str, int]:
     source, tests = TARGETS[target]
     mutmut = _mutmut(python)
     out_dir = REPO / "bench-output"
     out_dir.mkdir(exist_ok=True)
     report = out_dir / f"mutation-{target}.txt"
+    only = previous_survivors(report) if recheck else []
+    if recheck:
+        report = out_dir / f"mutation-{target}-recheck.txt"
     with tempfile.TemporaryDirectory(prefix=f"mutation-{target}-") as tmp:
         work = Path(tmp)
         _copy_tree(work)
@@ -90,11 +102,13 @@ def run(target: str, python: Path) -> dict[str, int]:
         env = dict(os.environ, HYPOTHESIS_PROFILE="mutation", MUJOCO_GL="egl")
         t0 = time.monotonic()
         print(f"mutation: {target}: mutating {source} against {len(tests)} test files in {work}", flush=True)
-        done = subprocess.run([*mutmut, "run"], cwd=work, env=env, capture_output=True, text=True)
+        done = subprocess.run([*mutmut, "run", *only], cwd=work, env=env, capture_output=True, text=True)
         seconds = time.monotonic() - t0
         results = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True,
                                  text=True).stdout  # fmt: skip
         statuses = dict(re.findall(r"^\s*(\S+): (.+)$", results, flags=re.M))
+        if recheck:  # only the rechecked mutants count
+            statuses = {k: v for k, v in statuses.items() if k in set(only)}
         counts = Counter(statuses.values())
         # Everything not killed is listed: survivors, and timeouts / untested for the record.
         survivors = sorted((status, name) for name, status in statuses.items() if status != "killed")
@@ -128,12 +142,18 @@ def run(target: str, python: Path) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("targets", nargs="*", default=list(TARGETS), help=f"any of {', '.join(TARGETS)} (default: all)")
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="run only the mutants the last full run left alive (from bench-output/mutation-<target>.txt), "
+        "against today's tests; report in mutation-<target>-recheck.txt",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.targets) - set(TARGETS))
     if unknown:
         parser.error(f"unknown targets {unknown}; choose from {list(TARGETS)}")
     python = Path(sys.executable)
-    results = {t: run(t, python) for t in args.targets}
+    results = {t: run(t, python, args.recheck) for t in args.targets}
     print("\ntarget     mutants  killed  survived  timeout  untested")
     for t, r in results.items():
         print(f"{t:<10} {r['mutants']:>7} {r['killed']:>7} {r['survived']:>9} {r['timeout']:>8} {r['untested']:>9}")

@@ -344,3 +344,20 @@ def test_a_malformed_tcp_pose_is_an_error_that_shows_it() -> None:
     pos, quat = pose_to_tcp([0, 0, 1, 0, 0, 0], "rotvec")  # integers from the SDK are numbers too
     assert pos.dtype == float and pos.tolist() == [0.0, 0.0, 1.0]
     np.testing.assert_allclose(quat, [0.0, 0.0, 0.0, 1.0])
+
+
+def test_ping_times_one_round_trip_and_needs_a_connection(emu: ArcsEmulator, backend) -> None:
+    before = count(emu, "getRobotModeType")
+    rtt = backend.ping()
+    assert 0.0 < rtt < 1.0 and count(emu, "getRobotModeType") > before
+    fresh = ArcsArmBackend(ArcsConfig.from_mapping({"ip": HOST, "rpc_port": emu.port}))
+    with pytest.raises(BackendError) as info:
+        fresh.ping()
+    assert str(info.value) == "ARCS backend not connected"
+
+
+def test_the_state_poller_is_a_named_daemon_thread(backend) -> None:
+    import threading
+
+    pollers = [t for t in threading.enumerate() if t.name == "arcs-state-poll"]
+    assert pollers and all(t.daemon for t in pollers)  # never keeps a process alive on its own
