@@ -314,8 +314,11 @@ def _workpieces_xml(workpieces: Sequence[tuple[str, WorkpieceType]]) -> str:
     parts = []
     for i, (name, wp) in enumerate(workpieces):
         p = park_position(i)
+        # gravcomp in the MJCF: MuJoCo only compensates gravity at run time for models compiled with some
+        # compensated body (the world switches it per workpiece: parked floating, on the belt falling).
         parts.append(
-            f'<body name="{name}" pos="{_f(p)}"><freejoint name="{name}"/>{workpiece_geom_xml(name, wp)}</body>'
+            f'<body name="{name}" pos="{_f(p)}" gravcomp="1"><freejoint name="{name}"/>'
+            f"{workpiece_geom_xml(name, wp)}</body>"
         )
     return "".join(parts)
 
