@@ -54,11 +54,19 @@ class SimRig:
 
 
 def make_sim_rig(
-    spec: TaskSpec, arm_config: ArmConfig | None = None, render: bool = False, active_source: str = SOURCE_EXPERT
+    spec: TaskSpec,
+    arm_config: ArmConfig | None = None,
+    render: bool = False,
+    active_source: str = SOURCE_EXPERT,
+    start_q: np.ndarray | None = None,
+    camera_hz: float | None = None,
 ) -> SimRig:
+    """``start_q``: the arm's joints at the episode's start (default: home); ``camera_hz``: the world's
+    own rendering rate (None: its default; 0: render only when asked)."""
     cfg = arm_config or ArmConfig()
     link = SimLink.in_memory()
-    world = SimWorld(spec, link=link, render=render)
+    extra = {} if camera_hz is None else {"camera_hz": camera_hz}
+    world = SimWorld(spec, link=link, render=render, home_q=start_q, **extra)
     clock = lambda: world.sim_time  # noqa: E731 - the driver runs on sim time here
     arm = SimArmBackend(link, clock=clock, stale_after=math.inf)
     gripper = SimGripperBackend(link, clock=clock, stale_after=math.inf)

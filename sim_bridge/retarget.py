@@ -107,10 +107,14 @@ def follow(
     return Tracking(np.array(actions), pos, rot, pos_err, rot_err)
 
 
-def path_from_demo(demo: Demo) -> TcpPath:
+def path_from_demo(demo: Demo, ee_to_tcp: np.ndarray | None = None) -> TcpPath:
     """The TCP path of a LIBERO-layout demo: obs/ee_pos, obs/ee_ori (axis-angle), and its gripper schedule.
 
-    LIBERO's ee_ori is the Panda hand's orientation, a fixed rotation from the grip site's: relative
-    rotations (what :meth:`TcpPath.mapped_to` uses) are the same for both.
+    ``ee_to_tcp``: the fixed rotation from the body ee_ori describes to the TCP (LIBERO's Panda: its hand,
+    ``sim_bridge.panda.model.HAND_TO_GRIP_SITE``; None: ee_ori is the TCP's). Relative rotations (what
+    :meth:`TcpPath.mapped_to` uses) are the same either way; world-frame following needs the TCP's.
     """
-    return TcpPath(demo.ee_pos, Rotation.from_rotvec(demo.ee_ori).as_matrix(), demo.actions[:, 6].copy())
+    R = Rotation.from_rotvec(demo.ee_ori).as_matrix()
+    if ee_to_tcp is not None:
+        R = R @ np.asarray(ee_to_tcp, float)
+    return TcpPath(demo.ee_pos, R, demo.actions[:, 6].copy())

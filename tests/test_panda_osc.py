@@ -114,6 +114,9 @@ def test_the_panda_in_the_workcell_answers_as_robosuites(name) -> None:
         assert e.rot_ratio <= 0.10, e
     with pytest.raises(ValueError, match="7-D finite action"):
         world.step_action(np.array([np.nan] * 7))
+    from sim_bridge.panda.model import HAND_TO_GRIP_SITE
+
+    np.testing.assert_allclose(world.hand_rotmat @ HAND_TO_GRIP_SITE, world.tcp_rotmat, atol=1e-9)
 
 
 @pytest.mark.slow

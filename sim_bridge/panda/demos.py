@@ -28,6 +28,7 @@ from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 from sim_bridge.panda.world import PANDA_TCP_ROTMAT, PandaWorld
 from sim_bridge.task import TaskSpec
 
+FOLLOWABLE_SPEED = 0.18  # m/s: the Panda source's top TCP speed (see run_panda_demo)
 ENV_ARGS = {
     "env_name": "libero_industry_workcell_d2s",
     "robot": "Panda",
@@ -51,8 +52,16 @@ class PandaDemo:
 def run_panda_demo(spec: TaskSpec, name: str = "demo_0", max_steps: int | None = None, render: bool = True):
     """One expert episode on the Panda, recorded step by step (observation, then the action issued for it)."""
     world = PandaWorld(spec, render=render, camera_hz=0.0)
-    box = (layout.WORKSPACE_MIN, layout.WORKSPACE_MAX)  # the AUBO's: where a retargeted AUBO may follow
-    expert = ScriptedExpert(ExpertConfig(tcp_rotmat=PANDA_TCP_ROTMAT, either_grasp_yaw=True, goal_box=box))
+    # Followable by a retargeted AUBO: inside the AUBO's workspace box, and below the speed where the seed's
+    # law (one step ahead, k = 3) saturates: a path at v needs goal offsets of ~4 v dt (LIBERO's response
+    # covers a quarter of the offset per step), which reach the full-scale 0.05 m near 0.25 m/s.
+    box = (layout.WORKSPACE_MIN, layout.WORKSPACE_MAX)
+    expert = ScriptedExpert(
+        ExpertConfig(
+            tcp_rotmat=PANDA_TCP_ROTMAT, either_grasp_yaw=True, goal_box=box, max_speed=FOLLOWABLE_SPEED,
+            carry_speed=min(FOLLOWABLE_SPEED, ExpertConfig().carry_speed),
+        )
+    )
     rows: dict[str, list] = {k: [] for k in ("actions", "ee_pos", "ee_ori", "grip", "joints", "robot", "agent", "eye")}
     steps = 0
     try:
@@ -77,7 +86,8 @@ def run_panda_demo(spec: TaskSpec, name: str = "demo_0", max_steps: int | None =
     finally:
         world.close()
     images = {"agentview_rgb": np.array(rows["agent"]), "eye_in_hand_rgb": np.array(rows["eye"])} if render else {}
-    attrs = {**spec.to_dict(), "SR": metrics["SR"], "PCR_T": metrics["PCR_T"], "PCR_S": metrics["PCR_S"],
+    attrs = {**spec.to_dict(), "task_spec": spec.to_json(), "SR": metrics["SR"], "PCR_T": metrics["PCR_T"],
+             "PCR_S": metrics["PCR_S"], "placed": [bool(p) for p in metrics["placed"]],
              "robot": "Panda"}  # fmt: skip
     demo = Demo(
         name,
