@@ -146,11 +146,13 @@ def test_where_ik_fails_on_the_way_the_reference_stops_and_the_arm_holds(monkeyp
     act(driver, clock, [0.3, 0, 0, 0, 0, 0, -1], periods=2)
     q_before, ref_before = arm.q.copy(), driver._ref.pos.copy()
     monkeypatch.setattr(driver_module, "ik", lambda *a, **k: IkResult(a[2], False, 1.0, 1.0, 15))
-    clock.t += driver.config.servo_period
-    driver.tick()
-    np.testing.assert_array_equal(arm.q, q_before)
-    np.testing.assert_array_equal(driver._ref.pos, ref_before)
-    assert not np.any(driver._ref.vel) and driver.status().counters["ik_fallbacks"] == 1
+    for n in (1, 2):  # every tick where IK fails counts, and the stopped reference stays usable
+        clock.t += driver.config.servo_period
+        driver.tick()
+        np.testing.assert_array_equal(arm.q, q_before)
+        np.testing.assert_array_equal(driver._ref.pos, ref_before)
+        assert not np.any(driver._ref.vel) and driver.status().counters["ik_fallbacks"] == n
+    assert driver.mode is ArmMode.ENABLED and driver.status().fault is None
 
 
 def test_holds_stop_the_reference_at_once() -> None:

@@ -502,9 +502,9 @@ class ArmDriver:
                 f"joint {j + 1} would move at {joint_speed[j]:.2f} rad/s "
                 f"(limit {cfg.max_joint_speed[j]:.2f}): step too large or near a singularity",
             )
-        # libero: a zero rotation keeps the orientation goal (robosuite's rule), so it applied none.
-        rot_applied = Rotation.from_matrix(new_R @ base_R.T).as_rotvec() if np.any(drot) or not self._libero else drot
-        applied = np.concatenate([(new_pos - base_pos) / ACTION_POS_SCALE, rot_applied / ACTION_ROT_SCALE, [grip]])
+        # The rotation goal is exp(drot) applied to the base (or, under libero with drot = 0, kept): what was
+        # applied is drot itself, whatever the box did to the position.
+        applied = np.concatenate([(new_pos - base_pos) / ACTION_POS_SCALE, drot / ACTION_ROT_SCALE, [grip]])
         self._goal_pos, self._goal_R = new_pos, new_R
         if not self._libero:
             p0, R0 = fk(self._target, cfg.tool_offset)
