@@ -7,6 +7,9 @@ exact. Shared by the driver's example tests and its property tests.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 
 from aubo_bridge.backend import ArmMeasurement, BackendError, GripperMeasurement
@@ -102,3 +105,38 @@ def goal_delta_config(**overrides) -> ArmConfig:
     """An ArmConfig with the goal_delta response: the tests that pin its exact geometry (the goal moves by
     the scaled action and is reached within the period) use it; test_action_response.py holds the default."""
     return ArmConfig(action_response="goal_delta", **overrides)
+
+
+def stop_between_compute_and_send(driver: ArmDriver, arm: IdealArm, clock: ManualClock) -> list[str]:
+    """The calls that reach the arm when a stop lands after a tick computed its target, before it sent it.
+
+    The tick runs on its own thread and is held at the driver's I/O lock (the only place it waits)
+    until the stop, made on this thread, has gone through.
+    """
+    calls: list[str] = []
+    real_servo, real_hold = arm.servo, arm.hold
+    arm.servo = lambda q: (calls.append("servo"), real_servo(q))
+    arm.hold = lambda: (calls.append("hold"), real_hold())
+    stop_done = threading.Event()
+    ticker = threading.Thread(target=driver.tick)
+
+    class GatedLock:
+        def __init__(self) -> None:
+            self._lock = threading.Lock()
+
+        def __enter__(self):
+            if threading.current_thread() is ticker:
+                stop_done.wait(5.0)
+            self._lock.acquire()
+
+        def __exit__(self, *exc):
+            self._lock.release()
+
+    driver._io_lock = GatedLock()
+    clock.t += driver.config.servo_period
+    ticker.start()  # computes a target, then waits at the I/O lock
+    time.sleep(0.05)
+    driver.stop()  # lands between computing and sending
+    stop_done.set()
+    ticker.join(5.0)
+    return calls

@@ -8,11 +8,18 @@ test_sim_episode.py and through ROS in test_ros_graph.py.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
-from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, goal_delta_config, run_control_period, tcp
+from arm_rig import (
+    IdealArm,
+    IdealGripper,
+    LaggingArm,
+    ManualClock,
+    goal_delta_config,
+    run_control_period,
+    stop_between_compute_and_send,
+    tcp,
+)
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ArmConfig, ConfigError
@@ -378,36 +385,7 @@ def test_device_refusing_the_reset_keeps_the_fault(rig) -> None:
 
 def test_a_stop_between_computing_and_sending_a_target_wins(rig) -> None:
     """The servo tick sends without the state lock; a hold that lands in between voids its target."""
-    import threading
-
     driver, arm, _, clock = rig
-    calls: list[str] = []
-    real_servo, real_hold = arm.servo, arm.hold
-    arm.servo = lambda q: (calls.append("servo"), real_servo(q))
-    arm.hold = lambda: (calls.append("hold"), real_hold())
     assert driver.submit_action(np.array([0.3, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY).accepted
-    stop_done = threading.Event()
-
-    class GatedLock:
-        """The tick's I/O lock: the servo thread waits here until the stop has gone through."""
-
-        def __init__(self) -> None:
-            self._lock = threading.Lock()
-
-        def __enter__(self):
-            if threading.current_thread() is ticker:
-                stop_done.wait(5.0)
-            self._lock.acquire()
-
-        def __exit__(self, *exc):
-            self._lock.release()
-
-    driver._io_lock = GatedLock()
-    clock.t += driver.config.servo_period
-    ticker = threading.Thread(target=driver.tick)
-    ticker.start()  # computes a target, then waits at the I/O lock
-    time.sleep(0.05)
-    driver.stop()  # lands between computing and sending
-    stop_done.set()
-    ticker.join(5.0)
+    calls = stop_between_compute_and_send(driver, arm, clock)
     assert calls == ["hold"]  # the stale target never went out after the hold

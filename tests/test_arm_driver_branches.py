@@ -10,12 +10,17 @@ the mutants left alive and why each is harmless.
 
 from __future__ import annotations
 
-import threading
-import time
-
 import numpy as np
 import pytest
-from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, goal_delta_config, run_control_period
+from arm_rig import (
+    IdealArm,
+    IdealGripper,
+    LaggingArm,
+    ManualClock,
+    goal_delta_config,
+    run_control_period,
+    stop_between_compute_and_send,
+)
 from scipy.spatial.transform import Rotation
 
 import aubo_bridge.driver as driver_module
@@ -560,38 +565,11 @@ def test_status_reports_the_measured_state_and_what_was_sent() -> None:
 def _stop_lands_between_compute_and_send(earlier_holds: int) -> list[str]:
     """Calls reaching the arm when a stop lands after a tick computed its target, before it sent it."""
     driver, arm, _, clock = make()
-    calls: list[str] = []
-    real_servo, real_hold = arm.servo, arm.hold
-    arm.servo = lambda q: (calls.append("servo"), real_servo(q))
-    arm.hold = lambda: (calls.append("hold"), real_hold())
     for _ in range(earlier_holds):  # the generation moved this often already
         driver.stop()
         assert driver.enable()[0]
-    calls.clear()
     assert driver.submit_action(np.array([0.3, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY).accepted
-    stop_done = threading.Event()
-    ticker = threading.Thread(target=driver.tick)
-
-    class GatedLock:
-        def __init__(self) -> None:
-            self._lock = threading.Lock()
-
-        def __enter__(self):
-            if threading.current_thread() is ticker:
-                stop_done.wait(5.0)
-            self._lock.acquire()
-
-        def __exit__(self, *exc):
-            self._lock.release()
-
-    driver._io_lock = GatedLock()
-    clock.t += driver.config.servo_period
-    ticker.start()
-    time.sleep(0.05)
-    driver.stop()
-    stop_done.set()
-    ticker.join(5.0)
-    return calls
+    return stop_between_compute_and_send(driver, arm, clock)
 
 
 @pytest.mark.parametrize("earlier_holds", [1, 2])
