@@ -53,6 +53,7 @@ def node(devices) -> Iterator[Any]:
             [
                 "use_sim:=false",
                 "aubo_bridge.active_source:=policy",
+                "action_response:=goal_delta",  # exact displacements (see test_ros_graph.py)
                 "aubo_bridge.arcs.ip:=127.0.0.1",
                 f"aubo_bridge.arcs.rpc_port:={arm.port}",
                 f"aubo_bridge.gripper.port:={gripper_port}",
