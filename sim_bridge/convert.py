@@ -19,8 +19,8 @@ from aubo_bridge.config import ArmConfig
 from aubo_bridge.kinematics import HOME_Q, ik
 from libero_workcell.contract import SOURCE_POLICY
 from libero_workcell.libero_format import Demo, LiberoFormatError
+from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
 from sim_bridge.episode import make_sim_rig
-from sim_bridge.panda.demos import robosuite_raw
 from sim_bridge.panda.model import HAND_TO_GRIP_SITE
 from sim_bridge.retarget import Tracking, follow, path_from_demo
 from sim_bridge.task import TaskSpec
@@ -55,7 +55,7 @@ def convert_demo(demo: Demo, spec: TaskSpec | None = None, render: bool = True, 
         raise ValueError(f"{demo.name}: the AUBO cannot reach the demo's first TCP pose {path.pos[0].round(3)}")
     rig = make_sim_rig(spec, cfg, render, active_source=SOURCE_POLICY, start_q=start.q, camera_hz=0.0)
     world, driver = rig.world, rig.driver
-    rows: dict[str, list] = {k: [] for k in ("ee_pos", "ee_ori", "grip", "joints", "robot", "agent", "eye")}
+    recorder = DemoRecorder(world, render)
 
     def observe() -> tuple[np.ndarray, np.ndarray]:
         s = driver.status()
@@ -63,14 +63,8 @@ def convert_demo(demo: Demo, spec: TaskSpec | None = None, render: bool = True, 
 
     def step(action: np.ndarray) -> None:
         s = driver.status()
-        rows["ee_pos"].append(s.tcp_pos)
-        rows["ee_ori"].append(s.tcp_rotvec)
-        rows["grip"].append([s.gripper])
-        rows["joints"].append(s.q)
-        rows["robot"].append(np.concatenate([[s.gripper], s.tcp_pos, Rotation.from_rotvec(s.tcp_rotvec).as_quat()]))
-        if render:
-            rows["agent"].append(robosuite_raw(world.render_camera("external")))
-            rows["eye"].append(robosuite_raw(world.render_camera("wrist")))
+        quat = Rotation.from_rotvec(s.tcp_rotvec).as_quat()
+        recorder.observe(s.tcp_pos, s.tcp_rotvec, [s.gripper], s.q, np.concatenate([[s.gripper], s.tcp_pos, quat]))
         res = driver.submit_action(action, SOURCE_POLICY)
         if not res.accepted:
             raise RuntimeError(f"{demo.name}: the arm driver rejected a retargeted action: {res.reason}")
@@ -82,23 +76,10 @@ def convert_demo(demo: Demo, spec: TaskSpec | None = None, render: bool = True, 
         metrics = world.evaluate()
     finally:
         world.close()
-    images = {"agentview_rgb": np.array(rows["agent"]), "eye_in_hand_rgb": np.array(rows["eye"])} if render else {}
     attrs = {**{k: v for k, v in demo.attrs.items() if k not in ("num_samples", "placed", "SR", "PCR_T", "PCR_S")},
              "robot": "AUBO-i5H", "source_demo": demo.name, "tracking_pos_rms_m": tracking.pos_rms,
-             "tracking_rot_rms_deg": float(np.degrees(tracking.rot_rms)), "SR": metrics["SR"],
-             "PCR_T": metrics["PCR_T"], "PCR_S": metrics["PCR_S"],
-             "placed": [bool(p) for p in metrics["placed"]]}  # fmt: skip
-    converted = Demo(
-        demo.name,
-        tracking.actions,
-        np.array(rows["ee_pos"]),
-        np.array(rows["ee_ori"]),
-        np.array(rows["grip"]),
-        np.array(rows["joints"]),
-        np.array(rows["robot"]),
-        images,
-        attrs,
-    )
+             "tracking_rot_rms_deg": float(np.degrees(tracking.rot_rms)), **outcome_attrs(metrics)}  # fmt: skip
+    converted = recorder.demo(demo.name, attrs, tracking.actions)
     source = demo.attrs.get("placed")
     placed = None if source is None else [bool(p) for p in (source if isinstance(source, list) else _json(source))]
     return Converted(converted, tracking, metrics, placed)

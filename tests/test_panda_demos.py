@@ -8,8 +8,9 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.libero_format import read_demos
+from sim_bridge.demo_recorder import robosuite_raw
 from sim_bridge.panda import demos as demos_module
-from sim_bridge.panda.demos import ENV_ARGS, robosuite_raw, write_panda_demos
+from sim_bridge.panda.demos import ENV_ARGS, write_panda_demos
 from sim_bridge.task import TaskSpec
 
 

@@ -24,6 +24,7 @@ from scipy.spatial.transform import Rotation
 from libero_workcell import layout
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, make_state
 from libero_workcell.libero_format import Demo, write_demo, write_file_attrs
+from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 from sim_bridge.panda.world import PANDA_TCP_ROTMAT, PandaWorld
 from sim_bridge.task import TaskSpec
@@ -36,11 +37,6 @@ ENV_ARGS = {
     "control_freq": CONTROL_HZ_DEFAULT,
     "images": "robosuite raw: upright view flipped vertically",
 }
-
-
-def robosuite_raw(upright: np.ndarray) -> np.ndarray:
-    """An upright rendered image as robosuite's camera observation holds it (flipped vertically)."""
-    return np.ascontiguousarray(upright[::-1])
 
 
 @dataclass(frozen=True)
@@ -62,44 +58,29 @@ def run_panda_demo(spec: TaskSpec, name: str = "demo_0", max_steps: int | None =
             carry_speed=min(FOLLOWABLE_SPEED, ExpertConfig().carry_speed),
         )
     )
-    rows: dict[str, list] = {k: [] for k in ("actions", "ee_pos", "ee_ori", "grip", "joints", "robot", "agent", "eye")}
+    recorder = DemoRecorder(world, render)
     steps = 0
     try:
         while world.sim_time < spec.horizon and (max_steps is None or steps < max_steps):
-            ori = Rotation.from_quat(world.hand_quat).as_rotvec()
             state = make_state(world.tcp_pos, Rotation.from_matrix(world.tcp_rotmat).as_rotvec(), world.gripper_coord)
             action = expert.act(SceneView.from_ground_truth(world.ground_truth()), state)
-            rows["actions"].append(action)
-            rows["ee_pos"].append(world.tcp_pos)
-            rows["ee_ori"].append(ori)
-            rows["grip"].append(world.finger_qpos)
-            rows["joints"].append(world.arm_q)
-            rows["robot"].append(np.concatenate([world.finger_qpos, world.tcp_pos, world.hand_quat]))
-            if render:
-                rows["agent"].append(robosuite_raw(world.render_camera("external")))
-                rows["eye"].append(robosuite_raw(world.render_camera("wrist")))
+            recorder.observe(
+                world.tcp_pos,
+                Rotation.from_quat(world.hand_quat).as_rotvec(),
+                world.finger_qpos,
+                world.arm_q,
+                np.concatenate([world.finger_qpos, world.tcp_pos, world.hand_quat]),
+            )
+            recorder.act(action)
             world.step_action(action)
             steps += 1
             if world.evaluate()["SR"] == 1.0:
                 break
         metrics = world.evaluate()
+        attrs = {**spec.to_dict(), "task_spec": spec.to_json(), **outcome_attrs(metrics), "robot": "Panda"}
+        demo = recorder.demo(name, attrs)
     finally:
         world.close()
-    images = {"agentview_rgb": np.array(rows["agent"]), "eye_in_hand_rgb": np.array(rows["eye"])} if render else {}
-    attrs = {**spec.to_dict(), "task_spec": spec.to_json(), "SR": metrics["SR"], "PCR_T": metrics["PCR_T"],
-             "PCR_S": metrics["PCR_S"], "placed": [bool(p) for p in metrics["placed"]],
-             "robot": "Panda"}  # fmt: skip
-    demo = Demo(
-        name,
-        np.array(rows["actions"]),
-        np.array(rows["ee_pos"]),
-        np.array(rows["ee_ori"]),
-        np.array(rows["grip"]),
-        np.array(rows["joints"]),
-        np.array(rows["robot"]),
-        images,
-        attrs,
-    )
     return PandaDemo(demo, metrics)
 
 

@@ -31,7 +31,7 @@ from sim_bridge.panda.model import (
 from sim_bridge.panda.osc import OscConfig, PandaOsc
 from sim_bridge.panda.standalone import GRIPPER_INIT_QPOS
 from sim_bridge.task import TaskSpec
-from sim_bridge.world import SimWorld
+from sim_bridge.world import SimWorld, _xyzw
 
 # The Panda stands where the AUBO does, turned 45 deg toward the belt: its joint 1 turns +-166 deg (the
 # AUBO's +-360), so facing +x it could not reach the belt's start behind it and the tray on its right.
@@ -128,5 +128,4 @@ class PandaWorld(SimWorld):
     def hand_quat(self) -> np.ndarray:
         """(x, y, z, w) of the hand body: robosuite's robot0_eef_quat."""
         assert self.data is not None
-        w, x, y, z = self.data.xquat[self._hand]
-        return np.array([x, y, z, w])
+        return _xyzw(self.data.xquat[self._hand])

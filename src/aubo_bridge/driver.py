@@ -494,14 +494,15 @@ class ArmDriver:
             )
         # goal_delta: the step this action asks for, from the previous goal's joints; how fast
         # the servo stream then really moves is bounded separately, per tick, in _tick.
-        joint_speed = np.abs(sol.q - self._seg.q1) / cfg.control_period
-        if not self._libero and np.any(joint_speed > cfg.max_joint_speed):
-            j = int(np.argmax(joint_speed / cfg.max_joint_speed))
-            return self._reject(
-                "joint_speed",
-                f"joint {j + 1} would move at {joint_speed[j]:.2f} rad/s "
-                f"(limit {cfg.max_joint_speed[j]:.2f}): step too large or near a singularity",
-            )
+        if not self._libero:
+            joint_speed = np.abs(sol.q - self._seg.q1) / cfg.control_period
+            if np.any(joint_speed > cfg.max_joint_speed):
+                j = int(np.argmax(joint_speed / cfg.max_joint_speed))
+                return self._reject(
+                    "joint_speed",
+                    f"joint {j + 1} would move at {joint_speed[j]:.2f} rad/s "
+                    f"(limit {cfg.max_joint_speed[j]:.2f}): step too large or near a singularity",
+                )
         # The rotation goal is exp(drot) applied to the base (or, under libero with drot = 0, kept): what was
         # applied is drot itself, whatever the box did to the position.
         applied = np.concatenate([(new_pos - base_pos) / ACTION_POS_SCALE, drot / ACTION_ROT_SCALE, [grip]])

@@ -1,0 +1,52 @@
+"""One demonstration recorded step by step in LIBERO's layout: the observation before each action, the action.
+
+Shared by the Panda source (sim_bridge.panda.demos) and conversion (sim_bridge.convert): both render the
+two cameras as robosuite's raw observation holds them and keep their outcome the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from libero_workcell.libero_format import Demo
+from sim_bridge.world import SimWorld
+
+
+def robosuite_raw(upright: np.ndarray) -> np.ndarray:
+    """An upright rendered image as robosuite's camera observation holds it (flipped vertically)."""
+    return np.ascontiguousarray(upright[::-1])
+
+
+def outcome_attrs(metrics: dict[str, Any]) -> dict[str, Any]:
+    """An episode's outcome as demo attributes."""
+    return {"SR": metrics["SR"], "PCR_T": metrics["PCR_T"], "PCR_S": metrics["PCR_S"],
+            "placed": [bool(p) for p in metrics["placed"]]}  # fmt: skip
+
+
+class DemoRecorder:
+    def __init__(self, world: SimWorld, render: bool) -> None:
+        self.world, self.render = world, render
+        self._rows: dict[str, list] = {k: [] for k in ("actions", "ee_pos", "ee_ori", "grip", "joints", "robot")}
+        self._frames: dict[str, list] = {"agentview_rgb": [], "eye_in_hand_rgb": []}
+
+    def observe(self, ee_pos, ee_ori, gripper_states, joint_states, robot_state) -> None:
+        """One observation (and, when rendering, both cameras now: external -> agentview, wrist -> eye in hand)."""
+        for key, value in zip(("ee_pos", "ee_ori", "grip", "joints", "robot"),
+                              (ee_pos, ee_ori, gripper_states, joint_states, robot_state), strict=True):  # fmt: skip
+            self._rows[key].append(np.asarray(value, float))
+        if self.render:
+            self._frames["agentview_rgb"].append(robosuite_raw(self.world.render_camera("external")))
+            self._frames["eye_in_hand_rgb"].append(robosuite_raw(self.world.render_camera("wrist")))
+
+    def act(self, action: np.ndarray) -> None:
+        self._rows["actions"].append(np.asarray(action, float))
+
+    def demo(self, name: str, attrs: dict[str, Any], actions: np.ndarray | None = None) -> Demo:
+        """The recording as a Demo; ``actions`` when they were not recorded with :meth:`act`."""
+        r = self._rows
+        images = {k: np.array(v) for k, v in self._frames.items()} if self.render else {}
+        acts = np.array(r["actions"]) if actions is None else np.asarray(actions, float)
+        return Demo(name, acts, np.array(r["ee_pos"]), np.array(r["ee_ori"]), np.array(r["grip"]),
+                    np.array(r["joints"]), np.array(r["robot"]), images, attrs)  # fmt: skip
