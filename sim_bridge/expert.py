@@ -108,8 +108,9 @@ class ExpertConfig:
     # The TCP orientation held throughout: pointing down, fingers closing along the belt (x). The AUBO's
     # home orientation; the Panda holds the same grasp turned half a turn about z (its wrist's comfort).
     tcp_rotmat: np.ndarray = field(default_factory=lambda: HOME_TCP_ROTMAT.copy())
-    # A parallel gripper grasps the same with the TCP turned half a turn about z. True: each phase holds
-    # whichever of the two is nearer when it starts (a 7-joint wrist then never winds up to its limit).
+    # A parallel gripper grasps the same with the TCP turned half a turn about z. True: when a phase starts,
+    # it keeps whichever of the two leaves the wrist joint nearest zero at the phase's goal (meant against a
+    # 7-joint wrist winding into its limit; on the Panda it has not been enough yet, see docs/simulation.md).
     either_grasp_yaw: bool = False
     # For either_grasp_yaw: the arm joint that turns the hand about its approach axis (the Panda's joint 7,
     # index 6) and how it answers a turn of the TCP about world z (Panda: -1). The yaw kept is the one that
