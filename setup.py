@@ -35,6 +35,7 @@ setup(
             "conveyor_driver = conveyor_driver.node:main",
             "camera_driver = camera_driver.node:main",
             "scripted_expert = sim_bridge.expert_node:main",
+            "demo_replay = sim_bridge.replay_node:main",
             "workcell = libero_workcell.cli:main",
         ],
     },

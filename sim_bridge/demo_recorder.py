@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from libero_workcell.libero_format import Demo
 from sim_bridge.world import SimWorld
@@ -39,6 +40,12 @@ class DemoRecorder:
         if self.render:
             self._frames["agentview_rgb"].append(robosuite_raw(self.world.render_camera("external")))
             self._frames["eye_in_hand_rgb"].append(robosuite_raw(self.world.render_camera("wrist")))
+
+    def observe_arm(self, status: Any) -> None:
+        """One observation of the AUBO from the arm driver's status (robot_states: gripper, TCP, quat xyzw)."""
+        quat = Rotation.from_rotvec(status.tcp_rotvec).as_quat()
+        robot = np.concatenate([[status.gripper], status.tcp_pos, quat])
+        self.observe(status.tcp_pos, status.tcp_rotvec, [status.gripper], status.q, robot)
 
     def act(self, action: np.ndarray) -> None:
         self._rows["actions"].append(np.asarray(action, float))

@@ -95,27 +95,36 @@ def run_episode(
     render: bool = False,
     record: bool = False,
     stop_when_done: bool = True,
-    on_step: Callable[[SimWorld, np.ndarray, np.ndarray], None] | None = None,
+    on_step: Callable[[SimRig, np.ndarray, np.ndarray], None] | None = None,
+    max_steps: int | None = None,
+    camera_hz: float | None = None,
 ) -> EpisodeResult:
-    """Run ``spec`` to its horizon (or until all workpieces are placed) with ``source`` driving."""
+    """Run ``spec`` to its horizon (or until all workpieces are placed) with ``source`` driving.
+
+    ``on_step(rig, action, state)`` is called once per control step, after the action was submitted and
+    before the arm moved on it (so ``rig.driver.status()`` is still the observation the action answers).
+    """
     source = source or expert_source()
-    rig = make_sim_rig(spec, arm_config, render)
+    rig = make_sim_rig(spec, arm_config, render, camera_hz=camera_hz)
     world, driver = rig.world, rig.driver
     result = EpisodeResult(spec, {}, 0, 0)
-    while world.sim_time < spec.horizon:
-        state = driver.status().state7
-        action = np.asarray(source(world.ground_truth(), state), dtype=float)
-        res = driver.submit_action(action, SOURCE_EXPERT)
-        result.rejected += int(not res.accepted)
-        if record:
-            result.actions.append(action)
-            result.states.append(state)
-        if on_step is not None:
-            on_step(world, action, state)
-        for _ in range(rig.servo_per_control):
-            rig.servo_tick()
-        result.steps += 1
-        if stop_when_done and world.evaluate()["SR"] == 1.0:
-            break
-    result.metrics = world.evaluate()
+    try:
+        while world.sim_time < spec.horizon and (max_steps is None or result.steps < max_steps):
+            state = driver.status().state7
+            action = np.asarray(source(world.ground_truth(), state), dtype=float)
+            res = driver.submit_action(action, SOURCE_EXPERT)
+            result.rejected += int(not res.accepted)
+            if record:
+                result.actions.append(action)
+                result.states.append(state)
+            if on_step is not None:
+                on_step(rig, action, state)
+            for _ in range(rig.servo_per_control):
+                rig.servo_tick()
+            result.steps += 1
+            if stop_when_done and world.evaluate()["SR"] == 1.0:
+                break
+        result.metrics = world.evaluate()
+    finally:
+        world.close()
     return result

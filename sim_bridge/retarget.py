@@ -27,6 +27,10 @@ from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE
 from libero_workcell.libero_format import Demo
 
 RETARGET_GAIN = 3.0  # k, the seed's
+# m/s: the top TCP speed of a path the law follows closely. One step ahead, with k = 3, a path at v needs
+# goal offsets of ~4 v dt (LIBERO's response covers a quarter of the offset per step), which reach the
+# full-scale 0.05 m near 0.25 m/s; above that the action saturates and the follower falls behind.
+FOLLOWABLE_SPEED = 0.18
 
 
 def retarget_action(

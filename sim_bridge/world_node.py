@@ -13,7 +13,9 @@ never drifts; 0 = as fast as possible), and publishes:
   once when the horizon is reached; LATCHED QoS).
 
 ``Services.SIM_RESET`` (std_srvs/Trigger) starts a new episode from the
-current parameters (they may be changed at run time). When the horizon is
+current parameters (they may be changed at run time). With ``demo_path`` set
+(sim-in-the-loop replay, :mod:`sim_bridge.replay`) every episode is that demo's
+task, and the arm starts on the demo's first pose. When the horizon is
 reached the physics pauses (``pause_at_done``) while the state stays fresh
 for the drivers (same state, new wall stamps; frames re-rendered).
 
@@ -41,6 +43,7 @@ from libero_workcell.contract import CAMERA_HZ_DEFAULT, Params, Qos, QosSpec, Se
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import fixed_at_startup
 from sim_bridge.link import SimLink
+from sim_bridge.replay import ReplayPlan, load_plan
 from sim_bridge.task import DEFAULT_ARRIVAL_INTERVAL, DEFAULT_BELT_SPEED, DEFAULT_FIRST_ARRIVAL, TaskSpec
 from sim_bridge.world import SimWorld
 
@@ -92,7 +95,12 @@ class SimWorldNode(Node):
         self.declare_parameter("combination", -1)
         self.declare_parameter("slot_permutation", [-1])
         self.declare_parameter("preference", "")
-        self.spec = spec_from_parameters(self._task_params())  # fail early on bad parameters
+        # A recorded demo to replay (sim_bridge.replay): its task and first arm pose replace the task parameters.
+        self.declare_parameter("demo_path", "")
+        self.declare_parameter("demo", "")
+        demo_path = str(self._param("demo_path"))
+        self.plan: ReplayPlan | None = load_plan(demo_path, str(self._param("demo"))) if demo_path else None
+        self.spec = self._current_spec()  # fail early on bad parameters
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self.rtf = max(0.0, float(self._param("real_time_factor")))
@@ -158,14 +166,20 @@ class SimWorldNode(Node):
             if not math.isfinite(hz) or hz < 0:
                 return SetParametersResult(successful=False, reason="camera_hz must be >= 0")
             self.world.camera_hz = hz
-        if task:
+        if task and self.plan is not None:
+            self.get_logger().warning(f"task parameters changed ({task}), but the world replays "
+                                      f"{self.plan.demo.name}'s task: they apply only without demo_path")
+        elif task:
             self.get_logger().info(f"task parameters changed ({task}): call {Services.SIM_RESET} to apply")
         return SetParametersResult(successful=True)
 
     # ------------------------------------------------------------------ reset service
+    def _current_spec(self) -> TaskSpec:
+        return self.plan.spec if self.plan is not None else spec_from_parameters(self._task_params())
+
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         try:
-            spec = spec_from_parameters(self._task_params())
+            spec = self._current_spec()
         except (TypeError, ValueError) as exc:
             response.success, response.message = False, f"bad task parameters: {exc}"
             return response
@@ -192,6 +206,7 @@ class SimWorldNode(Node):
                 link=self.link,
                 render=bool(self._param("render")),
                 camera_hz=float(self._param(Params.CAMERA_HZ)),
+                home_q=None if self.plan is None else self.plan.start_q,
             )
         except BaseException as exc:  # reported to the constructor
             self._error = exc

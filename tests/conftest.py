@@ -140,3 +140,21 @@ def rclpy_node() -> Iterator[Any]:
     """An rclpy node on its own context, spun by a background executor thread."""
     with ros_probe("test_probe") as node:
         yield node
+
+
+# --------------------------------------------------------------------------
+# A lab's own demos under test (tests/test_lab_demos.py)
+# --------------------------------------------------------------------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("replay", "sim-in-the-loop replay of your own demos (tests/test_lab_demos.py)")
+    group.addoption("--replay-demos", action="append", default=[], metavar="PATH",
+                    help="a LIBERO-layout HDF5 file or a folder of them (repeatable); "
+                         "default: $WORKCELL_REPLAY_DEMOS (paths separated by ':')")  # fmt: skip
+    group.addoption("--replay-mode", action="append", default=[], choices=("open_loop", "closed_loop"),
+                    help="replay mode(s) (repeatable; default: both)")
+    group.addoption("--replay-graph", action="store_true",
+                    help="replay through the whole ROS graph (wall clock) instead of in one process (sim time)")
+    group.addoption("--replay-max-pos-rms", type=float, default=0.01, metavar="M",
+                    help="largest TCP position RMS error accepted, m (default 0.01)")
+    group.addoption("--replay-max-rot-rms", type=float, default=2.0, metavar="DEG",
+                    help="largest TCP rotation RMS error accepted, degrees (default 2)")

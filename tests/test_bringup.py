@@ -570,3 +570,20 @@ def test_the_action_response_argument_reaches_the_arm_bridge_and_the_expert_toge
     default = {s.name: s for s in Graph.load().resolve({"expert": "true"})}
     assert default["aubo_bridge"].parameters["action_response"] == "libero"
     assert default["scripted_expert"].parameters["action_response"] == "libero"
+
+
+def test_replay_launch_file_is_the_graph_with_replay_on(monkeypatch, tmp_path):
+    """sim_replay.launch.py demo_path:=... runs the sim graph plus demo_replay, the bridge listening to it."""
+    demo = str(tmp_path / "d.hdf5")
+    launch_file = REPO / "launch" / "sim_replay.launch.py"
+    actions = _run_launch_file(monkeypatch, {"demo_path": demo, "replay_mode": "closed_loop"}, launch_file)
+    nodes = {a.name: a for a in actions if type(a).__name__ == "Node"}
+    expected = Graph.load().resolve(["replay:=true", f"demo_path:={demo}", "replay_mode:=closed_loop"])
+    assert [(n.name, n.parameters) for n in nodes.values()] == [(s.name, [s.parameters]) for s in expected]
+    assert nodes["demo_replay"].executable == "demo_replay"
+    assert nodes["demo_replay"].parameters[0]["mode"] == "closed_loop"
+    assert nodes["sim_world"].parameters[0]["demo_path"] == demo == nodes["demo_replay"].parameters[0]["demo_path"]
+    assert nodes["aubo_bridge"].parameters[0]["active_source"] == "policy"
+    assert "scripted_expert" not in nodes
+    plain = {s.name: s for s in Graph.load().resolve([])}  # without replay: no replay node, the expert drives
+    assert "demo_replay" not in plain and plain["aubo_bridge"].parameters["active_source"] == "expert"

@@ -31,6 +31,7 @@ NODE_SOURCES = {
     "camera_driver": ROOT / "src" / "camera_driver" / "node.py",
     "sim_world": ROOT / "sim_bridge" / "world_node.py",
     "scripted_expert": ROOT / "sim_bridge" / "expert_node.py",
+    "demo_replay": ROOT / "sim_bridge" / "replay_node.py",
 }
 NODE_MODULES = {
     "aubo_bridge": "aubo_bridge.node",
@@ -38,6 +39,7 @@ NODE_MODULES = {
     "camera_driver": "camera_driver.node",
     "sim_world": "sim_bridge.world_node",
     "scripted_expert": "sim_bridge.expert_node",
+    "demo_replay": "sim_bridge.replay_node",
 }
 
 

@@ -31,7 +31,7 @@ def source_demo(name: str = "combined_translation_part") -> Demo:
         pos[:t],
         Rotation.from_matrix(R[:t]).as_rotvec(),
         np.zeros((t, 1)),
-        np.zeros((t, 6)),
+        np.tile(HOME_Q, (t, 1)),  # the path starts at the home pose
         np.zeros((t, 8)),
         attrs={"task_spec": SPEC.to_json(), "robot": "AUBO-i5H", "placed": [False, False, False]},
     )

@@ -17,19 +17,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import h5py
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 from libero_workcell import layout
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, make_state
-from libero_workcell.libero_format import Demo, write_demo, write_file_attrs
+from libero_workcell.libero_format import Demo, write_demo_file
 from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 from sim_bridge.panda.world import PANDA_TCP_ROTMAT, PandaWorld
+from sim_bridge.retarget import FOLLOWABLE_SPEED
 from sim_bridge.task import TaskSpec
 
-FOLLOWABLE_SPEED = 0.18  # m/s: the Panda source's top TCP speed (see run_panda_demo)
 ENV_ARGS = {
     "env_name": "libero_industry_workcell_d2s",
     "robot": "Panda",
@@ -49,8 +48,7 @@ def run_panda_demo(spec: TaskSpec, name: str = "demo_0", max_steps: int | None =
     """One expert episode on the Panda, recorded step by step (observation, then the action issued for it)."""
     world = PandaWorld(spec, render=render, camera_hz=0.0)
     # Followable by a retargeted AUBO: inside the AUBO's workspace box, and below the speed where the seed's
-    # law (one step ahead, k = 3) saturates: a path at v needs goal offsets of ~4 v dt (LIBERO's response
-    # covers a quarter of the offset per step), which reach the full-scale 0.05 m near 0.25 m/s.
+    # law saturates (sim_bridge.retarget.FOLLOWABLE_SPEED).
     box = (layout.WORKSPACE_MIN, layout.WORKSPACE_MAX)
     expert = ScriptedExpert(
         ExpertConfig(
@@ -86,22 +84,15 @@ def run_panda_demo(spec: TaskSpec, name: str = "demo_0", max_steps: int | None =
 
 def write_panda_demos(path: Path, specs: Sequence[TaskSpec], max_steps: int | None = None) -> list[dict]:
     """Write one demo per spec into a new LIBERO-layout file; returns each demo's metrics."""
-    if path.exists():
-        raise FileExistsError(f"{path} exists: choose a new file (nothing recorded is ever overwritten)")
-    outcomes = []
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        with h5py.File(tmp, "w") as f:
-            data = f.create_group("data")
-            for i, spec in enumerate(specs):
-                result = run_panda_demo(spec, f"demo_{i}", max_steps)
-                write_demo(data, result.demo)
-                outcomes.append(result.metrics)
-            write_file_attrs(data, {"language_instruction": specs[0].language_instruction}, ENV_ARGS)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.rename(path)  # the file appears complete or not at all
+    outcomes: list[dict] = []
+
+    def demos():
+        for i, spec in enumerate(specs):
+            result = run_panda_demo(spec, f"demo_{i}", max_steps)
+            outcomes.append(result.metrics)
+            yield result.demo
+
+    write_demo_file(path, demos(), {"language_instruction": specs[0].language_instruction}, ENV_ARGS)
     return outcomes
 
 

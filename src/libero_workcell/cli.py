@@ -1,4 +1,4 @@
-"""``workcell``: the project command (bringup, demo, env).
+"""``workcell``: the project command (bringup, demo, replay, env).
 
 Why: launch_ros is not installable from PyPI, so ``workcell bringup`` runs the
 same graph as ``ros2 launch libero_workcell sim_workcell.launch.py`` through
@@ -103,6 +103,13 @@ def cmd_demo(argv: Sequence[str]) -> int:
     return int(run_demo(list(argv)) or 0)
 
 
+def cmd_replay(argv: Sequence[str]) -> int:
+    """Hand the arguments to ``libero_workcell.replay_run.run_replay``."""
+    from libero_workcell.replay_run import run_replay
+
+    return int(run_replay(list(argv)) or 0)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workcell", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_env)
 
     sub.add_parser("demo", help="the full demo on the simulated workcell (`workcell demo --help`)", add_help=False)
+    sub.add_parser("replay", help="replay a recorded demo through the graph (`workcell replay --help`)",
+                   add_help=False)
     return parser
 
 
@@ -132,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "demo":  # everything after `demo` belongs to the demo, --help included
         return cmd_demo(argv[1:])
+    if argv and argv[0] == "replay":
+        return cmd_replay(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args))

@@ -22,7 +22,7 @@ never modified. :func:`write_demo` writes one demo in the same layout.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,6 +161,21 @@ def read_demos(path: str | Path, images: bool = False) -> DemoFile:
     return DemoFile(path, info, env_args, demos)
 
 
+def read_frames(path: str | Path, demo: str, key: str, steps: Sequence[int]) -> np.ndarray:
+    """Some frames of one camera of one demo, (len(steps), H, W, 3) uint8, without loading the rest."""
+    if key not in IMAGE_KEYS:
+        raise LiberoFormatError(f"{key!r} is not an image key; image keys: {list(IMAGE_KEYS)}")
+    with h5py.File(Path(path), "r") as f:
+        where = f"data/{demo}/obs"
+        if where not in f or key not in f[where]:
+            raise LiberoFormatError(f"{path}: {where} has no {key!r}")
+        ds = f[where][key]
+        bad = [s for s in steps if not 0 <= s < ds.shape[0]]
+        if bad:
+            raise LiberoFormatError(f"{path}: {where}/{key} has {ds.shape[0]} frames; asked for steps {bad}")
+        return np.stack([ds[int(s)] for s in steps]) if len(steps) else np.zeros((0, *ds.shape[1:]), np.uint8)
+
+
 def write_demo(data: h5py.Group, demo: Demo) -> h5py.Group:
     """Write ``demo`` as ``data/<demo.name>`` in LIBERO's layout (images compressed, chunked per frame)."""
     g = data.create_group(demo.name)
@@ -194,3 +209,25 @@ def write_file_attrs(data: h5py.Group, problem_info: Mapping[str, Any], env_args
     data.attrs["env_args"] = json.dumps(dict(env_args))
     data.attrs["num_demos"] = len(demos)
     data.attrs["total"] = int(sum(int(d.attrs["num_samples"]) for d in demos))
+
+
+def write_demo_file(
+    path: str | Path, demos: Iterable[Demo], problem_info: Mapping[str, Any], env_args: Mapping[str, Any]
+) -> Path:
+    """A new LIBERO-layout file of ``demos`` (produced one at a time), complete or absent: written beside as
+    ``<name>.partial`` and renamed at the end. An existing file is never overwritten."""
+    path = Path(path)
+    if path.exists():
+        raise FileExistsError(f"{path} exists: choose a new file (nothing recorded is ever overwritten)")
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        with h5py.File(tmp, "w") as f:
+            data = f.create_group("data")
+            for demo in demos:
+                write_demo(data, demo)
+            write_file_attrs(data, problem_info, env_args)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.rename(path)
+    return path

@@ -1,0 +1,206 @@
+"""Sim-in-the-loop replay of a recorded demonstration: what is replayed, and how it went.
+
+Two modes, both through the contract's 7-D action like any other source:
+
+- ``open_loop``: the recorded actions at the control rate, exactly as a policy would have sent them.
+  On the AUBO this is the strict test of "same action, same meaning": drift shows as tracking error.
+- ``closed_loop``: the recorded TCP path tracked with the retargeting law (:mod:`sim_bridge.retarget`,
+  k = 3), the recorded gripper schedule kept. This is how a demo from another arm (a Panda's) or a
+  physical-workcell demo is put back on the simulated AUBO.
+
+A replay starts the simulated world in the demo's task (its ``task_spec`` attribute) with the arm on
+the demo's first pose (its joints, for an AUBO demo; by IK from its first TCP pose otherwise), then
+compares, step by step, the replayed TCP with the recorded one, and the task outcome with the recorded
+outcome. The ROS node is :mod:`sim_bridge.replay_node`; the command ``workcell replay``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from aubo_bridge.config import ArmConfig
+from aubo_bridge.kinematics import HOME_Q, fk, ik
+from libero_workcell.libero_format import Demo, LiberoFormatError, read_demos
+from sim_bridge.panda.model import HAND_TO_GRIP_SITE
+from sim_bridge.retarget import TcpPath, path_from_demo, retarget_action
+from sim_bridge.task import TaskSpec
+
+OPEN_LOOP, CLOSED_LOOP = "open_loop", "closed_loop"
+REPLAY_MODES = (OPEN_LOOP, CLOSED_LOOP)
+AUBO = "AUBO-i5H"  # the ``robot`` attribute of this workcell's demos
+START_POSE_TOL = 1e-3  # m: an AUBO demo's first joints must put the TCP on its first ee_pos
+
+
+def task_of(demo: Demo) -> TaskSpec:
+    """The workcell task a demo shows (its ``task_spec`` attribute)."""
+    if "task_spec" not in demo.attrs:
+        raise LiberoFormatError(f"{demo.name}: no 'task_spec' attribute: which workcell task it shows is unknown")
+    return TaskSpec.from_json(str(demo.attrs["task_spec"]))
+
+
+def recorded_placed(demo: Demo) -> list[bool] | None:
+    """The demo's recorded outcome per workpiece (its ``placed`` attribute), if it has one."""
+    raw = demo.attrs.get("placed")
+    if raw is None:
+        return None
+    values = json.loads(raw) if isinstance(raw, (str, bytes)) else list(raw)
+    return [bool(p) for p in values]
+
+
+def tcp_path(demo: Demo) -> TcpPath:
+    """The demo's TCP path in its base frame (a Panda demo's ee_ori is its hand's: turned to the TCP)."""
+    return path_from_demo(demo, None if demo.attrs.get("robot") == AUBO else HAND_TO_GRIP_SITE)
+
+
+def start_joints(demo: Demo, path: TcpPath, cfg: ArmConfig) -> np.ndarray:
+    """Where the AUBO starts: an AUBO demo's first joints (checked against its first TCP), else IK."""
+    if demo.attrs.get("robot") == AUBO and demo.joint_states.shape[1] == 6:
+        q0 = demo.joint_states[0]
+        pos, _ = fk(q0, cfg.tool_offset)
+        if np.linalg.norm(pos - path.pos[0]) > START_POSE_TOL:
+            raise LiberoFormatError(
+                f"{demo.name}: its first joint state puts the TCP at {pos.round(4)}, not at its first ee_pos "
+                f"{path.pos[0].round(4)}: joints and TCP were not recorded together (or another tool offset)"
+            )
+        return q0.copy()
+    sol = ik(path.pos[0], path.R[0], HOME_Q, cfg.tool_offset, 200, cfg.ik_pos_tol, cfg.ik_rot_tol)
+    if not sol.converged:
+        raise LiberoFormatError(f"{demo.name}: the AUBO cannot reach the demo's first TCP pose {path.pos[0].round(3)}")
+    return sol.q
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """A demo made ready to replay on the simulated AUBO."""
+
+    demo: Demo
+    spec: TaskSpec
+    start_q: np.ndarray
+    path: TcpPath
+    placed: list[bool] | None  # the recorded outcome
+
+    @property
+    def steps(self) -> int:
+        return self.demo.num_samples
+
+    def action(self, mode: str, t: int, pos: np.ndarray, R: np.ndarray) -> np.ndarray:
+        """The action of step t: the recorded one (open loop), or toward the recorded TCP of t + 1 (closed)."""
+        if mode == OPEN_LOOP:
+            return self.demo.actions[t].copy()
+        nxt = min(t + 1, self.steps - 1)
+        return retarget_action(self.path.pos[nxt], self.path.R[nxt], pos, R, self.path.gripper[t])
+
+
+def plan_from_demo(demo: Demo, arm: ArmConfig | None = None) -> ReplayPlan:
+    path = tcp_path(demo)
+    return ReplayPlan(demo, task_of(demo), start_joints(demo, path, arm or ArmConfig()), path, recorded_placed(demo))
+
+
+def load_plan(path: str | Path, name: str = "", arm: ArmConfig | None = None) -> ReplayPlan:
+    """The plan for demo ``name`` of a LIBERO-layout file ("" = its first demo); clear errors, nothing written."""
+    demos = read_demos(path).demos
+    if not name:
+        return plan_from_demo(demos[0], arm)
+    by_name = {d.name: d for d in demos}
+    if name not in by_name:
+        raise LiberoFormatError(f"{path}: no demo {name!r}; it holds {list(by_name)}")
+    return plan_from_demo(by_name[name], arm)
+
+
+def check_mode(mode: str) -> str:
+    if mode not in REPLAY_MODES:
+        raise ValueError(f"replay mode must be one of {list(REPLAY_MODES)}, got {mode!r}")
+    return mode
+
+
+def tracking_summary(plan: ReplayPlan, pos: np.ndarray, rotvec: np.ndarray) -> dict[str, Any]:
+    """The replayed TCP at each step (observed before the step's action) against the recorded one."""
+    n = min(len(pos), plan.steps)
+    if n == 0:
+        raise ValueError("no replayed steps to compare")
+    pos_err = np.linalg.norm(np.asarray(pos[:n]) - plan.path.pos[:n], axis=1)
+    R = Rotation.from_rotvec(np.asarray(rotvec[:n])).as_matrix()
+    rot_err = np.degrees(Rotation.from_matrix(np.einsum("nij,nkj->nik", R, plan.path.R[:n])).magnitude())
+    return {
+        "steps_compared": int(n),
+        "pos_rms_m": float(np.sqrt(np.mean(pos_err**2))),
+        "pos_max_m": float(pos_err.max()),
+        "pos_final_m": float(pos_err[-1]),
+        "rot_rms_deg": float(np.sqrt(np.mean(rot_err**2))),
+        "rot_max_deg": float(rot_err.max()),
+    }
+
+
+def strip_steps(steps: int, frames: int) -> list[int]:
+    """``frames`` steps spread evenly over a replay of ``steps`` steps, first and last included."""
+    if steps <= 0 or frames <= 0:
+        return []
+    return sorted({round(float(i)) for i in np.linspace(0, steps - 1, min(frames, steps))})
+
+
+def side_by_side(recorded: Sequence[np.ndarray], replayed: Sequence[np.ndarray], gap: int = 4) -> np.ndarray:
+    """One RGB image: the recorded frames (upright) on the top row, the replayed ones below, column per step."""
+    if len(recorded) != len(replayed) or not recorded:
+        raise ValueError(f"need as many recorded as replayed frames (>= 1), got {len(recorded)} and {len(replayed)}")
+    h, w = recorded[0].shape[:2]
+    out = np.full((2 * h + gap, len(recorded) * (w + gap) - gap, 3), 255, np.uint8)
+    for i, (a, b) in enumerate(zip(recorded, replayed, strict=True)):
+        for row, img in ((0, a), (1, b)):
+            if img.shape[:2] != (h, w):
+                raise ValueError(f"frame {i} is {img.shape[:2]}, the strip's frames are {(h, w)}")
+            out[row * (h + gap) : row * (h + gap) + h, i * (w + gap) : i * (w + gap) + w] = img
+    return out
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """A replay's replayed TCP per step (observed before the step's action), tracking and outcome."""
+
+    pos: np.ndarray
+    rotvec: np.ndarray
+    tracking: dict[str, Any]
+    metrics: dict[str, Any]
+
+    @property
+    def placed(self) -> list[bool]:
+        return [bool(p) for p in self.metrics["placed"]]
+
+
+def replay_in_process(
+    plan: ReplayPlan, mode: str, max_steps: int | None = None, settle_time: float = 2.0, arm: ArmConfig | None = None
+) -> ReplayResult:
+    """The replay on sim time in one process (the graph's pieces, minus the middleware and the wall clock):
+    what the ``demo_replay`` node does through the graph, exact and repeatable."""
+    from libero_workcell.contract import SOURCE_POLICY
+    from sim_bridge.episode import make_sim_rig
+
+    check_mode(mode)
+    rig = make_sim_rig(plan.spec, arm, render=False, active_source=SOURCE_POLICY, start_q=plan.start_q)
+    steps = plan.steps if max_steps is None else min(max_steps, plan.steps)
+    pos, rotvec = [], []
+    try:
+        for t in range(steps):
+            s = rig.driver.status()
+            pos.append(s.tcp_pos)
+            rotvec.append(s.tcp_rotvec)
+            action = plan.action(mode, t, s.tcp_pos, Rotation.from_rotvec(s.tcp_rotvec).as_matrix())
+            res = rig.driver.submit_action(action, SOURCE_POLICY)
+            if not res.accepted:
+                raise RuntimeError(f"{plan.demo.name} step {t}: the arm driver rejected the action: {res.reason}")
+            for _ in range(rig.servo_per_control):
+                rig.servo_tick()
+        end = rig.world.sim_time + settle_time
+        while rig.world.sim_time < end:  # no more actions: the watchdog holds the arm, the scene settles
+            rig.servo_tick()
+        metrics = rig.world.evaluate()
+    finally:
+        rig.world.close()
+    pos_a, rot_a = np.array(pos), np.array(rotvec)
+    return ReplayResult(pos_a, rot_a, tracking_summary(plan, pos_a, rot_a), metrics)

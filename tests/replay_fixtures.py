@@ -1,0 +1,19 @@
+"""A recorded AUBO expert demo for the replay tests (written once per test session, images included)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim_bridge.aubo_demos import write_aubo_demos
+from sim_bridge.task import TaskSpec
+
+REPLAY_SPEC = TaskSpec.from_seed(0)
+
+
+def expert_demo_file(folder: Path) -> Path:
+    """``folder/aubo_expert.hdf5``: one full scripted-expert episode on the simulated AUBO (all three placed)."""
+    path = folder / "aubo_expert.hdf5"
+    if not path.exists():
+        outcomes = write_aubo_demos(path, [REPLAY_SPEC])
+        assert outcomes[0]["placed"] == [True, True, True], outcomes  # a demo worth replaying
+    return path
