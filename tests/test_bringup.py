@@ -40,8 +40,9 @@ LAUNCH_FILE = REPO / "launch" / "sim_workcell.launch.py"
 def test_graph_loads_from_repo_config():
     graph = Graph.load()
     assert graph.path == REPO / "config" / "workcell.yaml"
-    assert graph.node_names() == [*SIM_NODES, "scripted_expert"]
+    assert graph.node_names() == [*SIM_NODES, "demo_replay", "scripted_expert"]
     defaults = {name: a.default for name, a in graph.arguments.items()}
+    assert defaults["replay"] is False  # the replay node runs only when asked for
     assert defaults["use_sim"] is True
     assert defaults["sim_link"] == "workcell"
     assert defaults["expert"] is False
@@ -59,7 +60,7 @@ def test_default_nodes_and_parameters():
     assert specs["sim_world"].parameters == {
         "use_sim": True, "sim_link": "workcell", "real_time_factor": 1.0, "camera_hz": 20.0, "render": True,
         "seed": 0, "belt_speed": 0.03, "arrival_interval": 12.0, "first_arrival": 2.0, "combination": -1,
-        "slot_permutation": [-1],
+        "slot_permutation": [-1], "demo_path": "", "demo": "",
     }
     assert specs["aubo_bridge"].parameters == {
         "use_sim": True, "sim_link": "workcell", "control_hz": 20.0, "servo_hz": 100.0,
