@@ -26,7 +26,7 @@ from typing import Any
 import cv2
 import numpy as np
 from rclpy.node import Node
-from scipy.spatial.transform import Rotation
+from scipy.spatial.transform import Rotation, Slerp
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -56,6 +56,31 @@ START_POSE_TOL = 5e-3  # m: after the reset the arm must be this close to the de
 
 class ReplayError(RuntimeError):
     pass
+
+
+def tcp_at(
+    history: list[tuple[float, np.ndarray]], times: list[float], latest_pos: np.ndarray, latest_rotvec: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The TCP at each of ``times``, interpolated between measured states (``history``: measurement stamp,
+    7-D state): the pose at the moment each action went out, not the last state received before it (up to a
+    publish period older). Where the history does not bracket a time, the latest state received is kept."""
+    stamps = np.array([t for t, _ in history])
+    if len(stamps) < 2:
+        return latest_pos, latest_rotvec
+    order = np.argsort(stamps, kind="stable")
+    stamps, states = stamps[order], np.array([history[i][1] for i in order])
+    keep = np.concatenate([[True], np.diff(stamps) > 0])
+    stamps, states = stamps[keep], states[keep]
+    if len(stamps) < 2:
+        return latest_pos, latest_rotvec
+    t = np.asarray(times, float)
+    inside = (t >= stamps[0]) & (t <= stamps[-1])
+    pos, rotvec = latest_pos.copy(), latest_rotvec.copy()
+    if inside.any():
+        pos[inside] = np.stack([np.interp(t[inside], stamps, states[:, k]) for k in range(3)], axis=1)
+        slerp = Slerp(stamps, Rotation.from_rotvec(states[:, 3:6]))
+        rotvec[inside] = slerp(t[inside]).as_rotvec()
+    return pos, rotvec
 
 
 class ReplayNode(Node):
@@ -106,6 +131,7 @@ class ReplayNode(Node):
 
         self._lock = threading.Lock()
         self._state: tuple[float, np.ndarray] | None = None
+        self._history: list[tuple[float, np.ndarray]] | None = None  # (measurement wall time, state) while replaying
         self._source: str | None = None
         self._episode: dict[str, Any] | None = None
         self._truth_time: float | None = None
@@ -137,6 +163,8 @@ class ReplayNode(Node):
             return
         with self._lock:
             self._state = (time.monotonic(), state)
+            if self._history is not None:
+                self._history.append((ros_msgs.wall_from_stamp(msg.header.stamp), state))
 
     def _on_source(self, msg: String) -> None:
         self._source = msg.data
@@ -212,6 +240,9 @@ class ReplayNode(Node):
                    lambda: (s := self._fresh_state(t_reset)) is not None and np.linalg.norm(s[:3] - start)
                    < START_POSE_TOL, 5.0)  # fmt: skip
         sim_start = self._truth_time
+        with self._lock:
+            self._history = []
+        sent: list[float] = []  # wall time each action was published
         loop = RateLoop(self.hz)
         note = set_realtime_priority(CONTROL_PRIORITY)
         if note:
@@ -229,10 +260,14 @@ class ReplayNode(Node):
                 for c in CAMERA_NAMES:
                     frames[c].append(self._frames.get(c))
             action = self.plan.action(self.mode, t, s[:3], Rotation.from_rotvec(s[3:6]).as_matrix())
-            self._pub.publish(ros_msgs.action_msg(action, SOURCE_POLICY))
+            sent.append(time.time())
+            self._pub.publish(ros_msgs.action_msg(action, SOURCE_POLICY, sent[-1]))
         wall = time.monotonic() - t_wall0
         sim_end = self._truth_time
-        time.sleep(self.settle_time)
+        time.sleep(max(self.settle_time, 0.1))  # and a state measured after the last send
+        with self._lock:
+            history, self._history = self._history or [], None
+        pos, rotvec = tcp_at(history, sent, np.array(pos), np.array(rotvec))
         t_settled = time.monotonic()
         self._wait(
             "an episode report after settling",
@@ -263,6 +298,9 @@ class ReplayNode(Node):
                 "period_error": loop.period_error_stats(),
             },
             "strip_steps": self.strip_at,
+            # the replayed TCP when each step's action was sent (base frame, m and axis-angle rad), interpolated
+            # between the measurements' stamps
+            "per_step": {"tcp_pos": pos.tolist(), "tcp_rotvec": rotvec.tolist()},
         }
         report["strip"] = self._write_strip(frames)
         self._write(report)

@@ -149,3 +149,66 @@ def table(errors: Sequence[ResponseError]) -> str:
             f"{rot if e.compares_rot else '(drift ' + f'{np.degrees(e.rot_rms):.2f} deg)':>16}"
         )
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the same sequences through the ROS graph
+REST_STEPS = 10  # zero actions after each sequence's return: the coasting ends before the next one starts
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Where one reference sequence sits in a :func:`reference_demo`: observation ``start`` is the one
+    before its first action, so rows ``start .. start + n`` index like the reference's (row i after i actions)."""
+
+    seq: ReferenceSequence
+    start: int
+
+
+def reference_demo(seqs: Sequence[ReferenceSequence], task_spec_json: str, rest: int = REST_STEPS):
+    """The sequences as one AUBO demo (LIBERO layout) to replay open loop through the graph
+    (:mod:`sim_bridge.replay_node`): each sequence from the home pose, then its actions negated (the
+    gripper open) so the arm comes back, then ``rest`` zero actions. The recorded path of each sequence is
+    robosuite's, placed at the home pose; the return's and the rest's are only placeholders (not compared)."""
+    from aubo_bridge.kinematics import HOME_Q, fk
+    from libero_workcell.libero_format import Demo
+
+    p0, R0 = fk(HOME_Q)
+    actions, pos, rot, segments = [], [], [], []
+    for seq in seqs:
+        segments.append(Segment(seq, len(actions)))
+        rel_p, rel_R = _relative(seq.pos, seq.R, 0)
+        n = len(seq.actions)
+        pos += list(p0 + rel_p[:n])
+        rot += list(np.einsum("nij,jk->nik", rel_R[:n], R0))
+        actions += list(seq.actions)
+        back = seq.actions.copy()
+        back[:, :6] *= -1.0
+        back[:, 6] = -1.0
+        end_p, end_R = p0 + rel_p[n], rel_R[n] @ R0
+        pos += list(end_p - rel_p[:n])
+        rot += [end_R] * n
+        actions += list(back)
+        hold = np.zeros(7)
+        hold[6] = -1.0
+        actions += [hold] * rest
+        pos += [p0] * rest
+        rot += [R0] * rest
+    t = len(actions)
+    demo = Demo(
+        "demo_0", np.array(actions), np.array(pos), Rotation.from_matrix(np.array(rot)).as_rotvec(),
+        np.zeros((t, 1)), np.tile(HOME_Q, (t, 1)), np.zeros((t, 8)),
+        attrs={"task_spec": task_spec_json, "robot": "AUBO-i5H", "source": "robosuite OSC_POSE reference sequences"},
+    )  # fmt: skip
+    return demo, segments
+
+
+def segment_errors(segments: Sequence[Segment], pos: np.ndarray, rotvec: np.ndarray) -> list[ResponseError]:
+    """Each sequence's response error from a replay's per-step TCP (observed before each step's action)."""
+    R = Rotation.from_rotvec(np.asarray(rotvec, float)).as_matrix()
+    out = []
+    for s in segments:
+        rows = slice(s.start, s.start + len(s.seq.actions) + 1)
+        if rows.stop > len(pos):
+            raise ValueError(f"{s.seq.name}: the replay has {len(pos)} steps, the sequence needs {rows.stop}")
+        out.append(compare(s.seq, np.asarray(pos, float)[rows], R[rows]))
+    return out

@@ -204,3 +204,132 @@ def test_a_bad_action_response_is_refused_at_start_up() -> None:
         ArmConfig(osc_kp_pos=0.0)
     with pytest.raises(ConfigError, match=r"osc_damping_rot must be in \(0, 5\]"):
         ArmConfig(osc_damping_rot=float("nan"))
+
+
+# ------------------------------------------------------------------ arrival jitter
+# robosuite tracks every action for exactly one control period. Through DDS an action lands a little
+# before or after its servo tick; an early one waits for the tick that completes the previous goal's
+# period, so each goal is tracked for the same number of ticks whatever the jitter. A late one takes
+# effect at once, which moves the grid of goal switches to it: the following ones, early by comparison, wait.
+SEQ = [[0.2, 0, 0, 0, 0, 0, -1]] * 6 + [[1.0, -0.4, 0.3, 0, 0, 0.6, 1]] + [[0, 0, 0, 0, 0, 0, 1]] * 8
+
+
+def stream(offsets_in_ticks: list[float], wait: bool = True) -> list[np.ndarray]:
+    """SEQ with action k arriving at k control periods plus offsets[k] servo ticks (0 = right after the
+    tick that ends the previous period); the servo targets of every tick. ``wait=False``: as if the driver
+    applied every action on arrival (to show what the wait is for)."""
+    driver, arm, clock = make()
+    ticks = driver._ticks_per_action
+    dt = driver.config.servo_period
+    t0 = clock.t
+    arrivals = [t0 + (k * ticks + off) * dt for k, off in enumerate(offsets_in_ticks)]
+    targets, k = [], 0
+    for n in range(1, (len(SEQ) + 3) * ticks):
+        while k < len(SEQ) and arrivals[k] <= clock.t:
+            if not wait:
+                driver._ticks_under_goal = driver._ticks_per_action
+            assert driver.submit_action(np.asarray(SEQ[k], float), SOURCE_POLICY).accepted
+            k += 1
+        clock.t = t0 + n * dt
+        driver.tick()
+        targets.append(arm.q.copy())
+    return targets
+
+
+def test_actions_arriving_early_move_the_arm_as_in_lockstep() -> None:
+    lockstep = stream([0.0] * len(SEQ))
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        jittered = stream(list(rng.uniform(-2.4, 0.0, len(SEQ))))  # a longer gap after one trips the watchdog
+        n = 5 * len(SEQ)  # after the last action the watchdog, which counts from its arrival, takes over
+        for a, b in zip(lockstep[:n], jittered[:n], strict=True):
+            np.testing.assert_array_equal(a, b)
+    moved = np.linalg.norm(fk(lockstep[-1])[0] - P_HOME)
+    assert moved > 0.02  # the stream really moves the arm
+
+
+def test_without_the_wait_an_early_action_would_be_tracked_for_a_tick_less() -> None:
+    """The property above is the wait's doing: applied on arrival, one early action changes the motion."""
+    offsets = [0.0] * len(SEQ)
+    offsets[6] = -1.5  # the big action, one and a half ticks early
+    assert all(np.array_equal(a, b) for a, b in zip(stream([0.0] * len(SEQ)), stream(offsets), strict=True))
+    applied_on_arrival = stream(offsets, wait=False)
+    assert not all(np.array_equal(a, b) for a, b in zip(stream([0.0] * len(SEQ)), applied_on_arrival, strict=True))
+
+
+def test_a_late_action_moves_the_grid_once_and_the_next_ones_keep_it() -> None:
+    """One action 2.5 ticks late (taken at the third tick after its slot): the motion differs from lockstep,
+    but afterwards the stream, early by comparison, is tracked on the new grid: it matches a stream whose
+    actions all came three ticks late (until the watchdog, which counts from the last arrival)."""
+    offsets = [0.0] * len(SEQ)
+    offsets[3] = 2.5
+    for k in range(4, len(SEQ)):
+        offsets[k] = 2.0 - 0.4 * (k % 2)  # the rest arrive 2 or 1.6 ticks "late": early against the new grid
+    late = stream(offsets)
+    shifted = stream([0.0, 0.0, 0.0] + [3.0] * (len(SEQ) - 3))
+    n = 5 * len(SEQ)
+    for a, b in zip(late[:n], shifted[:n], strict=True):
+        np.testing.assert_array_equal(a, b)
+    lockstep = stream([0.0] * len(SEQ))
+    assert not np.array_equal(late[n - 1], lockstep[n - 1])  # the late one did change the motion
+
+
+def early(driver: ArmDriver, clock: ManualClock, first, second) -> None:
+    """``first``, then ``second`` one tick before ``first``'s control period is over (it must wait)."""
+    assert driver.submit_action(np.asarray(first, float), SOURCE_POLICY).accepted
+    for _ in range(driver._ticks_per_action - 1):
+        clock.t += driver.config.servo_period
+        driver.tick()
+    assert driver.submit_action(np.asarray(second, float), SOURCE_POLICY).accepted
+    assert driver._pending is not None
+
+
+def test_an_early_action_waits_for_its_tick_then_sets_the_goal_from_the_reference_there() -> None:
+    driver, _arm, clock = make()
+    act(driver, clock, [0.2, 0, 0, 0, 0, 0, -1])
+    assert driver.submit_action(np.array([0.2, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY).accepted
+    for _ in range(driver._ticks_per_action - 1):  # one tick short of the period
+        clock.t += driver.config.servo_period
+        driver.tick()
+    goal_before = driver.status().goal_pos.copy()
+    res = driver.submit_action(np.array([0, 0.4, 0, 0, 0, 0, -1]), SOURCE_POLICY)
+    assert res.accepted
+    np.testing.assert_array_equal(driver.status().goal_pos, goal_before)  # not yet
+    clock.t += driver.config.servo_period
+    driver.tick()  # the previous goal's last tick
+    np.testing.assert_array_equal(driver.status().goal_pos, goal_before)
+    ref = driver._ref.pos.copy()
+    clock.t += driver.config.servo_period
+    driver.tick()  # the new goal from here, relative to the reference now
+    np.testing.assert_allclose(driver.status().goal_pos, ref + [0, 0.4 * ACTION_POS_SCALE, 0], atol=1e-12)
+
+
+def test_a_second_early_action_makes_the_first_take_effect_at_once() -> None:
+    """No action is ever lost: two inside one period both set their goals, the first on the second's arrival."""
+    driver, _arm, clock = make()
+    early(driver, clock, [0.2, 0, 0, 0, 0, 0, -1], [0, 0.4, 0, 0, 0, 0, -1])
+    ref = driver._ref.pos.copy()
+    assert driver.submit_action(np.array([0, 0, 0.4, 0, 0, 0, -1]), SOURCE_POLICY).accepted
+    np.testing.assert_allclose(driver.status().goal_pos, ref + [0, 0.4 * ACTION_POS_SCALE, 0], atol=1e-12)
+    assert driver._pending is not None
+    np.testing.assert_array_equal(driver._pending[0], [0, 0, 0.4 * ACTION_POS_SCALE])
+
+
+@pytest.mark.parametrize("how", ["stop", "rejected", "watchdog", "source_switch"])
+def test_an_early_action_waiting_never_moves_the_arm_after_a_hold(how) -> None:
+    driver, arm, clock = make()
+    early(driver, clock, [0.2, 0, 0, 0, 0, 0, -1], [0, 0.6, 0, 0, 0, 0, -1])
+    if how == "stop":
+        driver.stop()
+    elif how == "rejected":
+        assert not driver.submit_action(np.array([np.nan] * 7), SOURCE_POLICY).accepted
+    elif how == "watchdog":
+        clock.t += driver.config.watchdog_timeout
+    else:
+        driver.arbiter.select("teleop")
+    assert driver._pending is None or how == "watchdog"
+    for _ in range(40):
+        clock.t += driver.config.servo_period
+        driver.tick()
+    assert driver._pending is None
+    assert fk(arm.q)[0][1] - P_HOME[1] < 1e-3  # the waiting +y goal was never set
