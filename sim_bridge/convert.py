@@ -15,8 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from aubo_bridge.config import ArmConfig
-from libero_workcell.contract import SOURCE_POLICY
+from aubo_bridge.config import RESPONSE_LIBERO, ArmConfig
+from aubo_bridge.driver import IK_MAX_ITERATIONS, box_step
+from aubo_bridge.kinematics import fk, ik, rotation_error
+from aubo_bridge.osc_response import Goal, OscResponse, RefState, next_goal, transition
+from libero_workcell.contract import SOURCE_POLICY, action_to_delta, gripper_command_to_coord, validate_action
 from libero_workcell.libero_format import Demo
 from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
 from sim_bridge.episode import make_sim_rig
@@ -34,11 +37,32 @@ class Converted:
 
     @property
     def same_outcome(self) -> bool | None:
-        return None if self.source_placed is None else list(self.metrics["placed"]) == list(self.source_placed)
+        """None where either outcome is unknown (no recorded one; a kinematic conversion has none)."""
+        if self.source_placed is None or "placed" not in self.metrics:
+            return None
+        return list(self.metrics["placed"]) == list(self.source_placed)
 
 
-def convert_demo(demo: Demo, spec: TaskSpec | None = None, render: bool = True, arm: ArmConfig | None = None):
-    """One Panda demo as an AUBO demo (see the module docstring)."""
+def converted_attrs(demo: Demo, tracking: Tracking, conversion: str, extra: dict) -> dict:
+    """The converted demo's attributes: the source's task configuration (its outcome dropped), what it came
+    from, how it was converted and how well it tracked, and ``extra`` (the AUBO episode's outcome)."""
+    kept = {k: v for k, v in demo.attrs.items() if k not in ("num_samples", "placed", "SR", "PCR_T", "PCR_S")}
+    return {**kept, "robot": "AUBO-i5H", "source_demo": demo.name, "conversion": conversion,
+            "tracking_pos_rms_m": tracking.pos_rms, "tracking_rot_rms_deg": float(np.degrees(tracking.rot_rms)),
+            **extra}  # fmt: skip
+
+
+def convert_demo(
+    demo: Demo, spec: TaskSpec | None = None, render: bool = True, arm: ArmConfig | None = None,
+    kinematic: bool = False,
+) -> Converted:  # fmt: skip
+    """One Panda demo as an AUBO demo (see the module docstring). ``kinematic``: the fast headless path
+    (:func:`convert_kinematic`), falling back to the full one where a limit of the driver would act."""
+    if kinematic and not render:
+        try:
+            return convert_kinematic(demo, arm)
+        except KinematicLimitError:
+            pass
     spec = spec or task_of(demo)
     path = tcp_path(demo)
     cfg = arm or ArmConfig()
@@ -64,8 +88,89 @@ def convert_demo(demo: Demo, spec: TaskSpec | None = None, render: bool = True, 
         metrics = world.evaluate()
     finally:
         world.close()
-    attrs = {**{k: v for k, v in demo.attrs.items() if k not in ("num_samples", "placed", "SR", "PCR_T", "PCR_S")},
-             "robot": "AUBO-i5H", "source_demo": demo.name, "tracking_pos_rms_m": tracking.pos_rms,
-             "tracking_rot_rms_deg": float(np.degrees(tracking.rot_rms)), **outcome_attrs(metrics)}  # fmt: skip
+    attrs = converted_attrs(demo, tracking, "physics", outcome_attrs(metrics))
     converted = recorder.demo(demo.name, attrs, tracking.actions)
     return Converted(converted, tracking, metrics, recorded_placed(demo))
+
+
+# ---------------------------------------------------------------- the fast path: no physics, no rendering
+class KinematicLimitError(RuntimeError):
+    """A limit of the arm driver would act here, so the kinematic path would not be what the arm does."""
+
+
+def _tick_maps(kp: float, zeta: float, dt: float, ticks: int) -> np.ndarray:
+    """(ticks, 2, 2): the exact map of (offset, velocity) over 1 .. ticks servo periods."""
+    return np.stack([transition(kp, zeta, dt * k) for k in range(1, ticks + 1)])
+
+
+def convert_kinematic(demo: Demo, arm: ArmConfig | None = None) -> Converted:
+    """The conversion without MuJoCo: the AUBO's TCP is the arm driver's libero reference itself (its
+    servos track it; the full path's MuJoCo arm follows it within a fraction of a millimetre), advanced one
+    control period per action with the same exact second-order maps the driver integrates per servo tick,
+    checked per tick against the driver's limits (TCP speeds, workspace box; any that would act raises
+    :class:`KinematicLimitError`), joints by IK once per step (warm-started; unreachable raises), the
+    gripper coordinate its command. No images and no task outcome (no physics): replay the converted demo
+    (sim_bridge.replay) for the outcome. Deterministic; tens of times faster than real time."""
+    spec_json = task_of(demo).to_json()  # the task must be known, as for the full path
+    path = tcp_path(demo)
+    cfg = arm or ArmConfig()
+    if cfg.action_response != RESPONSE_LIBERO:
+        raise ValueError("the kinematic conversion models the libero action response only")
+    q = start_joints(demo, path, cfg)
+    n_ticks = round(cfg.control_period / cfg.servo_period)
+    g = cfg.osc_gains
+    maps_pos = _tick_maps(g.kp_pos, g.damping_pos, cfg.servo_period, n_ticks)
+    maps_rot = _tick_maps(g.kp_rot, g.damping_rot, cfg.servo_period, n_ticks)
+    p0, R0 = fk(q, cfg.tool_offset)
+    st = {"ref": RefState.at_rest(p0, R0), "goal": Goal(p0, R0), "q": q, "grip": 0.0}
+    rows: list[tuple[np.ndarray, np.ndarray, float, np.ndarray]] = []  # TCP, rotation, gripper, joints per step
+    per_tick = OscResponse(g, cfg.servo_period)
+
+    def on_the_box(ref: RefState, goal: Goal) -> RefState:
+        """One control period tick by tick, the reference stopped on a workspace face (ArmDriver._reference_point)."""
+        for _ in range(n_ticks):
+            nxt = per_tick.step(ref, goal)
+            pos, _ = box_step(ref.pos, nxt.pos - ref.pos, cfg.workspace_min, cfg.workspace_max)
+            ref = RefState(pos, np.where(pos != nxt.pos, 0.0, nxt.vel), nxt.R, nxt.omega)
+        return ref
+
+    def observe() -> tuple[np.ndarray, np.ndarray]:
+        return st["ref"].pos, st["ref"].R
+
+    def step(action: np.ndarray) -> None:
+        ref: RefState = st["ref"]
+        a = validate_action(action)
+        rows.append((ref.pos, ref.R, st["grip"], st["q"]))
+        dpos, drot, grip = action_to_delta(a)
+        goal_pos, outward = box_step(ref.pos, dpos, cfg.workspace_min, cfg.workspace_max)
+        if np.any(outward):  # the driver refuses such an action (clipping a goal to the box, it does too)
+            raise KinematicLimitError(f"{demo.name}: the goal leaves the workspace box")
+        goal = Goal(goal_pos, next_goal(ref, st["goal"], dpos, drot).R)
+        pos_states = maps_pos @ np.stack([ref.pos - goal.pos, ref.vel])  # (ticks, 2, 3)
+        rot_states = maps_rot @ np.stack([rotation_error(ref.R, goal.R), ref.omega])
+        if np.max(np.linalg.norm(pos_states[:, 1], axis=1)) > cfg.max_tcp_speed:
+            raise KinematicLimitError(f"{demo.name}: the reference would exceed max_tcp_speed")
+        if np.max(np.linalg.norm(rot_states[:, 1], axis=1)) > cfg.max_tcp_rot_speed:
+            raise KinematicLimitError(f"{demo.name}: the reference would exceed max_tcp_rot_speed")
+        ticks = goal.pos + pos_states[:, 0]
+        if np.any(ticks < cfg.workspace_min) or np.any(ticks > cfg.workspace_max):
+            new = on_the_box(ref, goal)  # the driver stops the reference on the face: tick by tick, as it does
+        else:
+            new = RefState(ticks[-1], pos_states[-1, 1],
+                           Rotation.from_rotvec(rot_states[-1, 0]).as_matrix() @ goal.R, rot_states[-1, 1])  # fmt: skip
+        sol = ik(new.pos, new.R, st["q"], cfg.tool_offset, IK_MAX_ITERATIONS, cfg.ik_pos_tol, cfg.ik_rot_tol)
+        if not sol.converged:
+            raise KinematicLimitError(f"{demo.name}: IK fails on the reference at {new.pos.round(3)}")
+        if np.any(np.abs(sol.q - st["q"]) > cfg.max_joint_speed * cfg.control_period):
+            raise KinematicLimitError(f"{demo.name}: a joint would exceed max_joint_speed")
+        st.update(ref=new, goal=goal, q=sol.q, grip=gripper_command_to_coord(grip))
+
+    tracking = follow(path, observe, step)
+    recorder = DemoRecorder(None, False)
+    pos = np.array([r[0] for r in rows])
+    rot = Rotation.from_matrix(np.array([r[1] for r in rows]))  # one batched conversion for the whole demo
+    grip = np.array([[r[2]] for r in rows])
+    for p, rv, quat, gr, q in zip(pos, rot.as_rotvec(), rot.as_quat(), grip, (r[3] for r in rows), strict=True):
+        recorder.observe(p, rv, gr, q, np.concatenate([gr, p, quat]))
+    attrs = converted_attrs(demo, tracking, "kinematic", {"task_spec": spec_json})
+    return Converted(recorder.demo(demo.name, attrs, tracking.actions), tracking, {}, recorded_placed(demo))

@@ -6,7 +6,8 @@ IN: LIBERO-layout HDF5 files or folders of them. Every demo becomes its own file
 ``OUT/<source file stem>/<demo>.hdf5`` (LIBERO layout, one demo), written as ``.partial`` and renamed
 when complete, so an interrupted run (Ctrl-C, ``kill -9``, a crash) is resumed by running the same
 command again: finished demos are kept and skipped, half-written ones are discarded and redone. Demos
-are converted in ``--jobs`` worker processes (each its own MuJoCo world), with a progress bar, and
+are converted in ``--jobs`` worker processes (``--no-images --kinematic``: the fast path without physics,
+sim_bridge.convert.convert_kinematic) (each its own MuJoCo world), with a progress bar, and
 ``OUT/summary.json`` lists every demo with its tracking error, both outcomes and the time it took;
 a table of them is printed at the end. A demo that cannot be converted (no task, unreachable start)
 is reported in the summary with its reason; the others go on.
@@ -68,7 +69,7 @@ def plan_jobs(inputs: Sequence[Path], out: Path) -> Iterator[Job]:
             yield Job(path, name, out / path.stem / f"{name}.hdf5")
 
 
-def convert_one(job: Job, render: bool) -> dict[str, Any]:
+def convert_one(job: Job, render: bool, kinematic: bool = False) -> dict[str, Any]:
     """Worker: convert one demo and write its file (atomically); the summary row. Never raises."""
     t0 = time.monotonic()
     row: dict[str, Any] = {"source": str(job.source), "demo": job.demo, "output": str(job.out)}
@@ -77,12 +78,12 @@ def convert_one(job: Job, render: bool) -> dict[str, Any]:
         from sim_bridge.convert import convert_demo
 
         demo = next(d for d in read_demos(job.source, images=False).demos if d.name == job.demo)
-        result = convert_demo(demo, render=render)
+        result = convert_demo(demo, render=render, kinematic=kinematic)
         job.out.parent.mkdir(parents=True, exist_ok=True)
         info = {"language_instruction": str(demo.attrs.get("language_instruction", ""))}
         write_demo_file(job.out, [result.demo], info, ENV_ARGS)
         attrs = {**result.demo.attrs, "num_samples": result.demo.num_samples}
-        row.update(summary_of(attrs, result.source_placed), status="converted")
+        row.update(summary_of(attrs, result.source_placed), status="converted", conversion=attrs["conversion"])
     except Exception as exc:  # one bad demo must not stop the batch: its row says why
         row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
     row["seconds"] = time.monotonic() - t0
@@ -115,14 +116,16 @@ def already_done(job: Job) -> dict[str, Any] | None:
     except LiberoFormatError:
         return None  # unreadable: convert it again (the new file replaces it only when complete)
     src = next((d for d in source if d.name == job.demo), None)
-    row = {"source": str(job.source), "demo": job.demo, "output": str(job.out), "status": "kept", "seconds": 0.0}
+    row = {"source": str(job.source), "demo": job.demo, "output": str(job.out), "status": "kept", "seconds": 0.0,
+           "conversion": demo.attrs.get("conversion")}  # fmt: skip
     row.update(summary_of({**demo.attrs, "num_samples": demo.num_samples}, recorded_placed(src) if src else None))
     return row
 
 
 def run_batch(
-    inputs: Sequence[Path], out: Path, jobs: int = 1, render: bool = True, progress: bool = True
-) -> list[dict[str, Any]]:
+    inputs: Sequence[Path], out: Path, jobs: int = 1, render: bool = True, progress: bool = True,
+    kinematic: bool = False,
+) -> list[dict[str, Any]]:  # fmt: skip
     """Convert every demo not yet converted; the summary rows of all (kept, converted, failed)."""
     from tqdm import tqdm
 
@@ -136,12 +139,12 @@ def run_batch(
     bar = tqdm(total=len(todo), unit="demo", desc="converting", disable=not progress, file=sys.stderr)
     if jobs <= 1:
         for job in todo:
-            rows.append(convert_one(job, render))
+            rows.append(convert_one(job, render, kinematic))
             bar.update()
     else:
         # spawn: each worker builds its own MuJoCo world and GL context (never forked from this process's)
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            pending: set[Future] = {pool.submit(convert_one, job, render) for job in todo}
+            pending: set[Future] = {pool.submit(convert_one, job, render, kinematic) for job in todo}
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for f in finished:
@@ -181,10 +184,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="output folder (resumed if it exists)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1), help="worker processes")
     ap.add_argument("--no-images", action="store_true", help="headless: no camera images in the output")
+    ap.add_argument("--kinematic", action="store_true",
+                    help="with --no-images: the fast path without physics (no task outcome; replay for it), "
+                         "falling back to physics per demo where a driver limit would act")  # fmt: skip
     args = ap.parse_args(argv)
     try:
-        rows = run_batch(args.inputs, args.out, args.jobs, render=not args.no_images)
-    except FileNotFoundError as exc:
+        if args.kinematic and not args.no_images:
+            raise ValueError("--kinematic renders nothing: give --no-images too")
+        rows = run_batch(args.inputs, args.out, args.jobs, render=not args.no_images, kinematic=args.kinematic)
+    except (FileNotFoundError, ValueError) as exc:
         print(f"convert_batch: {exc}", file=sys.stderr)
         return 2
     print(table(rows))

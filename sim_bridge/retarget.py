@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from aubo_bridge.kinematics import rotation_error
 from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE
 from libero_workcell.libero_format import Demo
 
@@ -38,7 +39,7 @@ def retarget_action(
 ) -> np.ndarray:
     """The seed's law: one 7-D action driving the TCP (p, R) toward (p_ref, R_ref)."""
     pos = gain * (np.asarray(p_ref, float) - p) / ACTION_POS_SCALE
-    rot = gain * Rotation.from_matrix(np.asarray(R_ref, float) @ np.asarray(R, float).T).as_rotvec() / ACTION_ROT_SCALE
+    rot = gain * rotation_error(np.asarray(R_ref, float), np.asarray(R, float)) / ACTION_ROT_SCALE  # Log(R_ref R^T)
     return np.concatenate([np.clip(np.concatenate([pos, rot]), -1.0, 1.0), [float(np.clip(gripper, -1.0, 1.0))]])
 
 
