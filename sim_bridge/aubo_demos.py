@@ -19,6 +19,7 @@ import numpy as np
 
 from aubo_bridge.config import ArmConfig
 from libero_workcell.contract import CONTROL_HZ_DEFAULT
+from libero_workcell.image_convention import ENV_ARGS_TEXT, ROBOSUITE_RAW
 from libero_workcell.libero_format import Demo, write_demo_file
 from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
 from sim_bridge.episode import SimRig, expert_source, run_episode
@@ -32,7 +33,7 @@ ENV_ARGS = {
     "robot": AUBO,
     "controller": "aubo_bridge libero action response (robosuite OSC_POSE's, fitted)",
     "control_freq": CONTROL_HZ_DEFAULT,
-    "images": "robosuite raw: upright view flipped vertically",
+    "images": ENV_ARGS_TEXT[ROBOSUITE_RAW],
 }
 
 

@@ -27,13 +27,15 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from libero_workcell.image_convention import ENV_ARGS_TEXT, ROBOSUITE_RAW
+
 SUMMARY_FILE = "summary.json"
 ENV_ARGS = {
     "env_name": "libero_industry_workcell_d2s",
     "robot": "AUBO-i5H",
     "controller": "aubo_bridge libero action response (robosuite OSC_POSE's, fitted)",
     "retargeting": "seed 002 Appendix D: k = 3, s_p = 0.05 m, s_R = 0.5 rad",
-    "images": "robosuite raw: upright view flipped vertically",
+    "images": ENV_ARGS_TEXT[ROBOSUITE_RAW],
 }
 
 

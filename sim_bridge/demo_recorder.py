@@ -11,13 +11,9 @@ from typing import Any
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from libero_workcell.image_convention import ROBOSUITE_RAW, check_convention, stored
 from libero_workcell.libero_format import Demo
 from sim_bridge.world import SimWorld
-
-
-def robosuite_raw(upright: np.ndarray) -> np.ndarray:
-    """An upright rendered image as robosuite's camera observation holds it (flipped vertically)."""
-    return np.ascontiguousarray(upright[::-1])
 
 
 def outcome_attrs(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -27,8 +23,11 @@ def outcome_attrs(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 class DemoRecorder:
-    def __init__(self, world: SimWorld, render: bool) -> None:
-        self.world, self.render = world, render
+    """``convention``: how the images are stored (libero_workcell.image_convention); robosuite's raw by
+    default, as LIBERO's files hold them (the Panda source and conversion write that)."""
+
+    def __init__(self, world: SimWorld | None, render: bool, convention: str = ROBOSUITE_RAW) -> None:
+        self.world, self.render, self.convention = world, render, check_convention(convention)
         self._rows: dict[str, list] = {k: [] for k in ("actions", "ee_pos", "ee_ori", "grip", "joints", "robot")}
         self._frames: dict[str, list] = {"agentview_rgb": [], "eye_in_hand_rgb": []}
 
@@ -38,8 +37,9 @@ class DemoRecorder:
                               (ee_pos, ee_ori, gripper_states, joint_states, robot_state), strict=True):  # fmt: skip
             self._rows[key].append(np.asarray(value, float))
         if self.render:
-            self._frames["agentview_rgb"].append(robosuite_raw(self.world.render_camera("external")))
-            self._frames["eye_in_hand_rgb"].append(robosuite_raw(self.world.render_camera("wrist")))
+            assert self.world is not None
+            for key, camera in (("agentview_rgb", "external"), ("eye_in_hand_rgb", "wrist")):
+                self._frames[key].append(stored(self.world.render_camera(camera), self.convention))
 
     def observe_arm(self, status: Any) -> None:
         """One observation of the AUBO from the arm driver's status (robot_states: gripper, TCP, quat xyzw)."""

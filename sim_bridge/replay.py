@@ -27,6 +27,7 @@ from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.kinematics import HOME_Q, fk, ik
+from libero_workcell.image_convention import ROBOSUITE_RAW, convention_of
 from libero_workcell.libero_format import Demo, LiberoFormatError, read_demos
 from sim_bridge.panda.model import HAND_TO_GRIP_SITE
 from sim_bridge.retarget import TcpPath, path_from_demo, retarget_action
@@ -85,6 +86,7 @@ class ReplayPlan:
     start_q: np.ndarray
     path: TcpPath
     placed: list[bool] | None  # the recorded outcome
+    image_convention: str = ROBOSUITE_RAW  # how its file stores images (libero_workcell.image_convention)
 
     @property
     def steps(self) -> int:
@@ -98,20 +100,25 @@ class ReplayPlan:
         return retarget_action(self.path.pos[nxt], self.path.R[nxt], pos, R, self.path.gripper[t])
 
 
-def plan_from_demo(demo: Demo, arm: ArmConfig | None = None) -> ReplayPlan:
+def plan_from_demo(demo: Demo, arm: ArmConfig | None = None, image_convention: str = ROBOSUITE_RAW) -> ReplayPlan:
     path = tcp_path(demo)
-    return ReplayPlan(demo, task_of(demo), start_joints(demo, path, arm or ArmConfig()), path, recorded_placed(demo))
+    q0 = start_joints(demo, path, arm or ArmConfig())
+    return ReplayPlan(demo, task_of(demo), q0, path, recorded_placed(demo), image_convention)
 
 
 def load_plan(path: str | Path, name: str = "", arm: ArmConfig | None = None) -> ReplayPlan:
     """The plan for demo ``name`` of a LIBERO-layout file ("" = its first demo); clear errors, nothing written."""
-    demos = read_demos(path).demos
+    f = read_demos(path)
+    try:
+        convention = convention_of(f.env_args)
+    except ValueError as exc:
+        raise LiberoFormatError(f"{path}: {exc}") from None
     if not name:
-        return plan_from_demo(demos[0], arm)
-    by_name = {d.name: d for d in demos}
+        return plan_from_demo(f.demos[0], arm, convention)
+    by_name = {d.name: d for d in f.demos}
     if name not in by_name:
         raise LiberoFormatError(f"{path}: no demo {name!r}; it holds {list(by_name)}")
-    return plan_from_demo(by_name[name], arm)
+    return plan_from_demo(by_name[name], arm, convention)
 
 
 def check_mode(mode: str) -> str:

@@ -42,6 +42,7 @@ from libero_workcell.contract import (
     Services,
     Topics,
 )
+from libero_workcell.image_convention import to_upright
 from libero_workcell.libero_format import LiberoFormatError, read_frames
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import refuse_runtime_changes
@@ -134,7 +135,7 @@ class ReplayNode(Node):
         self._history: list[tuple[float, np.ndarray]] | None = None  # (measurement wall time, state) while replaying
         self._source: str | None = None
         self._episode: dict[str, Any] | None = None
-        self._truth_time: float | None = None
+        self._truth: tuple[float, float] | None = None  # (received, monotonic; the world's sim time)
         self._frames: dict[str, np.ndarray] = {}
         self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
@@ -175,7 +176,7 @@ class ReplayNode(Node):
         self._episode = info
 
     def _on_truth(self, msg: String) -> None:
-        self._truth_time = float(json.loads(msg.data)["sim_time"])
+        self._truth = (time.monotonic(), float(json.loads(msg.data)["sim_time"]))
 
     def _on_image(self, camera: str, msg: Image) -> None:
         try:
@@ -239,7 +240,9 @@ class ReplayNode(Node):
         self._wait("the arm on the demo's first pose after the reset",
                    lambda: (s := self._fresh_state(t_reset)) is not None and np.linalg.norm(s[:3] - start)
                    < START_POSE_TOL, 5.0)  # fmt: skip
-        sim_start = self._truth_time
+        self._wait("the world's ground truth after the reset",
+                   lambda: self._truth is not None and self._truth[0] > t_reset, 5.0)  # fmt: skip
+        truth_start = self._truth
         with self._lock:
             self._history = []
         sent: list[float] = []  # wall time each action was published
@@ -263,7 +266,7 @@ class ReplayNode(Node):
             sent.append(time.time())
             self._pub.publish(ros_msgs.action_msg(action, SOURCE_POLICY, sent[-1]))
         wall = time.monotonic() - t_wall0
-        sim_end = self._truth_time
+        truth_end = self._truth
         time.sleep(max(self.settle_time, 0.1))  # and a state measured after the last send
         with self._lock:
             history, self._history = self._history or [], None
@@ -276,7 +279,9 @@ class ReplayNode(Node):
         )
         metrics = self._episode["metrics"]
         placed = [bool(x) for x in metrics["placed"]]
-        rtf = (sim_end - sim_start) / wall if sim_start is not None and sim_end is not None and wall > 0 else None
+        # sim time advanced per wall second over the replay, both read from the world's ground truth stream
+        dt_wall = truth_end[0] - truth_start[0]
+        rtf = (truth_end[1] - truth_start[1]) / dt_wall if dt_wall > 0 else None
         report = {
             "demo_path": str(self.demo_path),
             "demo": self.plan.demo.name,
@@ -322,7 +327,7 @@ class ReplayNode(Node):
             except LiberoFormatError as exc:
                 self.get_logger().warning(f"no strip: {exc}")
                 return None
-            recorded = [f[::-1] for f in raw]  # robosuite raw (flipped vertically) -> upright, as published
+            recorded = [to_upright(f, self.plan.image_convention) for f in raw]  # as the cameras publish
             rows.append(side_by_side(recorded, replayed))
         strip = np.concatenate([rows[0], np.full((8, rows[0].shape[1], 3), 255, np.uint8), *rows[1:]])
         path = self.out_dir / STRIP_FILE

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
+from libero_workcell.image_convention import ROBOSUITE_RAW, stored
 from libero_workcell.libero_format import read_demos
-from sim_bridge.demo_recorder import robosuite_raw
 from sim_bridge.panda import demos as demos_module
 from sim_bridge.panda.demos import ENV_ARGS, write_panda_demos
 from sim_bridge.task import TaskSpec
@@ -17,7 +17,7 @@ from sim_bridge.task import TaskSpec
 def test_the_raw_image_convention_is_a_vertical_flip() -> None:
     upright = np.zeros((4, 3, 3), np.uint8)
     upright[0, 0] = 255  # top-left marker
-    raw = robosuite_raw(upright)
+    raw = stored(upright, ROBOSUITE_RAW)
     assert raw[3, 0, 0] == 255 and raw[0, 0, 0] == 0  # now bottom-left: flipped vertically, not mirrored
     assert raw.flags["C_CONTIGUOUS"]
 

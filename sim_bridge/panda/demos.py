@@ -22,6 +22,7 @@ from scipy.spatial.transform import Rotation
 
 from libero_workcell import layout
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, make_state
+from libero_workcell.image_convention import ENV_ARGS_TEXT, ROBOSUITE_RAW
 from libero_workcell.libero_format import Demo, write_demo_file
 from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
@@ -34,7 +35,7 @@ ENV_ARGS = {
     "robot": "Panda",
     "controller": "OSC_POSE (kp 150, damping ratio 1)",
     "control_freq": CONTROL_HZ_DEFAULT,
-    "images": "robosuite raw: upright view flipped vertically",
+    "images": ENV_ARGS_TEXT[ROBOSUITE_RAW],
 }
 
 

@@ -1,0 +1,115 @@
+"""Sim-real alignment figures: conversion speed, replay real-time factor, the action response through the graph.
+
+``.venv/bin/python -m bench.sim_real [--steps 300] [--no-response]``
+
+1. Conversion speed as a multiple of real time (sim seconds of demo per wall second): the kinematic fast
+   path (headless), the physics path headless and with rendering. Target (issue 8): >= 50x headless. The
+   demos converted are scripted-expert episodes of the workcell task at the followable speed, recorded on
+   the simulated AUBO (the Panda source does not yet finish whole episodes inside the AUBO's reach).
+2. Sim-in-the-loop replay through the whole graph (every node its own process, loopback DDS): an AUBO
+   expert demo replayed open and closed loop; the achieved real-time factor (sim time per wall time over
+   the replay), late control steps, tracking error.
+3. (unless ``--no-response``) robosuite's measured action response through the graph: every sequence of
+   tests/data/robosuite_osc_response.json replayed open loop through DDS to aubo_bridge; per sequence the
+   RMS error over its travel (target <= 10 %), next to the same in one process. ~3 min.
+
+A benchmark, not a test: nothing fails here. The machine is small and shared: compare figures of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering, before MuJoCo is imported
+
+from libero_workcell import dds
+from libero_workcell.libero_format import write_demo_file
+from libero_workcell.replay_run import replay_graph
+from sim_bridge.aubo_demos import followable_expert, record_expert_demo
+from sim_bridge.convert import convert_demo
+from sim_bridge.replay import plan_from_demo, replay_in_process
+from sim_bridge.response_reference import load_reference, reference_demo, segment_errors, table
+from sim_bridge.task import TaskSpec
+
+
+def conversion_speed(steps: int, seeds: tuple[int, ...] = (0, 1)) -> None:
+    print(f"1. conversion speed ({len(seeds)} expert demos of {steps} steps = {steps / 20:g} s each)")
+    demos = [record_expert_demo(TaskSpec.from_seed(s), f"demo_{s}", False, steps, expert=followable_expert())[0]
+             for s in seeds]  # fmt: skip
+    sim = sum(d.num_samples for d in demos) / 20.0
+    for label, kwargs, target in (
+        ("kinematic, headless", {"render": False, "kinematic": True}, 50.0),
+        ("physics, headless", {"render": False}, None),
+        ("physics, rendering", {"render": True}, None),
+    ):
+        t0 = time.perf_counter()
+        results = [convert_demo(d, **kwargs) for d in demos]
+        wall = time.perf_counter() - t0
+        how = {r.demo.attrs["conversion"] for r in results}
+        rms = np.mean([r.tracking.pos_rms for r in results]) * 1e3
+        verdict = "" if target is None else f"  target >= {target:g}x: {'PASS' if sim / wall >= target else 'MISS'}"
+        print(f"   {label:<22} {sim / wall:7.1f}x real time ({wall:.2f} s for {sim:g} s; {sorted(how)}, "
+              f"tracking RMS {rms:.2f} mm){verdict}")  # fmt: skip
+
+
+def replay_rtf(steps: int, work: Path, env: dict[str, str]) -> None:
+    print(f"\n2. replay through the graph ({steps} steps of an AUBO expert demo)")
+    demo, _ = record_expert_demo(TaskSpec.from_seed(0), render=True, max_steps=steps)
+    path = write_demo_file(work / "expert.hdf5", [demo], {}, {})
+    for mode in ("open_loop", "closed_loop"):
+        report = replay_graph(path, "", mode, work / mode, env, timeout=steps / 20 + 120,
+                              extra=["demo_replay.strip_frames:=0"])  # fmt: skip
+        if "error" in report:
+            print(f"   {mode}: failed: {report['error']}")
+            continue
+        tm, tr = report["timing"], report["tracking"]
+        pe = tm["period_error"]
+        rtf = "n/a" if tm["real_time_factor"] is None else f"{tm['real_time_factor']:.3f}"
+        print(f"   {mode:<12} real-time factor {rtf}, {tm['late_steps']} late steps, "
+              f"period error p99 {pe['p99_ms']:.2f} ms; tracking RMS {tr['pos_rms_m'] * 1e3:.2f} mm "
+              f"{tr['rot_rms_deg']:.2f} deg")  # fmt: skip
+
+
+def response_through_graph(work: Path, env: dict[str, str]) -> None:
+    seqs = load_reference()
+    demo, segments = reference_demo(seqs, TaskSpec.from_seed(0).to_json())
+    print(f"\n3. robosuite's response through the graph ({len(seqs)} sequences, {demo.num_samples / 20:g} s)")
+    path = write_demo_file(work / "reference.hdf5", [demo], {}, {})
+    report = replay_graph(path, "", "open_loop", work / "response", env, timeout=demo.num_samples / 20 + 120,
+                          extra=["demo_replay.strip_frames:=0", "sim_world.pause_at_done:=false"])  # fmt: skip
+    if "error" in report:
+        print(f"   failed: {report['error']}")
+        return
+    step = report["per_step"]
+    graph = segment_errors(segments, np.array(step["tcp_pos"]), np.array(step["tcp_rotvec"]))
+    local = replay_in_process(plan_from_demo(demo), "open_loop", settle_time=0.0)
+    print("   through the graph (target <= 10 % per commanded component)")
+    print("\n".join("   " + line for line in table(graph).splitlines()))
+    print("   in one process")
+    print("\n".join("   " + line for line in table(segment_errors(segments, local.pos, local.rotvec)).splitlines()))
+    worst = max(max(e.pos_ratio if e.compares_pos else 0.0, e.rot_ratio if e.compares_rot else 0.0) for e in graph)
+    print(f"   worst through the graph: {worst:.1%}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=300, help="control steps per demo (conversion, replay)")
+    ap.add_argument("--no-response", action="store_true", help="skip the response through the graph (~3 min)")
+    args = ap.parse_args(argv)
+    env = dds.loopback_env(None)
+    conversion_speed(args.steps)
+    with tempfile.TemporaryDirectory(prefix="bench_sim_real_") as tmp:
+        replay_rtf(args.steps, Path(tmp), env)
+        if not args.no_response:
+            response_through_graph(Path(tmp), env)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
