@@ -92,6 +92,7 @@ class ExpertConfig:
     gain: float | None = None  # k in action = k * error / scale; None: 3 (libero, the seed's), 0.8 (goal_delta)
     max_speed: float = 0.45  # m/s, TCP speed when empty-handed
     carry_speed: float = 0.25  # m/s, TCP speed while holding a workpiece
+    max_rot_speed: float | None = None  # rad/s, TCP turn rate; None: as fast as the gain asks
     hover: float = 0.12  # m above the grasp point while approaching
     pick_x_min: float = -0.46  # workpieces are picked once past this belt x
     pick_x_max: float = 0.45  # ... and before this one (reach)
@@ -108,9 +109,9 @@ class ExpertConfig:
     # The TCP orientation held throughout: pointing down, fingers closing along the belt (x). The AUBO's
     # home orientation; the Panda holds the same grasp turned half a turn about z (its wrist's comfort).
     tcp_rotmat: np.ndarray = field(default_factory=lambda: HOME_TCP_ROTMAT.copy())
-    # A parallel gripper grasps the same with the TCP turned half a turn about z. True: when a phase starts,
-    # it keeps whichever of the two leaves the wrist joint nearest zero at the phase's goal (meant against a
-    # 7-joint wrist winding into its limit; on the Panda it has not been enough yet, see docs/simulation.md).
+    # A parallel gripper grasps the same with the TCP turned half a turn about z. True: when an approach starts
+    # (the hand empty), it keeps whichever of the two leaves the wrist joint nearest the middle of its range at
+    # the grasp and at the place, for the whole cycle (against a 7-joint wrist winding into its limit).
     either_grasp_yaw: bool = False
     # For either_grasp_yaw: the arm joint that turns the hand about its approach axis (the Panda's joint 7,
     # index 6) and how it answers a turn of the TCP about world z (Panda: -1). The yaw kept is the one that
@@ -207,8 +208,9 @@ class ScriptedExpert:
             if tcp[2] > goal[2] - 0.02:
                 self._go(Phase.WAIT, scene, None)
                 goal = cfg.wait_pos.copy()
-        if cfg.either_grasp_yaw and self.phase is not phase_before and scene.arm_q is not None:
-            self._grasp_R = self._choose_yaw(R, tcp, goal, scene.arm_q)
+        approach = self.phase is Phase.TRACK and phase_before is not Phase.TRACK  # the hand is empty
+        if cfg.either_grasp_yaw and approach and scene.arm_q is not None and wp is not None:
+            self._grasp_R = self._choose_yaw(R, tcp, self._grasp_point(wp), wp.slot_pos, scene.arm_q)  # the cycle
         carrying = self.phase in (Phase.LIFT, Phase.TRANSFER, Phase.LOWER)
         return self._action(goal, ff, R, tcp, grip, cfg.carry_speed if carrying else cfg.max_speed)
 
@@ -225,7 +227,9 @@ class ScriptedExpert:
         a, b = tcp[:2], goal[:2]
         d = b - a
         t = float(np.clip(-a @ d / max(d @ d, 1e-12), 0.0, 1.0))
-        if np.linalg.norm(a + t * d) >= cfg.min_radius:
+        # Detour only where the straight path dips nearer the axis than min_radius *and* than its own ends:
+        # a goal that itself lies within min_radius (the belt passing close to the base) is reached straight.
+        if np.linalg.norm(a + t * d) >= min(cfg.min_radius, np.linalg.norm(a), np.linalg.norm(b)) - 1e-9:
             return goal
         ang_a, ang_b = np.arctan2(a[1], a[0]), np.arctan2(b[1], b[0])
         # No wrapping: angles in (-pi, pi] interpolate through the front of the
@@ -251,21 +255,37 @@ class ScriptedExpert:
         if biggest > 1.0:  # shortened, never turned: clipping axes one by one bends the path
             pos /= biggest
         rot_err = Rotation.from_matrix(self._grasp_R @ R.T).as_rotvec()
-        rot = self.gain * rot_err / ACTION_ROT_SCALE
+        rot_step = self.gain * rot_err
+        if cfg.max_rot_speed is not None:  # as for the speed: the held offset that turns at max_rot_speed
+            rot_cap = cfg.max_rot_speed * dt / self._ratio
+            if np.linalg.norm(rot_step) > rot_cap:
+                rot_step *= rot_cap / np.linalg.norm(rot_step)
+        rot = rot_step / ACTION_ROT_SCALE
         return np.clip(np.concatenate([pos, rot, [grip]]), -1.0, 1.0)
 
-    def _choose_yaw(self, R: np.ndarray, tcp: np.ndarray, goal: np.ndarray, arm_q: np.ndarray) -> np.ndarray:
-        """Of the two equivalent grasp yaws, the one leaving the wrist joint nearest zero at the phase's goal."""
+    def _choose_yaw(
+        self, R: np.ndarray, tcp: np.ndarray, grasp: np.ndarray, place: np.ndarray, arm_q: np.ndarray
+    ) -> np.ndarray:
+        """Of the two equivalent grasp yaws, the one that keeps the wrist joint nearest the middle of its range
+        over the pick-and-place cycle ahead: at the grasp, and at the place after the carry's base sweep (the
+        yaw is never changed while carrying: turning a held workpiece half a turn is what wound the Panda's
+        wrist into its limit)."""
         cfg = self.config
-        sweep = float(np.arctan2(goal[1], goal[0]) - np.arctan2(tcp[1], tcp[0]))  # base turn on the way
-        sweep = (sweep + np.pi) % (2 * np.pi) - np.pi
 
-        def wrist_at_goal(C: np.ndarray) -> float:
+        def sweep(a: np.ndarray, b: np.ndarray) -> float:  # how far the base turns from a to b
+            d = float(np.arctan2(b[1], b[0]) - np.arctan2(a[1], a[0]))
+            return (d + np.pi) % (2 * np.pi) - np.pi
+
+        to_grasp, carry = sweep(tcp, grasp), sweep(grasp, place)
+
+        def worst_wrist(C: np.ndarray) -> float:
             yaw = float(Rotation.from_matrix(C @ R.T).as_rotvec()[2])
-            return float(arm_q[cfg.wrist_joint]) + cfg.wrist_sign * (yaw - sweep)
+            at_grasp = float(arm_q[cfg.wrist_joint]) + cfg.wrist_sign * (yaw - to_grasp)
+            at_place = at_grasp - cfg.wrist_sign * carry
+            return max(abs(at_grasp), abs(at_place))
 
         flipped = np.diag([-1.0, -1.0, 1.0]) @ cfg.tcp_rotmat  # half a turn about z
-        return min((cfg.tcp_rotmat, flipped), key=lambda C: abs(wrist_at_goal(C)))
+        return min((cfg.tcp_rotmat, flipped), key=worst_wrist)
 
     def _grasp_point(self, wp: WorkpieceView) -> np.ndarray:
         return wp.pos - [0.0, 0.0, self.config.grasp_depth]

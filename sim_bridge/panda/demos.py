@@ -45,18 +45,24 @@ class PandaDemo:
     metrics: dict
 
 
-def run_panda_demo(spec: TaskSpec, name: str = "demo_0", max_steps: int | None = None, render: bool = True):
-    """One expert episode on the Panda, recorded step by step (observation, then the action issued for it)."""
+def run_panda_demo(
+    spec: TaskSpec, name: str = "demo_0", max_steps: int | None = None, render: bool = True,
+    expert_overrides: dict | None = None,
+) -> PandaDemo:  # fmt: skip
+    """One expert episode on the Panda, recorded step by step (observation, then the action issued for it).
+    ``expert_overrides``: ExpertConfig fields replacing the Panda source's settings (to explore them)."""
     world = PandaWorld(spec, render=render, camera_hz=0.0)
-    # Followable by a retargeted AUBO: inside the AUBO's workspace box, and below the speed where the seed's
-    # law saturates (sim_bridge.retarget.FOLLOWABLE_SPEED).
+    # Followable by a retargeted AUBO: inside the AUBO's workspace box, below the speed where the seed's law
+    # saturates (sim_bridge.retarget.FOLLOWABLE_SPEED) and turning at most 1 rad/s (the Panda's OSC would turn
+    # 2.5 rad/s at the start, which the follower cannot). Detours keep 0.45 m from the base axis: nearer, the
+    # Panda folds onto its joint limits (joints 2, 3, 5) carrying across the front.
     box = (layout.WORKSPACE_MIN, layout.WORKSPACE_MAX)
-    expert = ScriptedExpert(
-        ExpertConfig(
-            tcp_rotmat=PANDA_TCP_ROTMAT, either_grasp_yaw=True, goal_box=box, max_speed=FOLLOWABLE_SPEED,
-            carry_speed=min(FOLLOWABLE_SPEED, ExpertConfig().carry_speed),
-        )
-    )
+    settings = dict(
+        tcp_rotmat=PANDA_TCP_ROTMAT, either_grasp_yaw=True, goal_box=box, max_speed=FOLLOWABLE_SPEED,
+        carry_speed=min(FOLLOWABLE_SPEED, ExpertConfig().carry_speed), max_rot_speed=1.0, min_radius=0.45,
+        via_radius=0.55,
+    )  # fmt: skip
+    expert = ScriptedExpert(ExpertConfig(**{**settings, **(expert_overrides or {})}))
     recorder = DemoRecorder(world, render)
     steps = 0
     try:
