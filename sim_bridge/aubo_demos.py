@@ -11,7 +11,6 @@ training-data tools are tested on; the teleop recorder writes the same layout on
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,8 +19,8 @@ import numpy as np
 from aubo_bridge.config import ArmConfig
 from libero_workcell.contract import CONTROL_HZ_DEFAULT
 from libero_workcell.image_convention import ENV_ARGS_TEXT, ROBOSUITE_RAW
-from libero_workcell.libero_format import Demo, write_demo_file
-from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
+from libero_workcell.libero_format import Demo
+from sim_bridge.demo_recorder import DemoRecorder, episodes_parser, outcome_attrs, report_episodes, write_episodes
 from sim_bridge.episode import SimRig, expert_source, run_episode
 from sim_bridge.expert import ExpertConfig, ScriptedExpert
 from sim_bridge.replay import AUBO
@@ -67,38 +66,22 @@ def write_aubo_demos(
     path: Path, specs: Sequence[TaskSpec], max_steps: int | None = None, render: bool = True, followable: bool = False
 ) -> list[dict]:
     """One demo per spec into a new LIBERO-layout file; each demo's metrics."""
-    outcomes: list[dict] = []
 
-    def demos():
-        for i, spec in enumerate(specs):
-            expert = followable_expert() if followable else None
-            demo, metrics = record_expert_demo(spec, f"demo_{i}", render, max_steps, expert=expert)
-            outcomes.append(metrics)
-            yield demo
+    def record(spec: TaskSpec, name: str) -> tuple[Demo, dict]:
+        return record_expert_demo(spec, name, render, max_steps, expert=followable_expert() if followable else None)
 
-    write_demo_file(path, demos(), {"language_instruction": specs[0].language_instruction}, ENV_ARGS)
-    return outcomes
+    return write_episodes(path, specs, record, ENV_ARGS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", type=Path)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--speed", type=float, default=0.03, help="belt speed, m/s")
-    ap.add_argument("--max-steps", type=int, default=None)
+    ap = episodes_parser(__doc__)
     ap.add_argument("--no-images", action="store_true", help="skip the camera images (faster, smaller)")
-    ap.add_argument(
-        "--followable",
-        action="store_true",
-        help=f"expert at <= {FOLLOWABLE_SPEED} m/s, a path closed-loop replay follows closely",
-    )
+    ap.add_argument("--followable", action="store_true",
+                    help=f"expert at <= {FOLLOWABLE_SPEED} m/s, a path closed-loop replay follows closely")  # fmt: skip
     args = ap.parse_args(argv)
     specs = [TaskSpec.from_seed(s, belt_speed=args.speed) for s in args.seeds]
     outcomes = write_aubo_demos(args.out, specs, args.max_steps, render=not args.no_images, followable=args.followable)
-    for seed, m in zip(args.seeds, outcomes, strict=True):
-        print(f"seed {seed}: SR {m['SR']:.0f} PCR_T {m['PCR_T']:.2f} PCR_S {m['PCR_S']:.2f}")
-    print(f"wrote {args.out}")
-    return 0
+    return report_episodes(args.out, args.seeds, outcomes)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,17 @@ two cameras as robosuite's raw observation holds them and keep their outcome the
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.image_convention import ROBOSUITE_RAW, check_convention, stored
-from libero_workcell.libero_format import Demo
+from libero_workcell.libero_format import Demo, write_demo_file
+from sim_bridge.task import TaskSpec
 from sim_bridge.world import SimWorld
 
 
@@ -57,3 +61,37 @@ class DemoRecorder:
         acts = np.array(r["actions"]) if actions is None else np.asarray(actions, float)
         return Demo(name, acts, np.array(r["ee_pos"]), np.array(r["ee_ori"]), np.array(r["grip"]),
                     np.array(r["joints"]), np.array(r["robot"]), images, attrs)  # fmt: skip
+
+
+def write_episodes(
+    path: Path, specs: Sequence[TaskSpec], record: Callable[[TaskSpec, str], tuple[Demo, dict]], env_args: dict
+) -> list[dict]:
+    """One recorded episode per spec (``record(spec, name) -> (demo, metrics)``) into a new LIBERO-layout
+    file, complete or absent (libero_format.write_demo_file); each episode's metrics."""
+    outcomes: list[dict] = []
+
+    def demos():
+        for i, spec in enumerate(specs):
+            demo, metrics = record(spec, f"demo_{i}")
+            outcomes.append(metrics)
+            yield demo
+
+    write_demo_file(path, demos(), {"language_instruction": specs[0].language_instruction}, env_args)
+    return outcomes
+
+
+def episodes_parser(doc: str) -> argparse.ArgumentParser:
+    """The command line of the demo makers (sim_bridge.aubo_demos, sim_bridge.panda.demos)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--speed", type=float, default=0.03, help="belt speed, m/s")
+    ap.add_argument("--max-steps", type=int, default=None)
+    return ap
+
+
+def report_episodes(out: Path, seeds: Sequence[int], outcomes: Sequence[dict]) -> int:
+    for seed, m in zip(seeds, outcomes, strict=True):
+        print(f"seed {seed}: SR {m['SR']:.0f} PCR_T {m['PCR_T']:.2f} PCR_S {m['PCR_S']:.2f}")
+    print(f"wrote {out}")
+    return 0

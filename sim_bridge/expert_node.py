@@ -18,7 +18,7 @@ from std_msgs.msg import String
 
 from aubo_bridge.config import ACTION_RESPONSES, RESPONSE_LIBERO
 from libero_workcell import ros_msgs
-from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, ContractError, Params, Qos, Topics
+from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, Params, Qos, Topics
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY, run_loop
@@ -62,10 +62,8 @@ class ExpertNode(Node):
             self._scene = (time.monotonic(), SceneView.from_ground_truth(gt))
 
     def _on_state(self, msg: JointState) -> None:
-        try:
-            state = ros_msgs.state_from_msg(msg)
-        except ContractError as exc:
-            self.get_logger().error(str(exc), throttle_duration_sec=2.0)
+        state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
+        if state is None:
             return
         with self._lock:
             self._state = (time.monotonic(), state)

@@ -36,7 +36,6 @@ from libero_workcell.contract import (
     CAMERA_NAMES,
     CONTROL_HZ_DEFAULT,
     SOURCE_POLICY,
-    ContractError,
     Params,
     Qos,
     Services,
@@ -157,10 +156,8 @@ class ReplayNode(Node):
 
     # ------------------------------------------------------------------ inputs
     def _on_state(self, msg: JointState) -> None:
-        try:
-            state = ros_msgs.state_from_msg(msg)
-        except ContractError as exc:
-            self.get_logger().error(str(exc), throttle_duration_sec=2.0)
+        state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
+        if state is None:
             return
         with self._lock:
             self._state = (time.monotonic(), state)
@@ -179,10 +176,9 @@ class ReplayNode(Node):
         self._truth = (time.monotonic(), float(json.loads(msg.data)["sim_time"]))
 
     def _on_image(self, camera: str, msg: Image) -> None:
-        try:
-            self._frames[camera] = ros_msgs.image_from_msg(msg)
-        except ContractError as exc:
-            self.get_logger().error(str(exc), throttle_duration_sec=2.0)
+        image = ros_msgs.decoded_or_logged(ros_msgs.image_from_msg, msg, self.get_logger())
+        if image is not None:
+            self._frames[camera] = image
 
     # ------------------------------------------------------------------ the replay
     def _wait(self, what: str, ready, timeout: float) -> None:

@@ -12,7 +12,6 @@ conventions"). Each demo's attributes hold the task configuration and its outcom
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +22,8 @@ from scipy.spatial.transform import Rotation
 from libero_workcell import layout
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, make_state
 from libero_workcell.image_convention import ENV_ARGS_TEXT, ROBOSUITE_RAW
-from libero_workcell.libero_format import Demo, write_demo_file
-from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
+from libero_workcell.libero_format import Demo
+from sim_bridge.demo_recorder import DemoRecorder, episodes_parser, outcome_attrs, report_episodes, write_episodes
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 from sim_bridge.panda.world import PANDA_TCP_ROTMAT, PandaWorld
 from sim_bridge.retarget import FOLLOWABLE_SPEED
@@ -91,30 +90,18 @@ def run_panda_demo(
 
 def write_panda_demos(path: Path, specs: Sequence[TaskSpec], max_steps: int | None = None) -> list[dict]:
     """Write one demo per spec into a new LIBERO-layout file; returns each demo's metrics."""
-    outcomes: list[dict] = []
 
-    def demos():
-        for i, spec in enumerate(specs):
-            result = run_panda_demo(spec, f"demo_{i}", max_steps)
-            outcomes.append(result.metrics)
-            yield result.demo
+    def record(spec: TaskSpec, name: str) -> tuple[Demo, dict]:
+        result = run_panda_demo(spec, name, max_steps)
+        return result.demo, result.metrics
 
-    write_demo_file(path, demos(), {"language_instruction": specs[0].language_instruction}, ENV_ARGS)
-    return outcomes
+    return write_episodes(path, specs, record, ENV_ARGS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", type=Path)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--speed", type=float, default=0.03, help="belt speed, m/s")
-    ap.add_argument("--max-steps", type=int, default=None)
-    args = ap.parse_args(argv)
+    args = episodes_parser(__doc__).parse_args(argv)
     specs = [TaskSpec.from_seed(s, belt_speed=args.speed) for s in args.seeds]
-    for seed, m in zip(args.seeds, write_panda_demos(args.out, specs, args.max_steps), strict=True):
-        print(f"seed {seed}: SR {m['SR']:.0f} PCR_T {m['PCR_T']:.2f} PCR_S {m['PCR_S']:.2f}")
-    print(f"wrote {args.out}")
-    return 0
+    return report_episodes(args.out, args.seeds, write_panda_demos(args.out, specs, args.max_steps))
 
 
 if __name__ == "__main__":

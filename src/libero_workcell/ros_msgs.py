@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -64,6 +65,16 @@ def state_msg(state7: np.ndarray, wall_time: float) -> JointState:
     msg.name = list(STATE_NAMES)
     msg.position = [float(v) for v in state7]
     return msg
+
+
+def decoded_or_logged(decode: Callable[[Any], Any], msg: Any, logger: Any) -> Any | None:
+    """``decode(msg)``, or None after logging (throttled) why a message broke the contract: a subscriber
+    keeps its last good value instead of dying on one bad message."""
+    try:
+        return decode(msg)
+    except ContractError as exc:
+        logger.error(str(exc), throttle_duration_sec=2.0)
+        return None
 
 
 def state_from_msg(msg: JointState) -> np.ndarray:
