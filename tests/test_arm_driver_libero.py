@@ -333,3 +333,16 @@ def test_an_early_action_waiting_never_moves_the_arm_after_a_hold(how) -> None:
         driver.tick()
     assert driver._pending is None
     assert fk(arm.q)[0][1] - P_HOME[1] < 1e-3  # the waiting +y goal was never set
+
+
+def test_with_one_servo_tick_per_period_every_action_in_lockstep_takes_effect_on_arrival() -> None:
+    cfg = ArmConfig(servo_hz=20.0, control_hz=20.0, watchdog_timeout=0.075)
+    driver, _arm, clock = make(cfg)
+    assert driver._ticks_per_action == 1
+    for k in range(3):
+        ref = driver._ref.pos.copy()
+        assert driver.submit_action(np.array([0.2, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY).accepted
+        np.testing.assert_allclose(driver.status().goal_pos, ref + [0.2 * ACTION_POS_SCALE, 0, 0], atol=1e-12)
+        assert driver._pending is None, k
+        clock.t += cfg.servo_period
+        driver.tick()
