@@ -26,16 +26,18 @@ def demo_file(tmp_path_factory):
     return expert_demo_file(tmp_path_factory.mktemp("replay_graph"))
 
 
-def test_open_loop_replay_through_the_graph_keeps_the_outcome(demo_file, tmp_path, ros_env) -> None:
+def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(demo_file, tmp_path, ros_env) -> None:
     demo = read_demos(demo_file).demos[0]
     report = replay_graph(demo_file, "", "open_loop", tmp_path, ros_env, timeout=demo.num_samples / 20 + 120)
     assert "error" not in report, report
     assert report["steps"] == demo.num_samples and report["mode"] == "open_loop"
-    assert report["outcome"]["recorded_placed"] == [True, True, True]
-    assert report["outcome"]["same"] is True, report["outcome"]
-    # Relative actions replayed on the wall clock land on other servo ticks than recorded and the differences
-    # integrate (7-17 mm RMS seen over this 39 s episode); a wrong action response is off by decimetres.
-    assert report["tracking"]["pos_rms_m"] < 0.03 and report["tracking"]["rot_rms_deg"] < 2.0, report["tracking"]
+    outcome = report["outcome"]
+    assert outcome["recorded_placed"] == [True, True, True] and len(outcome["replayed_placed"]) == 3
+    assert outcome["same"] is (outcome["replayed_placed"] == outcome["recorded_placed"])
+    # Open loop, relative actions on the wall clock: whatever DDS and the scheduler do to an action's timing
+    # integrates (7-38 mm RMS seen over this 39 s episode, the outcome mostly kept; docs/simulation.md). A
+    # wrong action response is off by decimetres. The outcome is held in closed loop, below.
+    assert report["tracking"]["pos_rms_m"] < 0.06 and report["tracking"]["rot_rms_deg"] < 2.0, report["tracking"]
     assert json.loads((tmp_path / REPORT_FILE).read_text()) == report
     print(describe(report))
 
@@ -51,13 +53,15 @@ def test_open_loop_replay_through_the_graph_keeps_the_outcome(demo_file, tmp_pat
     assert np.abs(replayed_first - recorded[0][::-1].astype(int)).mean() < 10  # the same scene, re-rendered
 
 
-def test_closed_loop_replay_through_the_graph_tracks_the_path(demo_file, tmp_path, ros_env) -> None:
-    report = replay_graph(demo_file, "demo_0", "closed_loop", tmp_path, ros_env, timeout=150,
-                          extra=["demo_replay.max_steps:=200", "demo_replay.strip_frames:=0"])  # fmt: skip
+def test_closed_loop_replay_through_the_graph_keeps_the_outcome(demo_file, tmp_path, ros_env) -> None:
+    steps = read_demos(demo_file).demos[0].num_samples
+    report = replay_graph(demo_file, "demo_0", "closed_loop", tmp_path, ros_env, timeout=steps / 20 + 120,
+                          extra=["demo_replay.strip_frames:=0"])  # fmt: skip
     assert "error" not in report, report
-    assert report["steps"] == 200 and report["strip"] is None
+    assert report["steps"] == steps and report["strip"] is None
+    assert report["outcome"]["same"] is True, report["outcome"]
     # The expert's 0.45 m/s is faster than the law follows closely (sim_bridge.retarget.FOLLOWABLE_SPEED).
-    assert report["tracking"]["pos_rms_m"] < 0.03, report["tracking"]
+    assert report["tracking"]["pos_rms_m"] < 0.04, report["tracking"]
 
 
 def test_a_bad_demo_path_stops_the_replay_with_the_reason(tmp_path, ros_env) -> None:
