@@ -17,3 +17,13 @@ def expert_demo_file(folder: Path) -> Path:
         outcomes = write_aubo_demos(path, [REPLAY_SPEC])
         assert outcomes[0]["placed"] == [True, True, True], outcomes  # a demo worth replaying
     return path
+
+
+def followable_demo_file(folder: Path) -> Path:
+    """``folder/aubo_followable.hdf5``: the expert at the speed the retargeting law follows closely
+    (sim_bridge.retarget.FOLLOWABLE_SPEED), headless; it places two of the three within the horizon."""
+    path = folder / "aubo_followable.hdf5"
+    if not path.exists():
+        outcomes = write_aubo_demos(path, [REPLAY_SPEC], render=False, followable=True)
+        assert sum(outcomes[0]["placed"]) >= 1, outcomes
+    return path
