@@ -53,21 +53,20 @@ def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(d
     assert np.abs(replayed_first - recorded[0][::-1].astype(int)).mean() < 10  # the same scene, re-rendered
 
 
-def test_closed_loop_replay_through_the_graph_tracks_the_path(tmp_path_factory, tmp_path, ros_env) -> None:
-    """Closed loop on a demo the law can follow (0.18 m/s). Through the graph the law reacts to a state up to
-    a publish period old plus DDS, and k = 3 assumes a current one: 12-16 mm RMS (3-5 deg, up to 13) here, against
-    4.5 mm / 0.3 deg in one process; the recorded gripper schedule then sometimes closes beside the workpiece,
-    so the outcome is reported, not required (docs/simulation.md)."""
+def test_closed_loop_replay_through_the_graph_keeps_the_outcome(tmp_path_factory, tmp_path, ros_env) -> None:
+    """Closed loop on a demo the law can follow (0.18 m/s): through the graph it tracks within a few mm
+    (5.5-6 mm RMS, 0.55 deg here; 4.5 mm / 0.3 deg in one process) and keeps the recorded outcome. (The
+    default expert's 0.45 m/s leaves the follower 20-30 mm behind; docs/simulation.md.)"""
     demo_file = followable_demo_file(tmp_path_factory.mktemp("followable"))
     steps = read_demos(demo_file).demos[0].num_samples
     report = replay_graph(demo_file, "demo_0", "closed_loop", tmp_path, ros_env, timeout=steps / 20 + 120,
                           extra=["demo_replay.strip_frames:=0"])  # fmt: skip
     assert "error" not in report, report
     assert report["steps"] == steps and report["strip"] is None
-    outcome = report["outcome"]
-    assert outcome["same"] is (outcome["replayed_placed"] == outcome["recorded_placed"])
-    assert report["tracking"]["pos_rms_m"] < 0.03 and report["tracking"]["rot_rms_deg"] < 10.0, report["tracking"]
     print(describe(report))
+    assert report["tracking"]["pos_rms_m"] < 0.015 and report["tracking"]["rot_rms_deg"] < 2.0, report["tracking"]
+    assert any(report["outcome"]["recorded_placed"]), report["outcome"]  # something to keep
+    assert report["outcome"]["same"] is True, report["outcome"]
 
 
 def test_a_bad_demo_path_stops_the_replay_with_the_reason(tmp_path, ros_env) -> None:

@@ -169,11 +169,6 @@ class ArmDriver:
         self._response = OscResponse(config.osc_gains, config.servo_period)
         self._goal_pos, self._goal_R = fk(self._target, config.tool_offset)
         self._ref = RefState.at_rest(self._goal_pos, self._goal_R)  # libero response: the streamed reference
-        # libero: each goal is tracked for a whole control period of servo ticks, as robosuite steps every action
-        # for exactly one control period; an action arriving early waits for its tick (see _apply).
-        self._ticks_per_action = max(1, round(config.control_period / config.servo_period))
-        self._ticks_under_goal = self._ticks_per_action
-        self._pending: tuple[np.ndarray, np.ndarray] | None = None  # an early action's (dpos, drot)
         self._seg = self._still_segment()
         self._last_action_t: float | None = None
         self._gripper_coord_cmd: float | None = None
@@ -373,10 +368,7 @@ class ArmDriver:
                 self._mode = ArmMode.ENABLED
                 self._last_action_t = None
         elif self._mode is ArmMode.ENABLED and self._libero:
-            if self._pending is not None and self._ticks_under_goal >= self._ticks_per_action:
-                self._set_goal_from(*self._pending)
             self._target = self._limit_step(self._reference_point())
-            self._ticks_under_goal += 1
         elif self._mode is ArmMode.ENABLED:
             # A servo target is where the arm should be when the next one is due
             # (AUBO servoJoint's t = the call interval): interpolate to now + one servo period.
@@ -514,17 +506,7 @@ class ArmDriver:
         # The rotation goal is exp(drot) applied to the base (or, under libero with drot = 0, kept): what was
         # applied is drot itself, whatever the box did to the position.
         applied = np.concatenate([(new_pos - base_pos) / ACTION_POS_SCALE, drot / ACTION_ROT_SCALE, [grip]])
-        if not self._libero:
-            self._goal_pos, self._goal_R = new_pos, new_R
-        elif self._ticks_under_goal < self._ticks_per_action:
-            # Early: jitter brought it before the last goal had its control period. It takes effect on the
-            # tick that completes that period, so every action is tracked for the same number of ticks
-            # whatever the arrival jitter (within a tick). A second early one cannot wait: the first goes now.
-            if self._pending is not None:
-                self._set_goal_from(*self._pending)
-            self._pending = (dpos, drot)
-        else:
-            self._set_goal(new_pos, new_R)
+        self._goal_pos, self._goal_R = new_pos, new_R
         if not self._libero:
             p0, R0 = fk(self._target, cfg.tool_offset)
             self._seg = _Segment(self._target.copy(), sol.q, p0, new_pos, R0, rotation_error(new_R, R0), now)
@@ -594,7 +576,6 @@ class ArmDriver:
         A hold the device did not take is retried on every tick (and before a reset) until it lands.
         """
         self._generation += 1  # any target computed before this hold is void
-        self._pending = None  # and so is an early action waiting for its tick
         with self._io_lock:
             try:
                 self._arm.hold()
@@ -605,19 +586,8 @@ class ArmDriver:
                 self._last_error = f"hold failed: {_text(exc)}"
         self._target = self._meas.q.copy()  # the goal re-anchors on the way out (enable, reset)
 
-    def _set_goal(self, pos: np.ndarray, R: np.ndarray) -> None:
-        """libero: the goal the reference tracks from this tick on, for (at least) one control period."""
-        self._goal_pos, self._goal_R = pos, R
-        self._ticks_under_goal = 0
-        self._pending = None
-
-    def _set_goal_from(self, dpos: np.ndarray, drot: np.ndarray) -> None:
-        """libero: an early action's goal, relative to the reference now (as robosuite's, at its step)."""
-        pos, _ = box_step(self._ref.pos, dpos, self.config.workspace_min, self.config.workspace_max)
-        self._set_goal(pos, next_goal(self._ref, Goal(self._goal_pos, self._goal_R), dpos, drot).R)
-
     def _hold_here(self, keep_target: bool = False) -> None:
-        """Freeze the servo stream and re-anchor the Cartesian goal (an early action waiting is dropped).
+        """Freeze the servo stream and re-anchor the Cartesian goal.
 
         keep_target: hold at the last target sent (smooth stop from motion),
         else at the measured joints (after a stop, fault or homing).
@@ -625,8 +595,6 @@ class ArmDriver:
         if not keep_target:
             self._target = self._meas.q.copy()
         self._goal_pos, self._goal_R = fk(self._target, self.config.tool_offset)
-        self._pending = None
-        self._ticks_under_goal = self._ticks_per_action  # the next action takes effect at once
         self._ref = RefState.at_rest(self._goal_pos, self._goal_R)
         self._seg = self._still_segment()
 
