@@ -71,20 +71,12 @@ def convert_demo(
     world, driver = rig.world, rig.driver
     recorder = DemoRecorder(world, render)
 
-    def observe() -> tuple[np.ndarray, np.ndarray]:
-        s = driver.status()
-        return s.tcp_pos, Rotation.from_rotvec(s.tcp_rotvec).as_matrix()
-
     def step(action: np.ndarray) -> None:
         recorder.observe_arm(driver.status())
-        res = driver.submit_action(action, SOURCE_POLICY)
-        if not res.accepted:
-            raise RuntimeError(f"{demo.name}: the arm driver rejected a retargeted action: {res.reason}")
-        for _ in range(rig.servo_per_control):
-            rig.servo_tick()
+        rig.act(action, SOURCE_POLICY, f"{demo.name}, retargeting")
 
     try:
-        tracking = follow(path, observe, step)
+        tracking = follow(path, rig.tcp, step)
         metrics = world.evaluate()
     finally:
         world.close()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver
@@ -51,6 +52,21 @@ class SimRig:
         """One servo period: the driver sends a target, the world advances to the next tick."""
         self.driver.tick()
         self.world.step(self.physics_per_servo)
+
+    def tcp(self) -> tuple[np.ndarray, np.ndarray]:
+        """The measured TCP: position and rotation matrix (what a source observes)."""
+        s = self.driver.status()
+        return s.tcp_pos, Rotation.from_rotvec(s.tcp_rotvec).as_matrix()
+
+    def act(self, action: np.ndarray, source: str, what: str) -> None:
+        """Submit one action as ``source``, then let one control period pass; a rejection is an error
+        naming ``what`` was being done (a source that must not be refused: conversion, replay)."""
+        res = self.driver.submit_action(action, source)
+        if not res.accepted:
+            shown = np.round(action, 3).tolist()
+            raise RuntimeError(f"{what}: the arm driver rejected the action {shown}: {res.reason}")
+        for _ in range(self.servo_per_control):
+            self.servo_tick()
 
 
 def make_sim_rig(

@@ -198,11 +198,7 @@ def replay_in_process(
             pos.append(s.tcp_pos)
             rotvec.append(s.tcp_rotvec)
             action = plan.action(mode, t, s.tcp_pos, Rotation.from_rotvec(s.tcp_rotvec).as_matrix())
-            res = rig.driver.submit_action(action, SOURCE_POLICY)
-            if not res.accepted:
-                raise RuntimeError(f"{plan.demo.name} step {t}: the arm driver rejected the action: {res.reason}")
-            for _ in range(rig.servo_per_control):
-                rig.servo_tick()
+            rig.act(action, SOURCE_POLICY, f"{plan.demo.name} step {t}")
         end = rig.world.sim_time + settle_time
         while rig.world.sim_time < end:  # no more actions: the watchdog holds the arm, the scene settles
             rig.servo_tick()

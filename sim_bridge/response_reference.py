@@ -125,17 +125,9 @@ def sim_trajectory(seq: ReferenceSequence, arm_config: ArmConfig | None = None) 
     rig = make_sim_rig(TaskSpec.from_seed(0), arm_config, active_source=SOURCE_POLICY)
 
     def submit(a: np.ndarray) -> None:
-        res = rig.driver.submit_action(a, SOURCE_POLICY)
-        if not res.accepted:
-            raise RuntimeError(f"{seq.name}: the driver rejected {a.tolist()}: {res.reason}")
-        for _ in range(rig.servo_per_control):
-            rig.servo_tick()
+        rig.act(a, SOURCE_POLICY, seq.name)
 
-    def observe() -> tuple[np.ndarray, np.ndarray]:
-        s = rig.driver.status()
-        return s.tcp_pos, Rotation.from_rotvec(s.tcp_rotvec).as_matrix()
-
-    return replay(seq, submit, observe)
+    return replay(seq, submit, rig.tcp)
 
 
 def table(errors: Sequence[ResponseError]) -> str:
