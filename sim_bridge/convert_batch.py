@@ -20,23 +20,19 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from libero_workcell.image_convention import ENV_ARGS_TEXT, ROBOSUITE_RAW
+from libero_workcell.libero_format import Demo, LiberoFormatError, demo_order, read_demos, write_demo_file
+from sim_bridge.aubo_demos import ENV_ARGS as AUBO_ENV_ARGS
+from sim_bridge.replay import recorded_placed
 
 SUMMARY_FILE = "summary.json"
-ENV_ARGS = {
-    "env_name": "libero_industry_workcell_d2s",
-    "robot": "AUBO-i5H",
-    "controller": "aubo_bridge libero action response (robosuite OSC_POSE's, fitted)",
-    "retargeting": "seed 002 Appendix D: k = 3, s_p = 0.05 m, s_R = 0.5 rad",
-    "images": ENV_ARGS_TEXT[ROBOSUITE_RAW],
-}
+ENV_ARGS = {**AUBO_ENV_ARGS, "retargeting": "seed 002 Appendix D: k = 3, s_p = 0.05 m, s_R = 0.5 rad"}
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,7 @@ def plan_jobs(inputs: Sequence[Path], out: Path) -> Iterator[Job]:
 
     for path in demo_files(inputs):
         with h5py.File(path, "r") as f:
-            names = sorted(f["data"].keys()) if "data" in f else []
+            names = sorted(f["data"].keys(), key=demo_order) if "data" in f else []
         for name in names:
             yield Job(path, name, out / path.stem / f"{name}.hdf5")
 
@@ -76,7 +72,6 @@ def convert_one(job: Job, render: bool, kinematic: bool = False) -> dict[str, An
     t0 = time.monotonic()
     row: dict[str, Any] = {"source": str(job.source), "demo": job.demo, "output": str(job.out)}
     try:
-        from libero_workcell.libero_format import read_demos, write_demo_file
         from sim_bridge.convert import convert_demo
 
         demo = next(d for d in read_demos(job.source, images=False).demos if d.name == job.demo)
@@ -84,43 +79,39 @@ def convert_one(job: Job, render: bool, kinematic: bool = False) -> dict[str, An
         job.out.parent.mkdir(parents=True, exist_ok=True)
         info = {"language_instruction": str(demo.attrs.get("language_instruction", ""))}
         write_demo_file(job.out, [result.demo], info, ENV_ARGS)
-        attrs = {**result.demo.attrs, "num_samples": result.demo.num_samples}
-        row.update(summary_of(attrs, result.source_placed), status="converted", conversion=attrs["conversion"])
+        row.update(summary_of(result.demo, result.source_placed), status="converted",
+                   conversion=result.demo.attrs["conversion"])  # fmt: skip
     except Exception as exc:  # one bad demo must not stop the batch: its row says why
         row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
     row["seconds"] = time.monotonic() - t0
     return row
 
 
-def summary_of(attrs: dict[str, Any], source_placed: list[bool] | None) -> dict[str, Any]:
-    placed = attrs.get("placed")
-    placed = json.loads(placed) if isinstance(placed, str) else placed
+def summary_of(demo: Demo, source_placed: list[bool] | None) -> dict[str, Any]:
+    """A converted demo's summary row: its length, tracking error and outcome against its source's."""
+    placed = recorded_placed(demo)
     return {
-        "steps": int(attrs.get("num_samples", 0)) or None,
-        "tracking_pos_rms_m": float(attrs["tracking_pos_rms_m"]),
-        "tracking_rot_rms_deg": float(attrs["tracking_rot_rms_deg"]),
+        "steps": demo.num_samples,
+        "tracking_pos_rms_m": float(demo.attrs["tracking_pos_rms_m"]),
+        "tracking_rot_rms_deg": float(demo.attrs["tracking_rot_rms_deg"]),
         "source_placed": source_placed,
-        "placed": [bool(p) for p in placed] if placed is not None else None,
-        "same_outcome": None if source_placed is None or placed is None else list(placed) == list(source_placed),
+        "placed": placed,
+        "same_outcome": None if source_placed is None or placed is None else placed == list(source_placed),
     }
 
 
-def already_done(job: Job) -> dict[str, Any] | None:
-    """The summary row of a demo converted by an earlier run (its file complete), or None."""
+def already_done(job: Job, source_placed: Callable[[], list[bool] | None]) -> dict[str, Any] | None:
+    """The summary row of a demo converted by an earlier run (its file complete), or None.
+    ``source_placed()``: the source demo's recorded outcome (read only when needed)."""
     if not job.out.is_file():
         return None
-    from libero_workcell.libero_format import LiberoFormatError, read_demos
-    from sim_bridge.replay import recorded_placed
-
     try:
         demo = read_demos(job.out).demos[0]
-        source = read_demos(job.source).demos
     except LiberoFormatError:
         return None  # unreadable: convert it again (the new file replaces it only when complete)
-    src = next((d for d in source if d.name == job.demo), None)
     row = {"source": str(job.source), "demo": job.demo, "output": str(job.out), "status": "kept", "seconds": 0.0,
            "conversion": demo.attrs.get("conversion")}  # fmt: skip
-    row.update(summary_of({**demo.attrs, "num_samples": demo.num_samples}, recorded_placed(src) if src else None))
+    row.update(summary_of(demo, source_placed()))
     return row
 
 
@@ -135,8 +126,15 @@ def run_batch(
     for stale in out.glob("*/*.hdf5.partial"):  # a run that was killed mid-write
         stale.unlink()
     todo, rows = [], []
+    sources: dict[Path, dict[str, list[bool] | None]] = {}  # each source file read once, for its outcomes
+
+    def source_placed(job: Job) -> list[bool] | None:
+        if job.source not in sources:
+            sources[job.source] = {d.name: recorded_placed(d) for d in read_demos(job.source).demos}
+        return sources[job.source].get(job.demo)
+
     for job in plan_jobs(inputs, out):
-        done = already_done(job)
+        done = already_done(job, lambda job=job: source_placed(job))
         (rows.append(done) if done is not None else todo.append(job))
     bar = tqdm(total=len(todo), unit="demo", desc="converting", disable=not progress, file=sys.stderr)
     if jobs <= 1:
@@ -153,16 +151,11 @@ def run_batch(
                     rows.append(f.result())
                     bar.update()
     bar.close()
-    rows.sort(key=lambda r: (r["source"], _demo_index(r["demo"])))
+    rows.sort(key=lambda r: (r["source"], demo_order(r["demo"])))
     tmp = out / (SUMMARY_FILE + ".partial")
     tmp.write_text(json.dumps(rows, indent=2))
     tmp.replace(out / SUMMARY_FILE)
     return rows
-
-
-def _demo_index(name: str) -> tuple[int, str]:
-    tail = name.rsplit("_", 1)[-1]
-    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.image_convention import ROBOSUITE_RAW, check_convention, stored
-from libero_workcell.libero_format import Demo, write_demo_file
+from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, Demo, write_demo_file
 from sim_bridge.task import TaskSpec
 from sim_bridge.world import SimWorld
 
@@ -33,7 +33,7 @@ class DemoRecorder:
     def __init__(self, world: SimWorld | None, render: bool, convention: str = ROBOSUITE_RAW) -> None:
         self.world, self.render, self.convention = world, render, check_convention(convention)
         self._rows: dict[str, list] = {k: [] for k in ("actions", "ee_pos", "ee_ori", "grip", "joints", "robot")}
-        self._frames: dict[str, list] = {"agentview_rgb": [], "eye_in_hand_rgb": []}
+        self._frames: dict[str, list] = {key: [] for key in CAMERA_IMAGE_KEYS.values()}
 
     def observe(self, ee_pos, ee_ori, gripper_states, joint_states, robot_state) -> None:
         """One observation (and, when rendering, both cameras now: external -> agentview, wrist -> eye in hand)."""
@@ -42,7 +42,7 @@ class DemoRecorder:
             self._rows[key].append(np.asarray(value, float))
         if self.render:
             assert self.world is not None
-            for key, camera in (("agentview_rgb", "external"), ("eye_in_hand_rgb", "wrist")):
+            for camera, key in CAMERA_IMAGE_KEYS.items():
                 self._frames[key].append(stored(self.world.render_camera(camera), self.convention))
 
     def observe_arm(self, status: Any) -> None:

@@ -42,15 +42,15 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.image_convention import to_upright
-from libero_workcell.libero_format import LiberoFormatError, read_frames
+from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, LiberoFormatError, read_frames
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY, RateLoop, set_realtime_priority
+from libero_workcell.replay_run import REPORT_FILE
 from libero_workcell.ros_qos import qos
 from sim_bridge.replay import check_mode, load_plan, side_by_side, strip_steps, tracking_summary
 
-REPORT_FILE, STRIP_FILE = "replay_report.json", "replay_strip.png"
-RECORDED_IMAGE = {"external": "agentview_rgb", "wrist": "eye_in_hand_rgb"}  # camera -> demo image key
+STRIP_FILE = "replay_strip.png"
 START_POSE_TOL = 5e-3  # m: after the reset the arm must be this close to the demo's first TCP pose
 
 
@@ -266,7 +266,7 @@ class ReplayNode(Node):
         time.sleep(max(self.settle_time, 0.1))  # and a state measured after the last send
         with self._lock:
             history, self._history = self._history or [], None
-        pos, rotvec = tcp_at(history, sent, np.array(pos), np.array(rotvec))
+        pos, rotvec = tcp_at(history, sent, np.array(pos), np.array(rotvec))  # arrays from here on
         t_settled = time.monotonic()
         self._wait(
             "an episode report after settling",
@@ -319,7 +319,7 @@ class ReplayNode(Node):
                 )
                 return None
             try:
-                raw = read_frames(self.demo_path, self.plan.demo.name, RECORDED_IMAGE[cam], self.strip_at)
+                raw = read_frames(self.demo_path, self.plan.demo.name, CAMERA_IMAGE_KEYS[cam], self.strip_at)
             except LiberoFormatError as exc:
                 self.get_logger().warning(f"no strip: {exc}")
                 return None
@@ -352,7 +352,7 @@ def main(args: list[str] | None = None) -> None:
         nodes.append(ReplayNode())
         return nodes[-1]
 
-    run_node(factory, "demo_replay", args, startup_errors=(ValueError, RuntimeError, LiberoFormatError))
+    run_node(factory, "demo_replay", args)  # a bad demo (LiberoFormatError) is a ValueError: exit 2, one line
     if nodes and (nodes[0].report is None or "error" in nodes[0].report):
         raise SystemExit(1)
 

@@ -33,6 +33,7 @@ import numpy as np
 from libero_workcell.contract import ACTION_DIM, ACTION_HIGH, ACTION_LOW
 
 IMAGE_KEYS = ("agentview_rgb", "eye_in_hand_rgb")
+CAMERA_IMAGE_KEYS = {"external": "agentview_rgb", "wrist": "eye_in_hand_rgb"}  # the workcell's camera -> its key
 
 
 class LiberoFormatError(ValueError):
@@ -66,7 +67,8 @@ class DemoFile:
     demos: list[Demo]
 
 
-def _demo_key(name: str) -> tuple[int, str]:
+def demo_order(name: str) -> tuple[int, str]:
+    """Sort key of demo names: demo_2 before demo_10 (LIBERO's numbering), other names after."""
     tail = name.rsplit("_", 1)[-1]
     return (int(tail), name) if tail.isdigit() else (1 << 30, name)
 
@@ -149,7 +151,7 @@ def read_demos(path: str | Path, images: bool = False) -> DemoFile:
         if "data" not in f or not isinstance(f["data"], h5py.Group):
             raise LiberoFormatError(f"{path}: missing the 'data' group (not LIBERO's layout)")
         data = f["data"]
-        names = sorted((k for k in data if isinstance(data[k], h5py.Group)), key=_demo_key)
+        names = sorted((k for k in data if isinstance(data[k], h5py.Group)), key=demo_order)
         if not names:
             raise LiberoFormatError(f"{path}: 'data' holds no demos")
         try:

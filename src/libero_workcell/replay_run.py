@@ -21,7 +21,7 @@ from libero_workcell.bringup import Graph, GraphError
 from libero_workcell.launcher import NodeDiedError, launch
 
 REPLAY_NODE = "demo_replay"
-REPORT_FILE = "replay_report.json"  # sim_bridge.replay_node writes it
+REPORT_FILE = "replay_report.json"  # what the demo_replay node (sim_bridge.replay_node) writes
 
 
 def replay_overrides(demo_path: Path, demo: str, mode: str, out: Path, extra: Sequence[str] = ()) -> list[str]:
