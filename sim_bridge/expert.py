@@ -53,7 +53,6 @@ class SceneView:
     sim_time: float
     belt_speed: float
     workpieces: tuple[WorkpieceView, ...]
-    arm_q: np.ndarray | None = None  # the arm's joints (sim ground truth), for a 7-joint wrist's yaw choice
 
     @classmethod
     def from_ground_truth(cls, gt: dict) -> SceneView:
@@ -69,8 +68,7 @@ class SceneView:
             )
             for w in gt["workpieces"]
         )
-        arm_q = np.asarray(gt["arm_q"], float) if "arm_q" in gt else None
-        return cls(float(gt["sim_time"]), float(gt["belt"]["speed"]), wps, arm_q)
+        return cls(float(gt["sim_time"]), float(gt["belt"]["speed"]), wps)
 
 
 class Phase(enum.Enum):
@@ -93,6 +91,7 @@ class ExpertConfig:
     max_speed: float = 0.45  # m/s, TCP speed when empty-handed
     carry_speed: float = 0.25  # m/s, TCP speed while holding a workpiece
     max_rot_speed: float | None = None  # rad/s, TCP turn rate; None: as fast as the gain asks
+    max_accel: float | None = None  # m/s^2, how fast the commanded TCP speed may rise; None: at once
     hover: float = 0.12  # m above the grasp point while approaching
     pick_x_min: float = -0.46  # workpieces are picked once past this belt x
     pick_x_max: float = 0.45  # ... and before this one (reach)
@@ -109,15 +108,12 @@ class ExpertConfig:
     # The TCP orientation held throughout: pointing down, fingers closing along the belt (x). The AUBO's
     # home orientation; the Panda holds the same grasp turned half a turn about z (its wrist's comfort).
     tcp_rotmat: np.ndarray = field(default_factory=lambda: HOME_TCP_ROTMAT.copy())
-    # A parallel gripper grasps the same with the TCP turned half a turn about z. True: when an approach starts
-    # (the hand empty), it keeps whichever of the two leaves the wrist joint nearest the middle of its range at
-    # the grasp and at the place, for the whole cycle (against a 7-joint wrist winding into its limit).
-    either_grasp_yaw: bool = False
-    # For either_grasp_yaw: the arm joint that turns the hand about its approach axis (the Panda's joint 7,
-    # index 6) and how it answers a turn of the TCP about world z (Panda: -1). The yaw kept is the one that
-    # leaves that joint nearest the middle of its range where the phase ends (it counter-turns the base's sweep).
-    wrist_joint: int = 6
-    wrist_sign: float = -1.0
+    # A parallel gripper grasps the same with the TCP turned half a turn about z. True: between goals the TCP's
+    # yaw turns with the base (its azimuth about the base axis), so the wrist stays where it is instead of
+    # counter-turning every sweep, and it arrives at each grasp and place turned by whichever of the two equal
+    # grasps keeps its yaw relative to the base nearest the start's: within a quarter turn of it, always (a
+    # 7-joint wrist, counter-turning sweeps of up to 2.9 rad, wound into its limit).
+    yaw_with_base: bool = False
     # Goals clipped to this box (min, max corners), or None. The Panda source uses the AUBO's workspace
     # box, so a Panda demonstration stays where the AUBO may follow it (its box binds the AUBO's own goals).
     goal_box: tuple[np.ndarray, np.ndarray] | None = None
@@ -140,6 +136,9 @@ class ScriptedExpert:
         self._counter = 0
         self._carry_offset = 0.0
         self._grasp_R = self.config.tcp_rotmat.copy()
+        self._last_step = 0.0  # m: the goal offset commanded last step (its norm), for max_accel
+        self._base_yaw0: float | None = None  # yaw_with_base: the TCP's yaw relative to its azimuth at the start
+        self._base_yaw = 0.0  # ... and the one held now
         self.log: list[tuple[float, str, str]] = []  # (sim time, phase, workpiece)
 
     def reset(self) -> None:
@@ -151,7 +150,6 @@ class ScriptedExpert:
         cfg = self.config
         tcp = state7[:3]
         R = Rotation.from_rotvec(state7[3:6]).as_matrix()
-        phase_before = self.phase
         wp = self._current(scene)
         grip = GRIPPER_OPEN
         ff = np.zeros(3)
@@ -208,9 +206,8 @@ class ScriptedExpert:
             if tcp[2] > goal[2] - 0.02:
                 self._go(Phase.WAIT, scene, None)
                 goal = cfg.wait_pos.copy()
-        approach = self.phase is Phase.TRACK and phase_before is not Phase.TRACK  # the hand is empty
-        if cfg.either_grasp_yaw and approach and scene.arm_q is not None and wp is not None:
-            self._grasp_R = self._choose_yaw(R, tcp, self._grasp_point(wp), wp.slot_pos, scene.arm_q)  # the cycle
+        if cfg.yaw_with_base:
+            self._grasp_R = self._yaw_with_base(R, tcp, self._yaw_anchor(wp))
         carrying = self.phase in (Phase.LIFT, Phase.TRANSFER, Phase.LOWER)
         return self._action(goal, ff, R, tcp, grip, cfg.carry_speed if carrying else cfg.max_speed)
 
@@ -248,8 +245,11 @@ class ScriptedExpert:
         dt = 1.0 / cfg.control_hz
         step = self.gain * (goal - tcp)
         cap = speed * dt / self._ratio  # the goal offset that, held, moves the arm at ``speed``
+        if cfg.max_accel is not None:  # ... rising by at most max_accel * dt per step
+            cap = min(cap, self._last_step + cfg.max_accel * dt * dt / self._ratio)
         if np.linalg.norm(step) > cap:
             step *= cap / np.linalg.norm(step)
+        self._last_step = float(np.linalg.norm(step))
         pos = (step + ff * dt / self._ratio) / ACTION_POS_SCALE
         biggest = float(np.max(np.abs(pos)))
         if biggest > 1.0:  # shortened, never turned: clipping axes one by one bends the path
@@ -263,29 +263,36 @@ class ScriptedExpert:
         rot = rot_step / ACTION_ROT_SCALE
         return np.clip(np.concatenate([pos, rot, [grip]]), -1.0, 1.0)
 
-    def _choose_yaw(
-        self, R: np.ndarray, tcp: np.ndarray, grasp: np.ndarray, place: np.ndarray, arm_q: np.ndarray
-    ) -> np.ndarray:
-        """Of the two equivalent grasp yaws, the one that keeps the wrist joint nearest the middle of its range
-        over the pick-and-place cycle ahead: at the grasp, and at the place after the carry's base sweep (the
-        yaw is never changed while carrying: turning a held workpiece half a turn is what wound the Panda's
-        wrist into its limit)."""
+    def _yaw_anchor(self, wp: WorkpieceView | None) -> np.ndarray | None:
+        """Where the grasp yaw must hold exactly at the end of this phase: the grasp or the place (None: nowhere,
+        waiting or retreating, so the yaw relative to the base is kept)."""
+        if wp is None or self.phase in (Phase.WAIT, Phase.RETREAT):
+            return None
+        if self.phase in (Phase.TRACK, Phase.DESCEND, Phase.GRASP):
+            return self._grasp_point(wp)
+        return wp.slot_pos
+
+    def _yaw_with_base(self, R: np.ndarray, tcp: np.ndarray, anchor: np.ndarray | None) -> np.ndarray:
+        """The TCP orientation to hold now under ``yaw_with_base``: the grasp orientation turned about z by the
+        held base-relative yaw plus the TCP's azimuth. At an anchor, the base-relative yaw is the one of the two
+        equal grasps there (yaws 0 and pi from ``tcp_rotmat``) nearest the start's."""
         cfg = self.config
 
-        def sweep(a: np.ndarray, b: np.ndarray) -> float:  # how far the base turns from a to b
-            d = float(np.arctan2(b[1], b[0]) - np.arctan2(a[1], a[0]))
-            return (d + np.pi) % (2 * np.pi) - np.pi
+        def azimuth(p: np.ndarray) -> float:
+            return float(np.arctan2(p[1], p[0]))
 
-        to_grasp, carry = sweep(tcp, grasp), sweep(grasp, place)
+        def wrap(a: float) -> float:
+            return (a + np.pi) % (2 * np.pi) - np.pi
 
-        def worst_wrist(C: np.ndarray) -> float:
-            yaw = float(Rotation.from_matrix(C @ R.T).as_rotvec()[2])
-            at_grasp = float(arm_q[cfg.wrist_joint]) + cfg.wrist_sign * (yaw - to_grasp)
-            at_place = at_grasp - cfg.wrist_sign * carry
-            return max(abs(at_grasp), abs(at_place))
-
-        flipped = np.diag([-1.0, -1.0, 1.0]) @ cfg.tcp_rotmat  # half a turn about z
-        return min((cfg.tcp_rotmat, flipped), key=worst_wrist)
+        if self._base_yaw0 is None:
+            M = R @ cfg.tcp_rotmat.T
+            self._base_yaw0 = self._base_yaw = wrap(float(np.arctan2(M[1, 0], M[0, 0])) - azimuth(tcp))
+        if anchor is not None:
+            self._base_yaw = min(
+                (wrap(yaw - azimuth(anchor)) for yaw in (0.0, np.pi)),
+                key=lambda c: abs(wrap(c - self._base_yaw0)),
+            )
+        return Rotation.from_rotvec([0.0, 0.0, self._base_yaw + azimuth(tcp)]).as_matrix() @ cfg.tcp_rotmat
 
     def _grasp_point(self, wp: WorkpieceView) -> np.ndarray:
         return wp.pos - [0.0, 0.0, self.config.grasp_depth]

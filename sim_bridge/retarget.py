@@ -32,6 +32,10 @@ RETARGET_GAIN = 3.0  # k, the seed's
 # goal offsets of ~4 v dt (LIBERO's response covers a quarter of the offset per step), which reach the
 # full-scale 0.05 m near 0.25 m/s; above that the action saturates and the follower falls behind.
 FOLLOWABLE_SPEED = 0.18
+# m/s: the top TCP speed of a path the law follows within 2 mm RMS. It lags a path moving at v by about
+# v dt / 3 (the offset it holds is k times the lag plus one step, a quarter of which the response covers per
+# step): 1.3 mm at this speed, and starts, stops and corners add to it (whole Panda episodes: 1.6 mm RMS).
+CLOSE_SPEED = 0.08
 
 
 def retarget_action(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
 from libero_workcell import layout
 from libero_workcell.contract import make_state
-from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert, WorkpieceView
+from sim_bridge.expert import ExpertConfig, Phase, SceneView, ScriptedExpert, WorkpieceView
 
 DOWN = Rotation.from_matrix(layout.HOME_TCP_ROTMAT).as_rotvec()
 
@@ -58,24 +60,55 @@ def test_the_detour_is_only_for_paths_that_dip_near_the_base_axis() -> None:
     np.testing.assert_array_equal(expert._route(np.array([0.45, 0.3, 0.2]), outer), outer)  # clear path
 
 
-def test_the_grasp_yaw_is_chosen_for_the_whole_cycle_and_kept_while_carrying() -> None:
-    """Of the two grasp yaws, the one whose wrist stays nearest mid-range at the grasp and, after the carry's
-    sweep around the base, at the place; never changed while a workpiece is held."""
-    cfg = ExpertConfig(either_grasp_yaw=True, wrist_joint=5, wrist_sign=-1.0)
-    R = Rotation.from_rotvec([0.0, 0.0, -0.1]).as_matrix() @ layout.HOME_TCP_ROTMAT  # 0.1 rad off: no +-pi tie
+def yaw_of(R: np.ndarray, cfg: ExpertConfig) -> float:
+    M = R @ cfg.tcp_rotmat.T
+    return float(np.arctan2(M[1, 0], M[0, 0]))
+
+
+def wrap(a: float) -> float:
+    return (a + np.pi) % (2 * np.pi) - np.pi
+
+
+def test_with_yaw_with_base_the_yaw_turns_with_the_base_between_goals() -> None:
+    """Waiting (no grasp or place ahead), the TCP's yaw follows its azimuth: the wrist is left where it is."""
+    cfg = ExpertConfig(yaw_with_base=True)
     expert = ScriptedExpert(cfg)
-    tcp = np.array([-0.3, 0.39, 0.2])
-    grasp, place = np.array([-0.3, 0.39, 0.05]), np.array([0.4, -0.3, 0.0])  # the carry sweeps the base -2.87 rad
-    q = np.zeros(6)
-    q[5] = 1.5  # kept: the wrist ends the carry at -1.47 rad (flipped it would start at +4.5)
-    np.testing.assert_array_equal(expert._choose_yaw(R, tcp, grasp, place, q), cfg.tcp_rotmat)
-    q[5] = -1.0  # kept, the carry would end at -3.97 (past the limit); flipped: +2.04 at the grasp, -0.83 placed
-    flipped = expert._choose_yaw(R, tcp, grasp, place, q)
-    np.testing.assert_allclose(flipped, np.diag([-1.0, -1.0, 1.0]) @ cfg.tcp_rotmat)
-    expert._grasp_R = flipped
-    expert.phase, expert.target_name, expert._carry_offset = expert.phase.__class__("lift"), "wp_0", 0.02
-    for z in (0.08, 0.3, 0.3):  # lifting, then transferring (the workpiece in the fingers): the yaw stays
-        wp = WorkpieceView("wp_0", np.array([-0.3, 0.39, z - 0.02]), np.zeros(3), 0.02, True, False, place)
-        expert.act(SceneView(0.0, 0.0, (wp,), arm_q=np.zeros(6)), make_state(np.array([-0.3, 0.39, z]), DOWN, 1.0))
-    assert expert.phase.value in ("transfer", "lower")
-    np.testing.assert_allclose(expert._grasp_R, flipped)
+    start = np.array([0.3, 0.3, 0.2])  # azimuth pi/4, the TCP at yaw 0: base-relative yaw -pi/4
+    expert._yaw_with_base(cfg.tcp_rotmat, start, None)
+    there = np.array([-0.3, 0.3, 0.2])  # azimuth 3 pi/4
+    held = expert._yaw_with_base(cfg.tcp_rotmat, there, None)
+    assert abs(wrap(yaw_of(held, cfg) - np.pi / 2)) < 1e-9  # turned with the base by pi/2
+    np.testing.assert_allclose(held[:, 2], cfg.tcp_rotmat[:, 2], atol=1e-12)  # still pointing down
+    plain = ScriptedExpert(ExpertConfig())
+    plain.act(scene(-0.45), make_state(there, DOWN, 0))
+    np.testing.assert_array_equal(plain._grasp_R, cfg.tcp_rotmat)  # off: the yaw held in the world
+
+
+@given(
+    start_az=st.floats(-np.pi, np.pi), start_yaw=st.floats(-np.pi, np.pi), anchor_az=st.floats(-np.pi, np.pi),
+    radius=st.floats(0.3, 0.8),
+)  # fmt: skip
+def test_at_a_goal_the_yaw_is_a_grasp_and_within_a_quarter_turn_of_the_start_relative_to_the_base(
+    start_az: float, start_yaw: float, anchor_az: float, radius: float
+) -> None:
+    cfg = ExpertConfig(yaw_with_base=True)
+    expert = ScriptedExpert(cfg)
+    R0 = Rotation.from_rotvec([0.0, 0.0, start_yaw]).as_matrix() @ cfg.tcp_rotmat
+    expert._yaw_with_base(R0, radius * np.array([np.cos(start_az), np.sin(start_az), 0.2]), None)
+    anchor = radius * np.array([np.cos(anchor_az), np.sin(anchor_az), 0.05])
+    at_goal = expert._yaw_with_base(R0, anchor, anchor)
+    flipped = np.diag([-1.0, -1.0, 1.0]) @ cfg.tcp_rotmat
+    assert min(np.abs(at_goal - cfg.tcp_rotmat).max(), np.abs(at_goal - flipped).max()) < 1e-9  # a grasp
+    assert abs(wrap(expert._base_yaw - wrap(start_yaw - start_az))) <= np.pi / 2 + 1e-9  # the wrist's bound
+
+
+def test_the_yaw_anchor_is_the_grasp_then_the_place_and_nothing_while_waiting_or_retreating() -> None:
+    expert = ScriptedExpert(ExpertConfig(yaw_with_base=True))
+    slot = np.array([0.4, -0.3, 0.0])
+    wp = WorkpieceView("wp_0", np.array([-0.3, 0.39, 0.06]), np.zeros(3), 0.02, True, False, slot)
+    anchors = {"track": wp.pos, "descend": wp.pos, "grasp": wp.pos, "lift": slot, "transfer": slot, "lower": slot}
+    for phase, anchor in {**anchors, "release": slot, "wait": None, "retreat": None}.items():
+        expert.phase = Phase(phase)
+        got = expert._yaw_anchor(wp)
+        assert (got is None) if anchor is None else np.allclose(got, anchor), phase
+    assert expert._yaw_anchor(None) is None

@@ -121,11 +121,8 @@ def test_the_panda_in_the_workcell_answers_as_robosuites(name) -> None:
 
 @pytest.mark.slow
 def test_the_scripted_expert_places_a_workpiece_with_the_panda() -> None:
-    """The same expert, through the same 7-D action, picks a workpiece off the belt and places it with the Panda.
-
-    (A whole three-workpiece episode does not succeed yet: on later picks the Panda's wrist winds into its
-    joint limits near its base. Issue 8 keeps that open.)
-    """
+    """The same expert, through the same 7-D action, picks a workpiece off the belt and places it with the Panda
+    at the expert's full speed (whole episodes at the Panda source's speed: tests/test_panda_demos.py)."""
     from scipy.spatial.transform import Rotation
 
     from libero_workcell.contract import make_state
@@ -134,7 +131,7 @@ def test_the_scripted_expert_places_a_workpiece_with_the_panda() -> None:
     from sim_bridge.task import TaskSpec
 
     world = PandaWorld(TaskSpec.from_seed(0, belt_speed=0.03), render=False)
-    expert = ScriptedExpert(ExpertConfig(tcp_rotmat=PANDA_TCP_ROTMAT, either_grasp_yaw=True))
+    expert = ScriptedExpert(ExpertConfig(tcp_rotmat=PANDA_TCP_ROTMAT, yaw_with_base=True))
     while world.sim_time < 13.0:
         state = make_state(world.tcp_pos, Rotation.from_matrix(world.tcp_rotmat).as_rotvec(), world.gripper_coord)
         world.step_action(expert.act(SceneView.from_ground_truth(world.ground_truth()), state))

@@ -26,8 +26,8 @@ from libero_workcell.libero_format import Demo
 from sim_bridge.demo_recorder import DemoRecorder, episodes_parser, outcome_attrs, report_episodes, write_episodes
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 from sim_bridge.panda.world import PANDA_TCP_ROTMAT, PandaWorld
-from sim_bridge.retarget import FOLLOWABLE_SPEED
-from sim_bridge.task import TaskSpec
+from sim_bridge.retarget import CLOSE_SPEED
+from sim_bridge.task import DEFAULT_BELT_SPEED, TaskSpec
 
 ENV_ARGS = {
     "env_name": "libero_industry_workcell_d2s",
@@ -36,6 +36,17 @@ ENV_ARGS = {
     "control_freq": CONTROL_HZ_DEFAULT,
     "images": ENV_ARGS_TEXT[ROBOSUITE_RAW],
 }
+
+# The Panda source's task timing. Its expert moves at most at retarget.CLOSE_SPEED, so that the AUBO follows
+# it within 2 mm, and one pick and place then takes about 36 s (the AUBO's own expert at 0.45 m/s: ~11 s,
+# which the task's default 12 s between arrivals is set for). The same task otherwise.
+PANDA_ARRIVAL_INTERVAL = 36.0  # s
+PANDA_T_COMPLETE = 40.0  # s after the last arrival
+
+
+def panda_task(seed: int, belt_speed: float = DEFAULT_BELT_SPEED) -> TaskSpec:
+    """The workcell task of ``seed`` with the Panda source's arrival timing."""
+    return TaskSpec.from_seed(seed, belt_speed, arrival_interval=PANDA_ARRIVAL_INTERVAL, t_complete=PANDA_T_COMPLETE)
 
 
 @dataclass(frozen=True)
@@ -51,15 +62,16 @@ def run_panda_demo(
     """One expert episode on the Panda, recorded step by step (observation, then the action issued for it).
     ``expert_overrides``: ExpertConfig fields replacing the Panda source's settings (to explore them)."""
     world = PandaWorld(spec, render=render, camera_hz=0.0)
-    # Followable by a retargeted AUBO: inside the AUBO's workspace box, below the speed where the seed's law
-    # saturates (sim_bridge.retarget.FOLLOWABLE_SPEED) and turning at most 1 rad/s (the Panda's OSC would turn
-    # 2.5 rad/s at the start, which the follower cannot). Detours keep 0.45 m from the base axis: nearer, the
-    # Panda folds onto its joint limits (joints 2, 3, 5) carrying across the front.
+    # Followable by a retargeted AUBO within 2 mm: inside the AUBO's workspace box, at most CLOSE_SPEED and
+    # 0.5 rad/s (the Panda's OSC would turn 2.5 rad/s at the start). The yaw turns with the base between goals
+    # (the Panda's wrist, counter-turning sweeps of up to 2.9 rad, wound into its limit). Detours keep 0.45 m
+    # from the base axis: nearer, the Panda folds onto its joint limits (joints 2, 3, 5) carrying across the
+    # front. It grasps 6 mm above the workpiece's centre: the AUBO's fingers stop on the belt 2-3 mm higher
+    # than the Panda's, and a reference the AUBO cannot reach winds up its driver's reference (then a lunge).
     box = (layout.WORKSPACE_MIN, layout.WORKSPACE_MAX)
     settings = dict(
-        tcp_rotmat=PANDA_TCP_ROTMAT, either_grasp_yaw=True, goal_box=box, max_speed=FOLLOWABLE_SPEED,
-        carry_speed=min(FOLLOWABLE_SPEED, ExpertConfig().carry_speed), max_rot_speed=1.0, min_radius=0.45,
-        via_radius=0.55,
+        tcp_rotmat=PANDA_TCP_ROTMAT, yaw_with_base=True, goal_box=box, max_speed=CLOSE_SPEED,
+        carry_speed=CLOSE_SPEED, max_rot_speed=0.5, min_radius=0.45, via_radius=0.55, grasp_depth=-0.006,
     )  # fmt: skip
     expert = ScriptedExpert(ExpertConfig(**{**settings, **(expert_overrides or {})}))
     recorder = DemoRecorder(world, render)
@@ -100,7 +112,7 @@ def write_panda_demos(path: Path, specs: Sequence[TaskSpec], max_steps: int | No
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = episodes_parser(__doc__).parse_args(argv)
-    specs = [TaskSpec.from_seed(s, belt_speed=args.speed) for s in args.seeds]
+    specs = [panda_task(s, args.speed) for s in args.seeds]
     return report_episodes(args.out, args.seeds, write_panda_demos(args.out, specs, args.max_steps))
 
 

@@ -34,8 +34,12 @@ from sim_bridge.task import TaskSpec
 from sim_bridge.world import SimWorld, _xyzw
 
 # The Panda stands where the AUBO does, turned 45 deg toward the belt: its joint 1 turns +-166 deg (the
-# AUBO's +-360), so facing +x it could not reach the belt's start behind it and the tray on its right.
-PANDA_BASE_POS: Final = np.zeros(3)
+# AUBO's +-360), so facing +x it could not reach the belt's start behind it and the tray on its right. It
+# stands on a mount, as robosuite's Panda does (LIBERO's table top is 0.11 m below its base): working at its
+# own base's height within 0.45 m of it, its elbow (joint 4) folds onto its limit.
+PANDA_MOUNT_HEIGHT: Final = 0.15  # m
+PANDA_MOUNT_RADIUS: Final = 0.10
+PANDA_BASE_POS: Final = np.array([0.0, 0.0, PANDA_MOUNT_HEIGHT])
 PANDA_BASE_YAW: Final = np.pi / 4
 FINGER_OPENING: Final = 0.08  # m between the Panda's fingers fully open (2 x 0.04)
 _G: Final = ROBOT_PREFIX + GRIPPER_PREFIX
@@ -71,6 +75,11 @@ class PandaWorld(SimWorld):
 
     def _compile_model(self, workpieces: list[tuple[str, Any]]) -> mujoco.MjModel:
         spec = mujoco.MjSpec.from_string(scene.build_mjcf(workpieces, with_aubo=False))
+        spec.worldbody.add_geom(  # the mount: seen, never touched (nothing the task moves comes near it)
+            name="panda_mount", type=mujoco.mjtGeom.mjGEOM_CYLINDER, contype=0, conaffinity=0,
+            size=[PANDA_MOUNT_RADIUS, PANDA_MOUNT_HEIGHT / 2, 0.0], pos=[0.0, 0.0, PANDA_MOUNT_HEIGHT / 2],
+            rgba=[0.15, 0.15, 0.17, 1.0],
+        )  # fmt: skip
         attach_panda(spec, PANDA_BASE_POS, np.array([np.cos(self._base_yaw / 2), 0.0, 0.0, np.sin(self._base_yaw / 2)]))
         return spec.compile()
 
