@@ -91,7 +91,6 @@ class ExpertConfig:
     max_speed: float = 0.45  # m/s, TCP speed when empty-handed
     carry_speed: float = 0.25  # m/s, TCP speed while holding a workpiece
     max_rot_speed: float | None = None  # rad/s, TCP turn rate; None: as fast as the gain asks
-    max_accel: float | None = None  # m/s^2, how fast the commanded TCP speed may rise; None: at once
     hover: float = 0.12  # m above the grasp point while approaching
     pick_x_min: float = -0.46  # workpieces are picked once past this belt x
     pick_x_max: float = 0.45  # ... and before this one (reach)
@@ -136,7 +135,6 @@ class ScriptedExpert:
         self._counter = 0
         self._carry_offset = 0.0
         self._grasp_R = self.config.tcp_rotmat.copy()
-        self._last_step = 0.0  # m: the goal offset commanded last step (its norm), for max_accel
         self._base_yaw0: float | None = None  # yaw_with_base: the TCP's yaw relative to its azimuth at the start
         self._base_yaw = 0.0  # ... and the one held now
         self.log: list[tuple[float, str, str]] = []  # (sim time, phase, workpiece)
@@ -245,11 +243,8 @@ class ScriptedExpert:
         dt = 1.0 / cfg.control_hz
         step = self.gain * (goal - tcp)
         cap = speed * dt / self._ratio  # the goal offset that, held, moves the arm at ``speed``
-        if cfg.max_accel is not None:  # ... rising by at most max_accel * dt per step
-            cap = min(cap, self._last_step + cfg.max_accel * dt * dt / self._ratio)
         if np.linalg.norm(step) > cap:
             step *= cap / np.linalg.norm(step)
-        self._last_step = float(np.linalg.norm(step))
         pos = (step + ff * dt / self._ratio) / ACTION_POS_SCALE
         biggest = float(np.max(np.abs(pos)))
         if biggest > 1.0:  # shortened, never turned: clipping axes one by one bends the path
