@@ -23,11 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from aubo_bridge.kinematics import rotation_error
-from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE
 from libero_workcell.libero_format import Demo
+from libero_workcell.tracking_law import TRACKING_GAIN, tracking_action
 
-RETARGET_GAIN = 3.0  # k, the seed's
+RETARGET_GAIN = TRACKING_GAIN  # k, the seed's
 # m/s: the top TCP speed of a path the law follows closely. One step ahead, with k = 3, a path at v needs
 # goal offsets of ~4 v dt (LIBERO's response covers a quarter of the offset per step), which reach the
 # full-scale 0.05 m near 0.25 m/s; above that the action saturates and the follower falls behind.
@@ -41,10 +40,9 @@ CLOSE_SPEED = 0.08
 def retarget_action(
     p_ref: np.ndarray, R_ref: np.ndarray, p: np.ndarray, R: np.ndarray, gripper: float, gain: float = RETARGET_GAIN
 ) -> np.ndarray:
-    """The seed's law: one 7-D action driving the TCP (p, R) toward (p_ref, R_ref)."""
-    pos = gain * (np.asarray(p_ref, float) - p) / ACTION_POS_SCALE
-    rot = gain * rotation_error(np.asarray(R_ref, float), np.asarray(R, float)) / ACTION_ROT_SCALE  # Log(R_ref R^T)
-    return np.concatenate([np.clip(np.concatenate([pos, rot]), -1.0, 1.0), [float(np.clip(gripper, -1.0, 1.0))]])
+    """The seed's law: one 7-D action driving the TCP (p, R) toward (p_ref, R_ref) (its one home:
+    libero_workcell.tracking_law, shared with teleoperation)."""
+    return tracking_action(p_ref, R_ref, p, R, gripper, gain)
 
 
 @dataclass(frozen=True)

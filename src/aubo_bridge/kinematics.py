@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 from transforms3d.euler import euler2mat
 
 from aubo_bridge.description import JOINT_LIMITS, JOINT_ORIGINS, TOOL_OFFSET
+from libero_workcell.rotations import rotation_error
 
 # URDF joint origins as (rotation, translation); URDF rpy is fixed-axis roll, pitch, yaw.
 _ORIGIN_R: Final = tuple(euler2mat(*j.rpy, axes="sxyz") for j in JOINT_ORIGINS)
@@ -60,23 +60,6 @@ def fk_jacobian(q: np.ndarray, tool_offset: np.ndarray = TOOL_OFFSET) -> tuple[n
 def jacobian(q: np.ndarray, tool_offset: np.ndarray = TOOL_OFFSET) -> np.ndarray:
     """Geometric Jacobian (6x6): rows = TCP linear velocity, angular velocity (base frame)."""
     return fk_jacobian(q, tool_offset)[2]
-
-
-def rotation_error(R_target: np.ndarray, R_current: np.ndarray) -> np.ndarray:
-    """Rotation vector (rad, base frame) that takes R_current to R_target: Log(R_t R_c^T).
-
-    The closed form is used where it is well conditioned (what IK sees every
-    iteration); within 0.01 rad of pi, scipy's robust conversion takes over.
-    """
-    E = R_target @ R_current.T
-    cos = min(1.0, max(-1.0, (E[0, 0] + E[1, 1] + E[2, 2] - 1.0) / 2.0))
-    angle = float(np.arccos(cos))
-    v = np.array([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
-    if angle < 1e-8:
-        return 0.5 * v
-    if angle > np.pi - 1e-2:
-        return Rotation.from_matrix(E).as_rotvec()
-    return (angle / (2.0 * np.sin(angle))) * v
 
 
 @dataclass(frozen=True)

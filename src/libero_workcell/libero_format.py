@@ -178,9 +178,17 @@ def read_frames(path: str | Path, demo: str, key: str, steps: Sequence[int]) -> 
         return np.stack([ds[int(s)] for s in steps]) if len(steps) else np.zeros((0, *ds.shape[1:]), np.uint8)
 
 
-def write_demo(data: h5py.Group, demo: Demo) -> h5py.Group:
-    """Write ``demo`` as ``data/<demo.name>`` in LIBERO's layout (images compressed, chunked per frame)."""
-    g = data.create_group(demo.name)
+def IMAGE_CHUNK_OPTS(frame_shape: tuple[int, ...]) -> dict[str, Any]:  # noqa: N802 - a constant's recipe
+    """How image datasets are stored: one chunk per frame, gzip level 4 (what LIBERO's files hold)."""
+    return {"chunks": (1, *frame_shape), "compression": "gzip", "compression_opts": 4}
+
+
+def write_demo(data: h5py.Group, demo: Demo, existing_obs: bool = False) -> h5py.Group:
+    """Write ``demo`` as ``data/<demo.name>`` in LIBERO's layout (images compressed, chunked per frame).
+
+    ``existing_obs``: the demo's group and its ``obs`` group exist already (a recorder streamed the images
+    into them); the rest is written beside."""
+    g = data[demo.name] if existing_obs else data.create_group(demo.name)
     g.attrs["num_samples"] = demo.num_samples
     for k, v in demo.attrs.items():
         if v is None:  # absent (no preference, ...): HDF5 has no null
@@ -193,14 +201,14 @@ def write_demo(data: h5py.Group, demo: Demo) -> h5py.Group:
     dones[-1] = 1
     g.create_dataset("dones", data=dones)
     g.create_dataset("robot_states", data=np.asarray(demo.robot_states, float))
-    obs = g.create_group("obs")
+    obs = g["obs"] if existing_obs else g.create_group("obs")
     obs.create_dataset("ee_pos", data=demo.ee_pos)
     obs.create_dataset("ee_ori", data=demo.ee_ori)
     obs.create_dataset("ee_states", data=np.concatenate([demo.ee_pos, demo.ee_ori], axis=1))
     obs.create_dataset("gripper_states", data=demo.gripper_states)
     obs.create_dataset("joint_states", data=demo.joint_states)
     for key, img in demo.images.items():
-        obs.create_dataset(key, data=img, chunks=(1, *img.shape[1:]), compression="gzip", compression_opts=4)
+        obs.create_dataset(key, data=img, **IMAGE_CHUNK_OPTS(img.shape[1:]))
     return g
 
 

@@ -1,0 +1,47 @@
+"""One recorded control step: the observation, the action issued for it, and the timing that proves it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from libero_workcell.contract import ACTION_DIM
+
+
+@dataclass(frozen=True)
+class RecordedStep:
+    """Observation t and the action issued after it (LIBERO's pairing).
+
+    Times are seconds on one clock (the node's ROS clock): ``stamp`` is when the step's observation was
+    taken (the robot state's stamp), ``image_stamps`` each camera frame's stamp, ``action_time`` when the
+    action left. ``stale`` names the cameras whose frame was older than the recorder's limit (the last frame
+    was kept, the gap is counted): recording continues through a stalled camera.
+    """
+
+    stamp: float
+    ee_pos: np.ndarray  # (3,) m, base frame
+    ee_ori: np.ndarray  # (3,) axis-angle, rad
+    gripper: float  # the gripper coordinate, 0 open .. 1 closed
+    joints: np.ndarray  # (n,) rad
+    action: np.ndarray  # (7,)
+    action_time: float
+    images: dict[str, np.ndarray]  # image key (agentview_rgb, eye_in_hand_rgb) -> (H, W, 3) uint8
+    image_stamps: dict[str, float]
+    stale: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if np.asarray(self.action).shape != (ACTION_DIM,) or not np.all(np.isfinite(self.action)):
+            raise ValueError(f"a recorded action must be {ACTION_DIM} finite numbers, got {self.action!r}")
+        for key, img in self.images.items():
+            if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
+                raise ValueError(f"{key}: images are (H, W, 3) uint8, got {img.shape} {img.dtype}")
+            if key not in self.image_stamps:
+                raise ValueError(f"{key}: no stamp for its image")
+
+    @property
+    def action_latency(self) -> float:
+        return self.action_time - self.stamp
+
+    def frame_age(self, key: str) -> float:
+        return self.stamp - self.image_stamps[key]

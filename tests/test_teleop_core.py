@@ -1,0 +1,182 @@
+"""Teleoperation core: the headset mapping, clutch, buttons, holds and the tracking law (no SDK, no ROS)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.spatial.transform import Rotation
+
+from libero_workcell import layout
+from libero_workcell.contract import GRIPPER_CLOSE, GRIPPER_OPEN, make_state
+from teleop_pico.config import TeleopConfig, TeleopConfigError
+from teleop_pico.core import Button, SessionCommand, Status, TeleopCore, session_command
+from teleop_pico.mapping import ControllerSample, is_tracking, to_base
+
+TCP = layout.HOME_TCP_POS
+STATE = make_state(TCP, Rotation.from_matrix(layout.HOME_TCP_ROTMAT).as_rotvec(), 0.0)
+ID_Q = (0.0, 0.0, 0.0, 1.0)
+R_HB = TeleopConfig().rotation
+
+
+def sample(t: int, pos=(0.0, 1.0, -0.3), quat=ID_Q, grip=1.0, trigger=0.0, a=False, b=False) -> ControllerSample:
+    return ControllerSample(t, (*pos, *quat), trigger, grip, a, b)
+
+
+class Session:
+    """A core stepped at 20 Hz with advancing time stamps."""
+
+    def __init__(self, config: TeleopConfig | None = None) -> None:
+        self.core = TeleopCore(config or TeleopConfig())
+        self.t = 0
+
+    def step(self, state=STATE, stamp: int | None = None, **kw):
+        self.t += 1
+        return self.core.step(sample(self.t if stamp is None else stamp, **kw), state, self.t * 0.05)
+
+
+# ---------------------------------------------------------------- mapping
+def test_the_headset_frame_maps_onto_the_base_frame_as_the_teleop_sample_does() -> None:
+    p, _ = to_base((0.0, 0.0, -1.0, *ID_Q), R_HB)  # OpenXR forward (-z) ...
+    np.testing.assert_allclose(p, [1.0, 0.0, 0.0])  # ... is the base's +x
+    np.testing.assert_allclose(to_base((1.0, 0.0, 0.0, *ID_Q), R_HB)[0], [0.0, -1.0, 0.0])  # right: -y
+    np.testing.assert_allclose(to_base((0.0, 1.0, 0.0, *ID_Q), R_HB)[0], [0.0, 0.0, 1.0])  # up: +z
+    yaw_xr = Rotation.from_rotvec([0.0, 0.3, 0.0]).as_quat()  # turned about the headset's up axis
+    _, R = to_base((0.0, 0.0, 0.0, *yaw_xr), R_HB)
+    np.testing.assert_allclose(Rotation.from_matrix(R).as_rotvec(), [0.0, 0.0, 0.3], atol=1e-12)  # about base z
+
+
+def test_a_pose_of_zeros_or_a_broken_quaternion_is_no_tracking() -> None:
+    assert is_tracking((0.0, 1.0, -0.3, *ID_Q))
+    assert not is_tracking((0.0,) * 7)  # what the SDK returns without its PC service (qw = 0)
+    assert not is_tracking((0.0, 1.0, -0.3, 0.0, 0.0, 0.0, 0.5))
+    assert not is_tracking((np.nan, 1.0, -0.3, *ID_Q))
+    assert not is_tracking((0.0, 1.0, -0.3, 0.0))
+
+
+# ---------------------------------------------------------------- clutch and the tracking law
+def test_engaging_latches_and_the_action_follows_the_controller_with_the_tracking_law() -> None:
+    s = Session()
+    first = s.step(grip=1.0)
+    assert first.status is Status.FOLLOWING and s.core.engaged
+    np.testing.assert_allclose(first.action[:6], 0.0, atol=1e-12)  # the target starts at the TCP: no jump
+    moved = s.step(pos=(0.0, 1.0, -0.31))  # 10 mm forward (OpenXR -z): the base's +x
+    np.testing.assert_allclose(moved.action[:6], [3 * 0.01 / 0.05, 0, 0, 0, 0, 0], atol=1e-9)  # k e / s_p
+    np.testing.assert_allclose(moved.target[0], TCP + [0.01, 0.0, 0.0], atol=1e-12)
+    turned = s.step(pos=(0.0, 1.0, -0.31), quat=tuple(Rotation.from_rotvec([0.0, 0.1, 0.0]).as_quat()))
+    np.testing.assert_allclose(turned.action[3:6], [0.0, 0.0, 3 * 0.1 / 0.5], atol=1e-9)  # k Log / s_R, base z
+
+
+def test_the_scales_multiply_the_controller_motion() -> None:
+    s = Session(TeleopConfig(pos_scale=0.5, rot_scale=2.0))
+    s.step()
+    step = s.step(pos=(0.0, 1.0, -0.31), quat=tuple(Rotation.from_rotvec([0.0, 0.05, 0.0]).as_quat()))
+    np.testing.assert_allclose(step.action[:6], [3 * 0.005 / 0.05, 0, 0, 0, 0, 3 * 0.1 / 0.5], atol=1e-9)
+
+
+def test_the_clutch_has_hysteresis_and_re_engaging_starts_from_where_the_arm_is() -> None:
+    s = Session()
+    assert s.step(grip=0.5).status is Status.IDLE  # below the engage threshold: never engaged
+    assert s.step(grip=0.95).status is Status.FOLLOWING
+    assert s.step(grip=0.85).status is Status.FOLLOWING  # between release and engage: still held
+    idle = s.step(grip=0.75, pos=(0.0, 1.0, -0.5))
+    assert idle.status is Status.IDLE and not s.core.engaged
+    np.testing.assert_array_equal(idle.action[:6], 0.0)  # released: the arm holds
+    again = s.step(grip=0.95, pos=(0.0, 1.0, -0.52))  # the hand moved while released
+    np.testing.assert_allclose(again.action[:6], 0.0, atol=1e-12)  # re-latched: no jump to the old target
+
+
+def test_the_trigger_closes_the_gripper_and_a_loss_of_tracking_never_opens_it() -> None:
+    s = Session()
+    assert s.step(trigger=0.2).action[6] == GRIPPER_OPEN
+    assert s.step(trigger=0.6).action[6] == GRIPPER_CLOSE
+    lost = s.core.step(ControllerSample(s.t + 1, (0.0,) * 7, 0.0, 0.0, False, False), STATE, 10.0)
+    assert lost.status is Status.NO_TRACKING and lost.status.holds and not s.core.engaged
+    np.testing.assert_array_equal(lost.action, [0, 0, 0, 0, 0, 0, GRIPPER_CLOSE])  # held, still gripping
+    assert s.core.step(None, STATE, 10.1).action[6] == GRIPPER_CLOSE  # no source at all: the same
+
+
+def test_a_frozen_stream_holds_and_a_live_one_resumes_from_a_fresh_latch() -> None:
+    cfg = TeleopConfig(stale_timeout=0.1)
+    core = TeleopCore(cfg)
+    assert core.step(sample(7), STATE, 0.0).status is Status.FOLLOWING
+    assert core.step(sample(7, pos=(0.0, 1.0, -0.31)), STATE, 0.1).status is Status.FOLLOWING  # not yet stale
+    frozen = core.step(sample(7, pos=(0.0, 1.0, -0.32)), STATE, 0.15)
+    assert frozen.status is Status.FROZEN and not core.engaged
+    np.testing.assert_array_equal(frozen.action[:6], 0.0)
+    live = core.step(sample(8, pos=(0.0, 1.0, -0.33)), STATE, 0.2)
+    assert live.status is Status.FOLLOWING
+    np.testing.assert_allclose(live.action[:6], 0.0, atol=1e-12)
+
+
+def test_a_controller_jump_is_a_glitch_that_holds() -> None:
+    s = Session(TeleopConfig(max_jump=0.05))
+    s.step()
+    jump = s.step(pos=(0.0, 1.0, -0.4))  # 0.1 m in one sample
+    assert jump.status is Status.JUMP and not s.core.engaged
+    np.testing.assert_array_equal(jump.action[:6], 0.0)
+    after = s.step(pos=(0.0, 1.0, -0.41))  # from there on, 10 mm steps: a fresh latch, no jump
+    assert after.status is Status.FOLLOWING
+    np.testing.assert_allclose(after.action[:6], 0.0, atol=1e-12)
+
+
+# ---------------------------------------------------------------- buttons
+def test_buttons_give_one_press_edge_per_press() -> None:
+    s = Session()
+    assert s.step(a=True).presses == (Button.A,)
+    assert s.step(a=True).presses == ()  # still held: no new press
+    assert s.step(a=False, b=True).presses == (Button.B,)
+    lost = s.core.step(ControllerSample(s.t + 9, (0.0,) * 7, 0.0, 0.0, True, False), STATE, 99.0)
+    assert lost.presses == (Button.A,)  # buttons work without pose tracking (stop-and-save while lost)
+
+
+def test_session_commands_from_buttons() -> None:
+    assert session_command(Button.A, recording=False) is SessionCommand.START
+    assert session_command(Button.A, recording=True) is SessionCommand.SAVE
+    assert session_command(Button.B, recording=True) is SessionCommand.DISCARD
+    assert session_command(Button.B, recording=False) is None
+
+
+# ---------------------------------------------------------------- config
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"headset_to_base": (1, 0, 0, 0, 1, 0, 0, 0, 2)}, "must be a rotation"),
+        ({"headset_to_base": (1, 0, 0, 0, -1, 0, 0, 0, 1)}, "must be a rotation"),  # a mirror, det -1
+        ({"headset_to_base": (1, 0, 0)}, "9 finite numbers"),
+        ({"clutch_release": 0.95}, "must not exceed clutch_engage"),
+        ({"clutch_engage": 1.5}, r"in \(0, 1\]"),
+        ({"pos_scale": 0.0}, "positive"),
+        ({"stale_timeout": 0.01}, "at least one control period"),
+    ],
+)
+def test_a_bad_config_is_refused_naming_the_field(changes, message) -> None:
+    with pytest.raises(TeleopConfigError, match=message):
+        TeleopConfig(**changes)
+
+
+def test_an_unknown_parameter_is_refused() -> None:
+    with pytest.raises(TeleopConfigError, match="unknown teleop config keys"):
+        TeleopConfig.from_mapping({"pos_scal": 1.0})
+    assert list(TeleopConfig.parameter_defaults()["headset_to_base"]) == list(TeleopConfig().headset_to_base)
+
+
+# ---------------------------------------------------------------- invariants
+finite_or_not = st.floats(allow_nan=True, allow_infinity=True, width=32)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pose=st.lists(finite_or_not, min_size=7, max_size=7), grip=st.floats(0, 1), trigger=st.floats(0, 1),
+    stamps=st.lists(st.integers(0, 3), min_size=1, max_size=6),
+)  # fmt: skip
+def test_whatever_the_controller_gives_the_action_is_valid_and_a_hold_never_moves(pose, grip, trigger, stamps) -> None:
+    core = TeleopCore()
+    for i, stamp in enumerate(stamps):
+        step = core.step(ControllerSample(stamp, tuple(pose), trigger, grip, False, False), STATE, i * 0.05)
+        assert step.action.shape == (7,) and np.all(np.isfinite(step.action))
+        assert np.all(np.abs(step.action) <= 1.0)
+        if step.status.holds:
+            np.testing.assert_array_equal(step.action[:6], 0.0)
+        assert step.status is Status.FOLLOWING or not core.engaged  # holding always releases the clutch
