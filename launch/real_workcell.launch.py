@@ -8,8 +8,9 @@ blocks. Bring-up step by step: ``docs/bringup.md``.
 
 from pathlib import Path
 
+from libero_workcell import launch_presets
 from libero_workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():
-    return workcell_launch_description(Path(__file__).resolve().parent, defaults={"use_sim": False})
+    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.REAL_WORKCELL)

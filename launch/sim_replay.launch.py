@@ -9,8 +9,9 @@ the demo's task with the arm on its first pose, and the ``demo_replay`` node rep
 
 from pathlib import Path
 
+from libero_workcell import launch_presets
 from libero_workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():
-    return workcell_launch_description(Path(__file__).resolve().parent, defaults={"replay": True})
+    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.SIM_REPLAY)

@@ -1,7 +1,8 @@
 """A scripted PICO session made from the scripted expert: the controller poses an operator would have made.
 
-``python -m sim_bridge.teleop_session OUT.json [--seed 0] [--speed 0.03]`` runs the scripted expert on the
-simulated workcell (one process, sim time), takes its TCP path and gripper schedule, and writes them as a
+``python -m sim_bridge.teleop_session OUT.json [--seed 0] [--speed 0.03] [--arrival-interval 18]`` runs the
+scripted expert at the followable speed on the simulated workcell (one process, sim time), takes its TCP
+path and gripper schedule, and writes them, with the task they were made for, as a
 teleop session file (teleop_pico.sources): the right controller's poses in the headset frame (the TCP's
 motion since the start, mapped back through ``headset_to_base``), the grip held from the start (the
 clutch), the trigger where the expert closed the gripper, A pressed at the start (record) and after the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
@@ -22,12 +24,18 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.contract import CONTROL_HZ_DEFAULT
+from sim_bridge.aubo_demos import followable_expert
 from sim_bridge.episode import expert_source, run_episode
+from sim_bridge.expert import ScriptedExpert
 from sim_bridge.task import TaskSpec
 from teleop_pico.config import TeleopConfig
 from teleop_pico.sources import SessionScript
 
 CONTROLLER_START: Final = np.array([0.0, 1.0, -0.3])  # m, headset frame: a hand 0.3 m in front at 1 m height
+# An operator's pace, not the expert's full speed: the expert at the followable speed (0.18 m/s, what
+# closed-loop replay follows closely) needs about 15 s a pick and place, so the shipped session's world has
+# 18 s between arrivals (teleop_collect_sim.launch.py sets the sim world's arrival_interval to it).
+SESSION_ARRIVAL_INTERVAL: Final = 18.0
 START_PRESS: Final = 0.0  # s: A (record) as the session starts
 SETTLE: Final = 1.0  # s held after the expert's last step; A (save) a quarter second before the session ends
 SAVE_BEFORE_END: Final = 0.25
@@ -54,15 +62,18 @@ def session_from_path(
     )  # fmt: skip
 
 
-def session_from_expert(spec: TaskSpec, control_hz: float = CONTROL_HZ_DEFAULT) -> tuple[SessionScript, dict]:
+def session_from_expert(
+    spec: TaskSpec, control_hz: float = CONTROL_HZ_DEFAULT, expert: ScriptedExpert | None = None
+) -> tuple[SessionScript, dict]:
     """The expert's episode of ``spec`` as a session; also the episode's metrics."""
-    result = run_episode(spec, expert_source(), record=True)
+    result = run_episode(spec, expert_source(expert), record=True)
     states = np.array(result.states)
     actions = np.array(result.actions)
     R = Rotation.from_rotvec(states[:, 3:6]).as_matrix()
     text = (f"scripted expert, seed {spec.seed}, belt {spec.belt_speed} m/s: {spec.language_instruction}; "
             f"placed {result.metrics.get('placed')}")  # fmt: skip
-    return session_from_path(states[:, :3], R, actions[:, 6], control_hz, description=text), result.metrics
+    script = session_from_path(states[:, :3], R, actions[:, 6], control_hz, description=text)
+    return replace(script, task=spec.to_dict()), result.metrics
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -70,8 +81,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--speed", type=float, default=0.03, help="belt speed, m/s")
+    ap.add_argument(
+        "--arrival-interval",
+        type=float,
+        default=SESSION_ARRIVAL_INTERVAL,
+        help="s between arrivals (the world the session is played in must have the same)",
+    )
     args = ap.parse_args(argv)
-    script, metrics = session_from_expert(TaskSpec.from_seed(args.seed, belt_speed=args.speed))
+    spec = TaskSpec.from_seed(args.seed, belt_speed=args.speed, arrival_interval=args.arrival_interval)
+    script, metrics = session_from_expert(spec, expert=followable_expert())
     args.out.write_text(json.dumps(script.to_json(), separators=(",", ":")) + "\n")
     print(f"{args.out}: {len(script.times)} keyframes, {script.duration:.1f} s; the expert placed {metrics['placed']}")
     return 0

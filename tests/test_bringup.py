@@ -26,7 +26,7 @@ import pytest
 import yaml
 from conftest import REPO, wait_for
 
-from libero_workcell import bringup, cli, dds
+from libero_workcell import bringup, cli, dds, launch_presets
 from libero_workcell.bringup import Graph, GraphError, NodeSpec
 from libero_workcell.launcher import NodeDiedError, launch, ros_params_yaml
 
@@ -40,7 +40,7 @@ LAUNCH_FILE = REPO / "launch" / "sim_workcell.launch.py"
 def test_graph_loads_from_repo_config():
     graph = Graph.load()
     assert graph.path == REPO / "config" / "workcell.yaml"
-    assert graph.node_names() == [*SIM_NODES, "demo_replay", "scripted_expert"]
+    assert graph.node_names() == [*SIM_NODES, "demo_replay", "scripted_expert", "teleop_pico", "recorder"]
     defaults = {name: a.default for name, a in graph.arguments.items()}
     assert defaults["replay"] is False  # the replay node runs only when asked for
     assert defaults["use_sim"] is True
@@ -588,3 +588,22 @@ def test_replay_launch_file_is_the_graph_with_replay_on(monkeypatch, tmp_path):
     assert "scripted_expert" not in nodes
     plain = {s.name: s for s in Graph.load().resolve([])}  # without replay: no replay node, the expert drives
     assert "demo_replay" not in plain and plain["aubo_bridge"].parameters["active_source"] == "expert"
+
+
+def test_teleop_collection_launch_files_are_the_graph_with_teleop_on(monkeypatch, tmp_path):
+    """teleop_collect_sim.launch.py: the sim graph, the scripted source, the recorder, the bridge listening to
+    teleop, the world in the session's task; teleop_collect.launch.py: the same on the physical workcell."""
+    out = str(tmp_path / "d2s.hdf5")
+    sim = _run_launch_file(monkeypatch, {"record_path": out}, REPO / "launch" / "teleop_collect_sim.launch.py")
+    nodes = {a.name: a.parameters[0] for a in sim if type(a).__name__ == "Node"}
+    preset = {k: str(v) for k, v in launch_presets.TELEOP_COLLECT_SIM.items()}
+    expected = Graph.load().resolve({**preset, "record_path": out})
+    assert list(nodes.items()) == [(s.name, s.parameters) for s in expected]
+    assert nodes["teleop_pico"]["source"] == "scripted" and nodes["teleop_pico"]["reset_sim"] is True
+    assert nodes["recorder"]["out_path"] == out and nodes["aubo_bridge"]["active_source"] == "teleop"
+    assert nodes["sim_world"]["arrival_interval"] == 18.0 and "scripted_expert" not in nodes
+    real = _run_launch_file(monkeypatch, {}, REPO / "launch" / "teleop_collect.launch.py")
+    real_nodes = {a.name: a.parameters[0] for a in real if type(a).__name__ == "Node"}
+    assert "sim_world" not in real_nodes and real_nodes["teleop_pico"]["source"] == "headset"
+    assert real_nodes["teleop_pico"]["reset_sim"] is False and real_nodes["aubo_bridge"]["active_source"] == "teleop"
+    assert not {n for n in Graph.load().resolve([]) if n.name in ("teleop_pico", "recorder")}  # off by default

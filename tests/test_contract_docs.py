@@ -32,6 +32,8 @@ NODE_SOURCES = {
     "sim_world": ROOT / "sim_bridge" / "world_node.py",
     "scripted_expert": ROOT / "sim_bridge" / "expert_node.py",
     "demo_replay": ROOT / "sim_bridge" / "replay_node.py",
+    "teleop_pico": ROOT / "src" / "teleop_pico" / "node.py",
+    "recorder": ROOT / "src" / "recorder" / "node.py",
 }
 NODE_MODULES = {
     "aubo_bridge": "aubo_bridge.node",
@@ -40,6 +42,8 @@ NODE_MODULES = {
     "sim_world": "sim_bridge.world_node",
     "scripted_expert": "sim_bridge.expert_node",
     "demo_replay": "sim_bridge.replay_node",
+    "teleop_pico": "teleop_pico.node",
+    "recorder": "recorder.node",
 }
 
 

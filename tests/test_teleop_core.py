@@ -180,3 +180,14 @@ def test_whatever_the_controller_gives_the_action_is_valid_and_a_hold_never_move
         if step.status.holds:
             np.testing.assert_array_equal(step.action[:6], 0.0)
         assert step.status is Status.FOLLOWING or not core.engaged  # holding always releases the clutch
+
+
+def test_without_a_fresh_state_the_clutch_releases_and_the_buttons_still_work() -> None:
+    s = Session()
+    s.step()
+    assert s.core.engaged
+    assert s.core.step_without_state(sample(99, a=True)) == (Button.A,)  # stop-and-save reaches the recorder
+    assert not s.core.engaged
+    assert s.core.step_without_state(None) == ()
+    back = s.step(pos=(0.0, 1.0, -0.5))  # state again: a fresh latch where the arm is, no jump
+    np.testing.assert_allclose(back.action[:6], 0.0, atol=1e-12)

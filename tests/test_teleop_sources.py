@@ -119,7 +119,7 @@ def test_a_scripted_session_interpolates_poses_and_presses_buttons_for_one_perio
     assert mid.a and mid.grip == pytest.approx(0.25) and mid.pose[0] == pytest.approx(0.05)
     clock.t += 0.5
     half = src.read()
-    assert not half.a  # pressed for one control period only
+    assert not half.a  # pressed for 0.15 s only
     assert Rotation.from_quat(half.pose[3:]).magnitude() == pytest.approx(0.2)  # slerp halfway
     assert half.stamp_ns == 1_000_000_000
     clock.t += 1.5

@@ -96,6 +96,23 @@ def _config_dirs() -> Iterator[Path]:
     yield Path(sys.prefix) / "share" / PACKAGE / "config"
 
 
+def find_config_file(name: str | os.PathLike[str]) -> Path:
+    """A file the graph names: an existing path as given (absolute, or from the working directory), else
+    ``config/...`` in the first of :func:`_config_dirs` that has it (the package's own config files, wherever
+    it is installed: every node runs in its own working directory)."""
+    given = Path(name)
+    if given.is_file():
+        return given.resolve()
+    parts = given.parts[1:] if given.parts[:1] == ("config",) else given.parts
+    searched = []
+    for config in _config_dirs():
+        candidate = config.joinpath(*parts)
+        if candidate.is_file():
+            return candidate
+        searched.append(str(candidate))
+    raise FileNotFoundError(f"{given} not found as given nor in: " + ", ".join(searched))
+
+
 def find_graph(name: str | os.PathLike[str] = DEFAULT_GRAPH) -> Path:
     """Resolve a graph file: an existing path as given, else ``<config dir>/<name>``
     for the first of :func:`_config_dirs` that has it.

@@ -102,6 +102,8 @@ class Topics:
     DIAGNOSTICS: Final = "/diagnostics"  # diagnostic_msgs/DiagnosticArray
     SIM_GROUND_TRUTH: Final = "/sim/ground_truth"  # std_msgs/String (JSON), sim only
     SIM_EPISODE: Final = "/sim/episode"  # std_msgs/String (JSON), sim only: metrics
+    TELEOP_STATUS: Final = "/teleop/status"  # std_msgs/String (JSON): following / holding and why
+    RECORDER_STATUS: Final = "/recorder/status"  # std_msgs/String (JSON), latched: the episode being recorded
 
     @staticmethod
     def image(camera: str) -> str:
@@ -126,6 +128,9 @@ class Services:
     CONVEYOR_RESET_FAULT: Final = "/conveyor/reset_fault"
     CONVEYOR_EMERGENCY_STOP: Final = "/conveyor/emergency_stop"
     SIM_RESET: Final = "/sim/reset"
+    RECORDER_START: Final = "/recorder/start"
+    RECORDER_SAVE: Final = "/recorder/save"
+    RECORDER_DISCARD: Final = "/recorder/discard"
 
 
 class Params:

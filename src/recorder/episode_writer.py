@@ -109,9 +109,11 @@ class EpisodeWriter:
         self._rows.append(step)
 
     def dropped_steps(self) -> int:
+        """Control periods with no step recorded: from the gaps between the actions' send times (the source's
+        loop runs on absolute deadlines; observation stamps jitter with the state's own publishing)."""
         if len(self._rows) < 2:
             return 0
-        gaps = np.diff([r.stamp for r in self._rows]) / self.period
+        gaps = np.diff([r.action_time for r in self._rows]) / self.period
         return int(np.sum(np.maximum(np.round(gaps) - 1, 0)))
 
     # ------------------------------------------------------------------ end of episode
@@ -148,7 +150,11 @@ class EpisodeWriter:
             for key in self.image_keys:
                 timing.create_dataset(f"frame_age_{key}", data=np.array([r.frame_age(key) for r in rows]))
                 timing.create_dataset(f"stale_{key}", data=np.array([key in r.stale for r in rows], np.uint8))
-            write_file_attrs(data, self.session.problem_info, self.session.env_args)
+            problem = {**self.session.problem_info}
+            problem["language_instruction"] = self.attrs.get("language_instruction") or problem.get(
+                "language_instruction", ""
+            )
+            write_file_attrs(data, problem, self.session.env_args)
             self._file.flush()
             os.fsync(self._file.id.get_vfd_handle())
             self._close()
@@ -157,7 +163,7 @@ class EpisodeWriter:
         except OSError as exc:
             self._close()
             raise RecorderError(f"{self.name} could not be written ({exc}); kept as {self.partial}") from None
-        self.session.add(self.name, len(rows))
+        self.session.add(self.name, len(rows), str(self.attrs.get("language_instruction", "")))
         return SavedEpisode(self.name, len(rows), self.duration, attrs["dropped_steps"], stale,
                             time.monotonic() - started)  # fmt: skip
 

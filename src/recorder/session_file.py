@@ -108,9 +108,12 @@ class SessionFile:
             )
 
     # ------------------------------------------------------------------ changes
-    def add(self, name: str, num_samples: int) -> None:
-        """A complete episode file (renamed into place) joins the index."""
+    def add(self, name: str, num_samples: int, language_instruction: str = "") -> None:
+        """A complete episode file (renamed into place) joins the index (its instruction becomes the file's
+        when the file has none yet: in sim the task is known only once the world runs)."""
         self._counts[name] = int(num_samples)
+        if language_instruction and not self.problem_info.get("language_instruction"):
+            self.problem_info["language_instruction"] = language_instruction
         self._write_index()
 
     # ------------------------------------------------------------------ internals

@@ -119,6 +119,12 @@ class TeleopCore:
         action = tracking_action(p_ref, R_ref, tcp, R_tcp, self._gripper, cfg.gain)
         return TeleopStep(action, Status.FOLLOWING, presses, (p_ref, R_ref))
 
+    def step_without_state(self, sample: ControllerSample | None) -> tuple[Button, ...]:
+        """No fresh robot state (nothing is sent: the arm's watchdog holds it): the clutch releases, and the
+        buttons still work (stop-and-save must not wait for the arm)."""
+        self._latch = None
+        return self._presses(sample) if sample is not None else ()
+
     # ------------------------------------------------------------------
     def _health(self, sample: ControllerSample, now: float) -> Status | None:
         """Why this sample must not drive the arm, or None."""

@@ -9,11 +9,12 @@ Session file (JSON)::
 
     {"format": "libero_workcell.teleop_session/1", "description": "...",
      "keyframes": [{"t": 0.0, "pose": [x, y, z, qx, qy, qz, qw], "grip": 0.0, "trigger": 0.0}, ...],
-     "buttons": [{"t": 0.5, "button": "A"}, ...]}
+     "buttons": [{"t": 0.5, "button": "A"}, ...],
+     "task": {...}}   (optional: the task configuration a scripted demonstration was made for)
 
 Poses are in the headset frame (as the SDK gives them), times in seconds from the session's start;
 between keyframes position and grip/trigger are interpolated linearly and the rotation by slerp; a
-button event presses it for one control period.
+button event presses it for 0.15 s (a loop sampling at 20 Hz with jitter sees it).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from scipy.spatial.transform import Rotation, Slerp
 from teleop_pico.mapping import ControllerSample
 
 SESSION_FORMAT: Final = "libero_workcell.teleop_session/1"
-BUTTON_PRESS: Final = 0.05  # s a scripted button stays pressed (one control period at 20 Hz)
+BUTTON_PRESS: Final = 0.15  # s a scripted button stays pressed (three control periods at 20 Hz, as a finger would)
 log = logging.getLogger(__name__)
 
 
@@ -88,6 +89,7 @@ class SessionScript:
     trigger: np.ndarray  # (n,)
     buttons: tuple[tuple[float, str], ...]  # (t, "A" | "B")
     description: str = ""
+    task: dict | None = None  # the task configuration the session was made for (a scripted demo's world)
 
     @property
     def duration(self) -> float:
@@ -102,6 +104,7 @@ class SessionScript:
                 for t, p, q, g, tr in zip(self.times, self.pos, self.quat, self.grip, self.trigger, strict=True)
             ],
             "buttons": [{"t": float(t), "button": b} for t, b in self.buttons],
+            **({"task": self.task} if self.task is not None else {}),
         }
 
 
@@ -139,7 +142,12 @@ def load_session(path: str | Path) -> SessionScript:
             raise SessionFileError(f"{path}: {name} must be in [0, 1]")
     if any(b not in ("A", "B") for _, b in buttons):
         raise SessionFileError(f"{path}: buttons must be 'A' or 'B'")
-    return SessionScript(times, poses[:, :3], poses[:, 3:], grip, trigger, buttons, str(raw.get("description", "")))
+    task = raw.get("task")
+    if task is not None and not isinstance(task, dict):
+        raise SessionFileError(f"{path}: 'task' must be an object (a task configuration)")
+    return SessionScript(
+        times, poses[:, :3], poses[:, 3:], grip, trigger, buttons, str(raw.get("description", "")), task
+    )
 
 
 class ScriptedSource:

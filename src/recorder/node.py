@@ -1,0 +1,270 @@
+"""recorder node: pairs each observation with the action issued for it and records LIBERO-layout demos.
+
+Each action the recorded source (``record_source``, default ``teleop``) publishes while an episode is
+open becomes one step: the newest robot state, joints and camera frames received before it, and the
+action itself (LIBERO's pairing: observation t, then the action issued for it). A state older than
+``max_state_age`` records nothing for that action (a dropped step, counted from the stamps); a camera
+frame older than ``max_frame_age`` is recorded as it is and flagged stale (the gap is counted and stored:
+recording goes on through a stalled camera). Images go to the episode file from a writer thread
+(recorder.episode_writer); saving runs in a thread too, so the operator can start the next episode at once.
+
+Services (std_srvs/Trigger): ``/recorder/start``, ``/recorder/save``, ``/recorder/discard``. The latched
+``/recorder/status`` (JSON) says what is being recorded; once a second the log shows episode, duration,
+steps and dropped steps, and warns when steps arrive slower than ``control_hz``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import numpy as np
+from rclpy.node import Node
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from libero_workcell import ros_msgs
+from libero_workcell.contract import (
+    CAMERA_NAMES,
+    CONTROL_HZ_DEFAULT,
+    SOURCE_TELEOP,
+    Params,
+    Qos,
+    Services,
+    Topics,
+)
+from libero_workcell.image_convention import CONVENTIONS, ENV_ARGS_TEXT, ROBOSUITE_RAW, stored
+from libero_workcell.libero_format import CAMERA_IMAGE_KEYS
+from libero_workcell.node_main import run_node
+from libero_workcell.node_params import refuse_runtime_changes
+from libero_workcell.ros_qos import qos
+from recorder.episode_writer import EpisodeWriter, SavedEpisode
+from recorder.session_file import RecorderError, SessionFile
+from recorder.step import RecordedStep
+
+RATE_WARN: float = 0.9  # warn when steps arrive below this fraction of control_hz
+
+
+class RecorderNode(Node):
+    def __init__(self) -> None:
+        super().__init__("recorder")
+        self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
+        self.declare_parameter("out_path", "demos/d2s.hdf5")
+        self.declare_parameter("record_source", SOURCE_TELEOP)
+        self.declare_parameter("max_state_age", 0.1)  # s
+        self.declare_parameter(Params.MAX_FRAME_AGE, 0.2)  # s
+        self.declare_parameter("min_free_mb", 512)
+        self.declare_parameter("image_convention", ROBOSUITE_RAW)  # how images are stored (image_convention.py)
+        self.declare_parameter("task", "")  # JSON task configuration (the collection plan's); "" in sim: /sim/episode
+        self.declare_parameter("env_name", "libero_industry_workcell_d2s")
+        refuse_runtime_changes(self)
+        p = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.hz = float(p(Params.CONTROL_HZ))
+        self.source = str(p("record_source"))
+        self.max_state_age, self.max_frame_age = float(p("max_state_age")), float(p(Params.MAX_FRAME_AGE))
+        self.convention = str(p("image_convention"))
+        if self.convention not in CONVENTIONS:
+            raise ValueError(f"image_convention must be one of {list(CONVENTIONS)}, got {self.convention!r}")
+        task = str(p("task"))
+        self.task: dict[str, Any] = json.loads(task) if task else {}
+        env_args = {"env_name": str(p("env_name")), "robot": "AUBO-i5H", "control_freq": self.hz,
+                    "images": ENV_ARGS_TEXT[self.convention]}  # fmt: skip
+        instruction = self.task.get("language_instruction", "")
+        # Each demo's own attributes hold its instruction (a session spans task configurations).
+        problem = {"problem_name": str(p("env_name")), "language_instruction": instruction}
+        self.session = SessionFile(str(p("out_path")), problem, env_args, int(p("min_free_mb")) * 1024**2)
+        self._lock = threading.Lock()
+        self._state: tuple[float, np.ndarray] | None = None  # (stamp, state7)
+        self._joints: np.ndarray | None = None
+        self._frames: dict[str, tuple[float, np.ndarray]] = {}
+        self._writer: EpisodeWriter | None = None
+        self._saving: list[threading.Thread] = []
+        self.saved: list[SavedEpisode] = []
+        self._last_error = ""
+        self._sim_metrics: dict[str, Any] | None = None  # sim: the world's latest outcome, stored with a demo
+        self._status_pub = self.create_publisher(String, Topics.RECORDER_STATUS, qos(Qos.LATCHED))
+        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
+        self.create_subscription(JointState, Topics.JOINT_STATES, self._on_joints, qos(Qos.STATE))
+        self.create_subscription(JointState, Topics.ACTION, self._on_action, qos(Qos.COMMAND))
+        self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        for cam in CAMERA_NAMES:
+            self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), qos(Qos.SENSOR))
+        self.create_service(Trigger, Services.RECORDER_START, self._srv_start)
+        self.create_service(Trigger, Services.RECORDER_SAVE, self._srv_save)
+        self.create_service(Trigger, Services.RECORDER_DISCARD, self._srv_discard)
+        self._console = self.create_timer(1.0, self._report)
+        self._steps_at_report = 0
+        if self.session.partials:
+            self.get_logger().warning(f"incomplete episodes from an earlier run kept: {self.session.partials}")
+        self.get_logger().info(
+            f"recording {self.source!r} actions into {self.session.path} ({self.session.num_demos} demos so far)"
+        )
+        self._publish_status()
+
+    # ------------------------------------------------------------------ inputs
+    def _on_state(self, msg: JointState) -> None:
+        state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
+        if state is not None:
+            with self._lock:
+                self._state = (ros_msgs.wall_from_stamp(msg.header.stamp), state)
+
+    def _on_joints(self, msg: JointState) -> None:
+        with self._lock:
+            self._joints = np.array(msg.position, float)
+
+    def _on_image(self, camera: str, msg: Image) -> None:
+        rgb = ros_msgs.decoded_or_logged(ros_msgs.image_from_msg, msg, self.get_logger())
+        if rgb is not None:
+            with self._lock:
+                self._frames[camera] = (ros_msgs.wall_from_stamp(msg.header.stamp), rgb)
+
+    def _on_episode(self, msg: String) -> None:
+        info = json.loads(msg.data)
+        if not self.get_parameter("task").value and "spec" in info:  # sim: the world's task is the demo's
+            self.task = {**info["spec"], "task_spec": json.dumps(info["spec"])}
+        self._sim_metrics = info.get("metrics")
+
+    def _on_action(self, msg: JointState) -> None:
+        decoded = ros_msgs.decoded_or_logged(ros_msgs.action_from_msg, msg, self.get_logger())
+        if decoded is None or decoded[1] != self.source:
+            return
+        action, sent = decoded[0], ros_msgs.wall_from_stamp(msg.header.stamp)
+        with self._lock:
+            writer, state, joints, frames = self._writer, self._state, self._joints, dict(self._frames)
+        if writer is None:
+            return
+        if state is None or joints is None or sent - state[0] > self.max_state_age or set(frames) != set(CAMERA_NAMES):
+            return  # no fresh observation for this action: nothing recorded (a dropped step)
+        stamp, s7 = state
+        keys = {cam: CAMERA_IMAGE_KEYS[cam] for cam in CAMERA_NAMES}
+        step = RecordedStep(
+            stamp=stamp, ee_pos=s7[:3], ee_ori=s7[3:6], gripper=float(s7[6]), joints=joints, action=action,
+            action_time=sent, images={keys[c]: stored(frames[c][1], self.convention) for c in CAMERA_NAMES},
+            image_stamps={keys[c]: frames[c][0] for c in CAMERA_NAMES},
+            stale=frozenset(keys[c] for c in CAMERA_NAMES if stamp - frames[c][0] > self.max_frame_age),
+        )  # fmt: skip
+        try:
+            writer.add(step)
+        except RecorderError as exc:
+            self._fail(str(exc))
+
+    # ------------------------------------------------------------------ services
+    def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        with self._lock:
+            if self._writer is not None:
+                res.success, res.message = False, f"already recording {self._writer.name}: save or discard it first"
+                return res
+        try:
+            attrs = {**self.task, "language_instruction": self.task.get("language_instruction", "")}
+            writer = EpisodeWriter(self.session, attrs, tuple(CAMERA_IMAGE_KEYS[c] for c in CAMERA_NAMES), self.hz)
+        except RecorderError as exc:
+            res.success, res.message = False, str(exc)
+            self._fail(str(exc))
+            return res
+        with self._lock:
+            self._writer = writer
+        self._steps_at_report = 0
+        res.success, res.message = True, f"recording {writer.name}"
+        self.get_logger().info(res.message)
+        self._publish_status()
+        return res
+
+    def _srv_save(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        with self._lock:
+            writer, self._writer = self._writer, None
+        if writer is None:
+            res.success, res.message = False, "not recording"
+            return res
+        for key, value in self.task.items():  # the task may have become known after the start (sim discovery)
+            writer.attrs.setdefault(key, value)
+        if self.task.get("language_instruction") and not writer.attrs.get("language_instruction"):
+            writer.attrs["language_instruction"] = self.task["language_instruction"]
+        if self._sim_metrics and "placed" in self._sim_metrics:  # sim: the outcome, as replay compares it
+            m = self._sim_metrics
+            writer.attrs.update({"placed": [bool(x) for x in m["placed"]], "SR": m.get("SR"), "PCR_T": m.get("PCR_T")})
+        thread = threading.Thread(target=self._save, args=(writer,), name=f"save-{writer.name}", daemon=False)
+        self._saving.append(thread)
+        thread.start()
+        res.success, res.message = True, f"saving {writer.name} ({writer.steps} steps)"
+        self._publish_status()
+        return res
+
+    def _srv_discard(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        with self._lock:
+            writer, self._writer = self._writer, None
+        if writer is None:
+            res.success, res.message = False, "not recording"
+            return res
+        writer.discard()
+        res.success, res.message = True, f"discarded {writer.name} ({writer.steps} steps)"
+        self.get_logger().info(res.message)
+        self._publish_status()
+        return res
+
+    def _save(self, writer: EpisodeWriter) -> None:
+        try:
+            saved = writer.save()
+        except RecorderError as exc:
+            self._fail(str(exc))
+            return
+        self.saved.append(saved)
+        self._saving = [t for t in self._saving if t is not threading.current_thread()]
+        self.get_logger().info(
+            f"saved {saved.name}: {saved.num_samples} steps, {saved.duration:.1f} s, {saved.dropped_steps} dropped, "
+            f"stale frames {saved.stale_frames}, in {saved.save_latency:.2f} s; {self.session.num_demos} demos"
+        )
+        self._publish_status()
+
+    # ------------------------------------------------------------------ status
+    def _fail(self, message: str) -> None:
+        self._last_error = message
+        self.get_logger().error(message)
+        self._publish_status()
+
+    def _publish_status(self) -> None:
+        with self._lock:
+            w = self._writer
+        status = {
+            "recording": w is not None, "episode": w.name if w else None, "steps": w.steps if w else 0,
+            "duration": round(w.duration, 3) if w else 0.0, "dropped": w.dropped_steps() if w else 0,
+            "num_demos": self.session.num_demos, "saved": [s.name for s in self.saved], "saving": self.saving,
+            "error": self._last_error,
+        }  # fmt: skip
+        self._status_pub.publish(String(data=json.dumps(status)))
+
+    def _report(self) -> None:
+        with self._lock:
+            w = self._writer
+        if w is not None:
+            rate = w.steps - self._steps_at_report
+            self._steps_at_report = w.steps
+            line = f"episode {w.name} | {w.duration:6.1f} s | {w.steps} steps | {w.dropped_steps()} dropped"
+            if w.steps > rate > 0 and rate < RATE_WARN * self.hz:
+                self.get_logger().warning(f"{line} | {rate} steps in the last second, below {self.hz:g} Hz")
+            else:
+                self.get_logger().info(line)
+        self._publish_status()
+
+    @property
+    def saving(self) -> int:
+        """Saves still running."""
+        return sum(t.is_alive() for t in self._saving)
+
+    def shutdown(self) -> None:
+        for thread in self._saving:
+            thread.join()  # a save in progress completes: nothing the operator saved is lost
+        with self._lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.discard()
+            self.get_logger().warning(f"{writer.name} was still recording at shutdown: discarded (never saved)")
+
+
+def main(args: list[str] | None = None) -> None:
+    run_node(RecorderNode, "recorder", args, threads=2, startup_errors=(ValueError, RuntimeError, RecorderError))
+
+
+if __name__ == "__main__":
+    main()

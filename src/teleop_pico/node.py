@@ -1,0 +1,224 @@
+"""teleop_pico node: the right controller (PICO headset, or a scripted session) as action source ``teleop``.
+
+At ``control_hz`` it reads the source, runs the teleop core (teleop_pico.core: clutch, trigger, holds) on
+the newest robot state and publishes the 7-D action. With no fresh state (older than ``max_state_age``)
+it publishes nothing, so the arm's watchdog holds. Button presses become recorder commands (A: start, or
+stop and save while recording; B: discard), sent to the recorder's services.
+
+``source``: ``headset`` (xrobotoolkit-sdk; its PC service must run with the headset connected) or
+``scripted`` (``session_file``, played ``session_repeats`` times; with ``reset_sim`` the simulated world
+is reset before each play, so every run meets the task from its start). The node finishes after the last
+scripted run once the recorder has saved everything (``exit_when_done``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from libero_workcell import ros_msgs
+from libero_workcell.bringup import find_config_file
+from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_TELEOP, Params, Qos, Services, Topics
+from libero_workcell.node_main import run_node
+from libero_workcell.node_params import declare_config, prefixed, refuse_runtime_changes
+from libero_workcell.rate import CONTROL_PRIORITY, run_loop
+from libero_workcell.ros_qos import qos
+from teleop_pico.config import TeleopConfig
+from teleop_pico.core import SessionCommand, TeleopCore, session_command
+from teleop_pico.sources import ControllerSource, HeadsetSource, ScriptedSource, SessionScript, load_session
+
+SOURCES = ("headset", "scripted")
+TASK_KEYS = ("workpieces", "slot_permutation", "belt_speed", "arrival_interval", "first_arrival", "seed")
+TELEOP_DEFAULTS = {k: v for k, v in TeleopConfig.parameter_defaults().items() if k != Params.CONTROL_HZ}
+CONFIG_PARAMS = prefixed("teleop", TELEOP_DEFAULTS)  # teleop.<TeleopConfig field>
+COMMAND_SERVICES = {
+    SessionCommand.START: Services.RECORDER_START,
+    SessionCommand.SAVE: Services.RECORDER_SAVE,
+    SessionCommand.DISCARD: Services.RECORDER_DISCARD,
+}
+
+
+class TeleopNode(Node):
+    def __init__(self) -> None:
+        super().__init__("teleop_pico")
+        self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
+        self.declare_parameter("source", "headset")
+        self.declare_parameter("session_file", "")
+        self.declare_parameter("session_repeats", 1)
+        self.declare_parameter("reset_sim", False)
+        self.declare_parameter("max_state_age", 0.1)  # s
+        self.declare_parameter("exit_when_done", False)
+        values = declare_config(self, "teleop", TELEOP_DEFAULTS)
+        refuse_runtime_changes(self)
+        p = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.hz = float(p(Params.CONTROL_HZ))
+        self.core = TeleopCore(TeleopConfig.from_mapping({**values, "control_hz": self.hz}))
+        kind = str(p("source"))
+        if kind not in SOURCES:
+            raise ValueError(f"source must be one of {list(SOURCES)}, got {kind!r}")
+        self.max_state_age = float(p("max_state_age"))
+        self.reset_sim, self.exit_when_done = bool(p("reset_sim")), bool(p("exit_when_done"))
+        self._script: SessionScript | None = None
+        self._runs_left = 0
+        if kind == "scripted":
+            try:
+                session = find_config_file(str(p("session_file")))
+            except FileNotFoundError as exc:
+                raise ValueError(f"session_file: {exc}") from None
+            self._script = load_session(session)
+            self._runs_left = int(p("session_repeats"))
+            if self._runs_left < 1:
+                raise ValueError(f"session_repeats must be >= 1, got {self._runs_left}")
+        self._lock = threading.Lock()
+        self._state: tuple[float, np.ndarray] | None = None  # (monotonic receipt, state7)
+        self._recording = False
+        self._recorder_seen = False
+        self.source: ControllerSource | None = HeadsetSource() if kind == "headset" else None
+        self.done = threading.Event()
+        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
+        self._status_pub = self.create_publisher(String, Topics.TELEOP_STATUS, qos(Qos.STATE))
+        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
+        self.create_subscription(String, Topics.RECORDER_STATUS, self._on_recorder, qos(Qos.LATCHED))
+        if self._script is not None and self._script.task is not None:
+            self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        self._task_checked = False
+        self._recorder_clients = {c: self.create_client(Trigger, name) for c, name in COMMAND_SERVICES.items()}
+        self._reset = self.create_client(Trigger, Services.SIM_RESET) if self.reset_sim else None
+        self._starting = False
+        self._pending_run = False
+        self._last_status = ""
+        self._stop = threading.Event()
+        self._thread, self.loop = run_loop(self.hz, self._step, self._stop, "teleop", priority=CONTROL_PRIORITY)
+        self.get_logger().info(f"teleop from the {kind} source: actions as {SOURCE_TELEOP!r} at {self.hz} Hz")
+
+    # ------------------------------------------------------------------ inputs
+    def _on_state(self, msg: JointState) -> None:
+        state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
+        if state is not None:
+            with self._lock:
+                self._state = (time.monotonic(), state)
+
+    def _on_episode(self, msg: String) -> None:
+        """A scripted demonstration is made for one task: say so loudly if the world holds another."""
+        spec, made_for = json.loads(msg.data).get("spec", {}), self._script.task if self._script else None
+        if self._task_checked or not made_for:
+            return
+        self._task_checked = True
+        differs = {k: (spec.get(k), v) for k, v in made_for.items() if k in TASK_KEYS and spec.get(k) != v}
+        if differs:
+            self.get_logger().error(
+                f"the session was made for another task (world vs session: {differs}): it will not do the task; "
+                "set the world to the session's task (docs/teleop.md)"
+            )
+
+    def _on_recorder(self, msg: String) -> None:
+        status = json.loads(msg.data)
+        self._recording = bool(status.get("recording"))
+        self._recorder_seen = True
+        over = self._script is not None and self._runs_left == 0 and self.source is None
+        over = over and not self._pending_run and not self._starting
+        if over and not self._recording and not status.get("saving", 0):
+            self.done.set()
+
+    # ------------------------------------------------------------------ the control loop
+    def _step(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            state = self._state
+        fresh = state is not None and now - state[0] <= self.max_state_age
+        if self.source is None:
+            if self._pending_run and fresh:  # the reset world's state is here: play from its first step
+                self._pending_run = False
+                self.source = ScriptedSource(self._script)
+                self.get_logger().info(f"scripted run started ({self._runs_left} more after this)")
+            elif not self._pending_run:
+                self._next_run()
+            return
+        sample = self.source.read()
+        if isinstance(self.source, ScriptedSource) and self.source.finished:
+            self.source = None  # this run is over; the next starts from a reset world
+            if self._recording:  # its save press never came through: the run's end ends its episode
+                self.get_logger().warning("the scripted run ended while recording: saving its episode")
+                self._call(SessionCommand.SAVE)
+            return
+        if not fresh:  # no fresh state: nothing is sent, the arm's watchdog holds it; the buttons still work
+            self._handle(self.core.step_without_state(sample))
+            return
+        step = self.core.step(sample, state[1], now)
+        self._pub.publish(ros_msgs.action_msg(step.action, SOURCE_TELEOP))
+        self._handle(step.presses)
+        if step.status.value != self._last_status:
+            self._last_status = step.status.value
+            status = {"status": step.status.value, "engaged": self.core.engaged}
+            self._status_pub.publish(String(data=json.dumps(status)))
+
+    def _handle(self, presses) -> None:
+        for button in presses:
+            command = session_command(button, self._recording)
+            if command is not None:
+                self._call(command)
+
+    def _next_run(self) -> None:
+        """Scripted: start the next run (after a world reset, if asked), once the recorder is there."""
+        if self._script is None or self._runs_left == 0 or self._starting or not self._recorder_seen:
+            return
+        if self._recording:
+            return  # the last run's episode is still open: its save press comes first
+        self._starting = True
+        if self._reset is None:
+            self._begin_run()
+            return
+        if not self._reset.service_is_ready():
+            self._starting = False
+            return
+        self._reset.call_async(Trigger.Request()).add_done_callback(lambda _f: self._begin_run())
+
+    def _begin_run(self) -> None:
+        self._runs_left -= 1
+        self.core = TeleopCore(self.core.config)  # a fresh clutch: the first sample latches the reset arm
+        with self._lock:
+            self._state = None  # states from before the reset must not start the run
+        self._pending_run = True
+        self._starting = False
+
+    def _call(self, command: SessionCommand) -> None:
+        client = self._recorder_clients[command]
+        if not client.service_is_ready():
+            self.get_logger().error(f"{COMMAND_SERVICES[command]} is not available: is the recorder running?")
+            return
+        if command is SessionCommand.START:
+            self._recording = True  # at once: a second press before the status arrives means save
+        elif command is SessionCommand.SAVE:
+            self._recording = False
+
+        def done(future) -> None:
+            res = future.result()
+            log = self.get_logger().info if res.success else self.get_logger().error
+            log(f"{command.value}: {res.message}")
+
+        client.call_async(Trigger.Request()).add_done_callback(done)
+
+    @property
+    def finished(self) -> bool:
+        return self.exit_when_done and self.done.is_set()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+        if self.source is not None:
+            self.source.close()
+
+
+def main(args: list[str] | None = None) -> None:
+    run_node(TeleopNode, "teleop_pico", args)
+
+
+if __name__ == "__main__":
+    main()
