@@ -58,8 +58,8 @@ def rate_loop(hz: float, seconds: float) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 def sim_rtf(seconds: float, camera_hz: float, render: bool = True, steps_per_call: int = 10) -> dict[str, Any]:
     """Sim seconds per wall second of ``SimWorld.step`` (as the free-running world node calls it)."""
+    from libero_workcell.task import TaskSpec
     from sim_bridge.link import SimLink
-    from sim_bridge.task import TaskSpec
     from sim_bridge.world import SimWorld
 
     t_build = time.perf_counter()
@@ -133,8 +133,8 @@ def watchdog_sim_time(arm_params: dict[str, Any], stream_steps: int = 10, after:
     """
     from aubo_bridge.config import ArmConfig
     from libero_workcell.contract import ACTION_DIM, ACTION_POS_SCALE, GRIPPER_OPEN, SOURCE_POLICY
+    from libero_workcell.task import TaskSpec
     from sim_bridge.episode import make_sim_rig
-    from sim_bridge.task import TaskSpec
 
     known = {f.name for f in fields(ArmConfig)}
     cfg = ArmConfig.from_mapping({k: v for k, v in arm_params.items() if k in known})

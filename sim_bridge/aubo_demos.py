@@ -20,12 +20,12 @@ from aubo_bridge.config import ArmConfig
 from libero_workcell.contract import CONTROL_HZ_DEFAULT
 from libero_workcell.image_convention import ENV_ARGS_TEXT, ROBOSUITE_RAW
 from libero_workcell.libero_format import Demo
+from libero_workcell.task import TaskSpec
 from sim_bridge.demo_recorder import DemoRecorder, episodes_parser, outcome_attrs, report_episodes, write_episodes
 from sim_bridge.episode import SimRig, expert_source, run_episode
 from sim_bridge.expert import ExpertConfig, ScriptedExpert
 from sim_bridge.replay import AUBO
 from sim_bridge.retarget import FOLLOWABLE_SPEED
-from sim_bridge.task import TaskSpec
 
 ENV_ARGS = {
     "env_name": "libero_industry_workcell_d2s",

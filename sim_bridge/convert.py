@@ -21,11 +21,11 @@ from aubo_bridge.kinematics import fk, ik, rotation_error
 from aubo_bridge.osc_response import Goal, OscResponse, RefState, next_goal, transition
 from libero_workcell.contract import SOURCE_POLICY, action_to_delta, gripper_command_to_coord, validate_action
 from libero_workcell.libero_format import Demo
+from libero_workcell.task import TaskSpec
 from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
 from sim_bridge.episode import make_sim_rig
 from sim_bridge.replay import recorded_placed, start_joints, task_of, tcp_path
 from sim_bridge.retarget import Tracking, follow
-from sim_bridge.task import TaskSpec
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from scipy.spatial.transform import Rotation
 
 from libero_workcell.image_convention import ROBOSUITE_RAW, check_convention, stored
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, Demo, write_demo_file
-from sim_bridge.task import TaskSpec
+from libero_workcell.task import TaskSpec
 from sim_bridge.world import SimWorld
 
 

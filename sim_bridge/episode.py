@@ -19,9 +19,9 @@ from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver
 from aubo_bridge.sim_backend import SimArmBackend, SimGripperBackend
 from libero_workcell.contract import SOURCE_EXPERT
+from libero_workcell.task import TaskSpec
 from sim_bridge.expert import SceneView, ScriptedExpert
 from sim_bridge.link import SimLink
-from sim_bridge.task import TaskSpec
 from sim_bridge.world import SimWorld
 
 # (ground truth dict, 7-D state) -> 7-D action

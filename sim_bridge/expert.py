@@ -32,7 +32,7 @@ from libero_workcell.contract import (
     GRIPPER_OPEN,
 )
 from libero_workcell.layout import BELT_TOP_Z, BELT_WIDTH, BELT_Y, HOME_TCP_ROTMAT
-from sim_bridge.task import WORKPIECE_CATALOG
+from libero_workcell.task import WORKPIECE_CATALOG
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from aubo_bridge.config import ArmConfig
 from aubo_bridge.kinematics import HOME_Q, fk, ik
 from libero_workcell.image_convention import ROBOSUITE_RAW, convention_of
 from libero_workcell.libero_format import Demo, LiberoFormatError, read_demos
+from libero_workcell.task import TaskSpec
 from sim_bridge.panda.model import HAND_TO_GRIP_SITE
 from sim_bridge.retarget import TcpPath, path_from_demo, retarget_action
-from sim_bridge.task import TaskSpec
 
 OPEN_LOOP, CLOSED_LOOP = "open_loop", "closed_loop"
 REPLAY_MODES = (OPEN_LOOP, CLOSED_LOOP)

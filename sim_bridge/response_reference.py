@@ -119,8 +119,8 @@ def replay(
 def sim_trajectory(seq: ReferenceSequence, arm_config: ArmConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``seq`` on the simulated workcell in one process, in sim time: MuJoCo's AUBO with its position
     servos, the arm driver and its sim backends (sim_bridge.episode), the measured TCP after each action."""
+    from libero_workcell.task import TaskSpec
     from sim_bridge.episode import make_sim_rig  # MuJoCo: only when a sim run is asked for
-    from sim_bridge.task import TaskSpec
 
     rig = make_sim_rig(TaskSpec.from_seed(0), arm_config, active_source=SOURCE_POLICY)
 

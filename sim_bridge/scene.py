@@ -31,7 +31,7 @@ from transforms3d.euler import euler2quat
 from aubo_bridge.description import JOINT_LIMITS, JOINT_ORIGINS, TOOL_OFFSET
 from libero_workcell import layout
 from libero_workcell.contract import ARM_JOINT_NAMES, IMAGE_SIZE
-from sim_bridge.task import WorkpieceType
+from libero_workcell.task import WorkpieceType
 
 TIMESTEP: Final = 0.002  # s
 FINGER_STROKE: Final = 0.045  # m per finger (90 mm total stroke)

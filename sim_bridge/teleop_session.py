@@ -24,10 +24,10 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.contract import CONTROL_HZ_DEFAULT
+from libero_workcell.task import TaskSpec
 from sim_bridge.aubo_demos import followable_expert
 from sim_bridge.episode import expert_source, run_episode
 from sim_bridge.expert import ScriptedExpert
-from sim_bridge.task import TaskSpec
 from teleop_pico.config import TeleopConfig
 from teleop_pico.sources import SessionScript
 

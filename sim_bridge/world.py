@@ -41,9 +41,9 @@ import numpy as np
 from aubo_bridge.description import JOINT_LIMITS, JOINT_VELOCITY_LIMITS
 from libero_workcell import layout
 from libero_workcell.contract import ARM_JOINT_NAMES, CAMERA_HZ_DEFAULT, CAMERA_NAMES, IMAGE_SIZE
+from libero_workcell.task import TaskSpec
 from sim_bridge import metrics, scene
 from sim_bridge.link import SimLink, WorldState
-from sim_bridge.task import TaskSpec
 
 BELT_ACCEL: Final = 0.2  # m/s^2, conveyor acceleration ramp
 BELT_MAX_SPEED: Final = 0.5  # m/s, commanded speeds are clamped to +-this

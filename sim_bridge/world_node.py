@@ -42,9 +42,9 @@ from libero_workcell import ros_qos
 from libero_workcell.contract import CAMERA_HZ_DEFAULT, Params, Qos, QosSpec, Services, Topics
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import fixed_at_startup
+from libero_workcell.task import DEFAULT_ARRIVAL_INTERVAL, DEFAULT_BELT_SPEED, DEFAULT_FIRST_ARRIVAL, TaskSpec
 from sim_bridge.link import SimLink
 from sim_bridge.replay import ReplayPlan, load_plan
-from sim_bridge.task import DEFAULT_ARRIVAL_INTERVAL, DEFAULT_BELT_SPEED, DEFAULT_FIRST_ARRIVAL, TaskSpec
 from sim_bridge.world import SimWorld
 
 SERVO_PERIOD = 0.01  # s: state refresh period while paused

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from libero_workcell.task import TaskSpec
 from sim_bridge.aubo_demos import write_aubo_demos
-from sim_bridge.task import TaskSpec
 
 REPLAY_SPEC = TaskSpec.from_seed(0)
 

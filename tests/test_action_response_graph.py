@@ -13,9 +13,9 @@ import pytest
 
 from libero_workcell.libero_format import write_demo_file
 from libero_workcell.replay_run import replay_graph
+from libero_workcell.task import TaskSpec
 from sim_bridge.replay import plan_from_demo, replay_in_process
 from sim_bridge.response_reference import load_reference, reference_demo, segment_errors, table
-from sim_bridge.task import TaskSpec
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

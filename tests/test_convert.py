@@ -13,9 +13,9 @@ from scipy.spatial.transform import Rotation
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.kinematics import HOME_Q, fk
 from libero_workcell.libero_format import Demo, LiberoFormatError
+from libero_workcell.task import TaskSpec
 from sim_bridge.convert import KinematicLimitError, convert_demo, convert_kinematic, task_of
 from sim_bridge.response_reference import load_reference
-from sim_bridge.task import TaskSpec
 
 SPEC = TaskSpec.from_seed(0)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from libero_workcell.task import COMBINATIONS, TaskSpec
 from sim_bridge.episode import run_episode
-from sim_bridge.task import COMBINATIONS, TaskSpec
 
 # Every combination at least once, with different slot permutations and jitter.
 SEEDS = (0, 1, 2, 4, 6, 9)

@@ -26,8 +26,8 @@ from libero_workcell.image_convention import (
     to_upright,
 )
 from libero_workcell.libero_format import read_demos, write_demo_file
+from libero_workcell.task import TaskSpec
 from sim_bridge.demo_recorder import DemoRecorder
-from sim_bridge.task import TaskSpec
 from sim_bridge.world import SimWorld
 
 

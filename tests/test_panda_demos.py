@@ -9,12 +9,12 @@ from scipy.spatial.transform import Rotation
 
 from libero_workcell.image_convention import ROBOSUITE_RAW, stored
 from libero_workcell.libero_format import read_demos
+from libero_workcell.task import TaskSpec
 from sim_bridge.convert import convert_demo
 from sim_bridge.panda import demos as demos_module
 from sim_bridge.panda.demos import ENV_ARGS, panda_task, run_panda_demo, write_panda_demos
 from sim_bridge.replay import plan_from_demo, recorded_placed, replay_in_process
 from sim_bridge.retarget import CLOSE_SPEED
-from sim_bridge.task import TaskSpec
 
 
 def test_the_raw_image_convention_is_a_vertical_flip() -> None:

@@ -102,8 +102,8 @@ def test_a_missing_or_wrong_wheel_is_a_clear_error(tmp_path, monkeypatch) -> Non
 @pytest.mark.parametrize("name", FAST)
 def test_the_panda_in_the_workcell_answers_as_robosuites(name) -> None:
     """The same arm and OSC in the workcell world (its solver options, belt, tray) still answer as robosuite."""
+    from libero_workcell.task import TaskSpec
     from sim_bridge.panda.world import PandaWorld
-    from sim_bridge.task import TaskSpec
 
     seq = SEQUENCES[name]
     world = PandaWorld(TaskSpec.from_seed(0), render=False, base_yaw=0.0)  # robosuite's base orientation
@@ -126,9 +126,9 @@ def test_the_scripted_expert_places_a_workpiece_with_the_panda() -> None:
     from scipy.spatial.transform import Rotation
 
     from libero_workcell.contract import make_state
+    from libero_workcell.task import TaskSpec
     from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
     from sim_bridge.panda.world import PANDA_TCP_ROTMAT, PandaWorld
-    from sim_bridge.task import TaskSpec
 
     world = PandaWorld(TaskSpec.from_seed(0, belt_speed=0.03), render=False)
     expert = ScriptedExpert(ExpertConfig(tcp_rotmat=PANDA_TCP_ROTMAT, yaw_with_base=True))

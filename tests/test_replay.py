@@ -13,6 +13,7 @@ from scipy.spatial.transform import Rotation
 
 from aubo_bridge.kinematics import HOME_Q, fk
 from libero_workcell.libero_format import Demo, LiberoFormatError, read_demos, read_frames, write_demo_file
+from libero_workcell.task import TaskSpec
 from sim_bridge.aubo_demos import ENV_ARGS, followable_expert, record_expert_demo
 from sim_bridge.panda.model import HAND_TO_GRIP_SITE
 from sim_bridge.replay import (
@@ -26,7 +27,6 @@ from sim_bridge.replay import (
     strip_steps,
     tracking_summary,
 )
-from sim_bridge.task import TaskSpec
 
 SPEC = TaskSpec.from_seed(0)
 STEPS = 120  # 6 s: the arm approaches the first workpiece

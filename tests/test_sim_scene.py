@@ -10,8 +10,8 @@ from transforms3d.euler import euler2mat
 from aubo_bridge.description import JOINT_LIMITS, JOINT_ORIGINS, TOOL_OFFSET
 from libero_workcell import layout
 from libero_workcell.contract import ARM_JOINT_NAMES, CAMERA_NAMES
+from libero_workcell.task import WORKPIECE_CATALOG, TaskSpec
 from sim_bridge import scene
-from sim_bridge.task import WORKPIECE_CATALOG, TaskSpec
 
 
 @pytest.fixture(scope="module")

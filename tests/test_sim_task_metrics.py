@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from libero_workcell import layout
+from libero_workcell.task import COMBINATIONS, PERMUTATIONS, WORKPIECE_CATALOG, TaskSpec
 from sim_bridge import metrics
 from sim_bridge.metrics import PieceState
-from sim_bridge.task import COMBINATIONS, PERMUTATIONS, WORKPIECE_CATALOG, TaskSpec
 
 # ---------------------------------------------------------------- catalog / spec
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from libero_workcell.task import TaskSpec
 from sim_bridge.panda.agreement import POS_TOL, ROT_TOL_DEG, compare_worlds, task_pose_agreement
 from sim_bridge.panda.world import PandaWorld
-from sim_bridge.task import TaskSpec
 from sim_bridge.world import SimWorld
 
 

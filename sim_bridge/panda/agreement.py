@@ -18,9 +18,9 @@ from typing import Final
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from libero_workcell.task import TaskSpec
 from sim_bridge import scene
 from sim_bridge.panda.world import PandaWorld
-from sim_bridge.task import TaskSpec
 from sim_bridge.world import SimWorld
 
 POS_TOL: Final = 1e-6  # m

@@ -17,6 +17,7 @@ import mujoco
 import numpy as np
 
 from libero_workcell.contract import CAMERA_HZ_DEFAULT, CONTROL_HZ_DEFAULT
+from libero_workcell.task import TaskSpec
 from sim_bridge import scene
 from sim_bridge.panda.model import (
     ARM_JOINTS,
@@ -30,7 +31,6 @@ from sim_bridge.panda.model import (
 )
 from sim_bridge.panda.osc import OscConfig, PandaOsc
 from sim_bridge.panda.standalone import GRIPPER_INIT_QPOS
-from sim_bridge.task import TaskSpec
 from sim_bridge.world import SimWorld, _xyzw
 
 # The Panda stands where the AUBO does, turned 45 deg toward the belt: its joint 1 turns +-166 deg (the
