@@ -233,3 +233,11 @@ def test_a_full_disk_fails_the_episode_clearly_and_keeps_the_earlier_ones(tmp_pa
     monkeypatch.undo()
     assert [d.name for d in read_demos(tmp_path / "d2s.hdf5").demos] == ["demo_0"]
     assert w.partial.exists()  # marked, never linked
+
+
+def test_an_episode_shorter_than_two_steps_is_not_saved(tmp_path) -> None:
+    session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
+    w = record(session, 1)
+    with pytest.raises(RecorderError, match="at least 2"):
+        w.save()
+    assert session.num_demos == 0 and not w.partial.exists()

@@ -120,13 +120,13 @@ class EpisodeWriter:
     def save(self) -> SavedEpisode:
         """Complete the episode file and add it to the session (blocking: run it off the operator's path)."""
         started = time.monotonic()
-        if not self._rows:
-            self.discard()
-            raise RecorderError(f"{self.name}: no steps recorded, nothing to save")
         self._finish_images()
         if self._error is not None:
             self._close()
             raise RecorderError(f"{self.name} could not be written ({self._error}); kept as {self.partial}") from None
+        if len(self._rows) < 2:  # LIBERO's readers refuse shorter demos: an episode this short is no demo
+            self.discard()
+            raise RecorderError(f"{self.name}: {len(self._rows)} steps recorded, a demo needs at least 2: discarded")
         rows = self._rows
         stale = {k: int(sum(k in r.stale for r in rows)) for k in self.image_keys}
         attrs = {**self.attrs, "dropped_steps": self.dropped_steps(), "stale_frames": stale,

@@ -40,6 +40,7 @@ from libero_workcell.libero_format import CAMERA_IMAGE_KEYS
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import refuse_runtime_changes
 from libero_workcell.ros_qos import qos
+from recorder.collection_plan import CollectionPlan
 from recorder.episode_writer import EpisodeWriter, SavedEpisode
 from recorder.session_file import RecorderError, SessionFile
 from recorder.step import RecordedStep
@@ -59,6 +60,7 @@ class RecorderNode(Node):
         self.declare_parameter("image_convention", ROBOSUITE_RAW)  # how images are stored (image_convention.py)
         self.declare_parameter("task", "")  # JSON task configuration (the collection plan's); "" in sim: /sim/episode
         self.declare_parameter("env_name", "libero_industry_workcell_d2s")
+        self.declare_parameter("plan_per_config", 0)  # > 0: follow the collection plan, this many demos each
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         self.hz = float(p(Params.CONTROL_HZ))
@@ -75,6 +77,10 @@ class RecorderNode(Node):
         # Each demo's own attributes hold its instruction (a session spans task configurations).
         problem = {"problem_name": str(p("env_name")), "language_instruction": instruction}
         self.session = SessionFile(str(p("out_path")), problem, env_args, int(p("min_free_mb")) * 1024**2)
+        per_config = int(p("plan_per_config"))
+        self.plan = CollectionPlan(per_config) if per_config > 0 else None
+        if self.plan is not None and self.task:
+            raise ValueError("plan_per_config and task are exclusive: the plan says which task each demo is")
         self._lock = threading.Lock()
         self._state: tuple[float, np.ndarray] | None = None  # (stamp, state7)
         self._joints: np.ndarray | None = None
@@ -96,6 +102,7 @@ class RecorderNode(Node):
         self.create_service(Trigger, Services.RECORDER_DISCARD, self._srv_discard)
         self._console = self.create_timer(1.0, self._report)
         self._steps_at_report = 0
+        self._announce_next()
         if self.session.partials:
             self.get_logger().warning(f"incomplete episodes from an earlier run kept: {self.session.partials}")
         self.get_logger().info(
@@ -156,6 +163,13 @@ class RecorderNode(Node):
             if self._writer is not None:
                 res.success, res.message = False, f"already recording {self._writer.name}: save or discard it first"
                 return res
+        if self.plan is not None:  # the plan's next configuration is this demo's task
+            config = self.plan.next(self.session.demo_attrs())
+            if config is None:
+                res.success, res.message = False, "the collection plan is complete: every configuration has its demos"
+                return res
+            self.task = config.attrs()
+            self.get_logger().info(f"plan: recording {config.setup()}")
         try:
             attrs = {**self.task, "language_instruction": self.task.get("language_instruction", "")}
             writer = EpisodeWriter(self.session, attrs, tuple(CAMERA_IMAGE_KEYS[c] for c in CAMERA_NAMES), self.hz)
@@ -215,7 +229,15 @@ class RecorderNode(Node):
             f"saved {saved.name}: {saved.num_samples} steps, {saved.duration:.1f} s, {saved.dropped_steps} dropped, "
             f"stale frames {saved.stale_frames}, in {saved.save_latency:.2f} s; {self.session.num_demos} demos"
         )
+        self._announce_next()
         self._publish_status()
+
+    def _announce_next(self) -> None:
+        if self.plan is None:
+            return
+        config = self.plan.next(self.session.demo_attrs())
+        text = "the collection plan is complete" if config is None else f"next, set up {config.setup()}"
+        self.get_logger().info(f"plan: {text}")
 
     # ------------------------------------------------------------------ status
     def _fail(self, message: str) -> None:

@@ -98,6 +98,14 @@ class SessionFile:
         ]
         return f"demo_{max(used, default=-1) + 1}"
 
+    def demo_attrs(self) -> list[dict[str, Any]]:
+        """Each listed demo's attributes (what the collection plan counts)."""
+        out = []
+        for name in self.names:
+            with h5py.File(self.episode_path(name), "r") as f:
+                out.append(dict(f["data"][name].attrs))
+        return out
+
     def check_space(self) -> None:
         free = shutil.disk_usage(self.episodes_dir).free
         if free < self.min_free_bytes:

@@ -1,0 +1,137 @@
+"""The recorder node on real rclpy in one process: pairing, stale frames, other sources, the plan."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from libero_workcell import ros_msgs
+from libero_workcell.contract import ARM_JOINT_NAMES, CAMERA_NAMES, SOURCE_EXPERT, SOURCE_TELEOP, Qos, Topics
+from libero_workcell.libero_format import read_demos
+from libero_workcell.ros_qos import qos
+
+pytestmark = pytest.mark.ros
+rclpy = pytest.importorskip("rclpy")
+
+
+@pytest.fixture
+def graph(tmp_path):
+    """A recorder node and a feeder node on one executor; yields (recorder, feeder, spin)."""
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import Image, JointState
+
+    from recorder.node import RecorderNode
+
+    def make(**params):
+        args = ["--ros-args", "-p", f"out_path:={tmp_path / 'd2s.hdf5'}"]
+        for k, v in params.items():
+            args += ["-p", f"{k}:={v}"]
+        rclpy.init(args=args)
+        rec = RecorderNode()
+        feeder = rclpy.create_node("feeder")
+        pubs = {
+            "state": feeder.create_publisher(JointState, Topics.ROBOT_STATE, qos(Qos.STATE)),
+            "joints": feeder.create_publisher(JointState, Topics.JOINT_STATES, qos(Qos.STATE)),
+            "action": feeder.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND)),
+            **{c: feeder.create_publisher(Image, Topics.image(c), qos(Qos.SENSOR)) for c in CAMERA_NAMES},
+        }
+        ex = SingleThreadedExecutor()
+        ex.add_node(rec)
+        ex.add_node(feeder)
+
+        def spin(seconds: float = 0.05) -> None:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                ex.spin_once(timeout_sec=0.005)
+
+        made.append((ex, rec, feeder))
+        spin(0.5)  # discovery
+        return rec, pubs, spin
+
+    made: list = []
+    yield make
+    for ex, rec, feeder in made:
+        rec.shutdown()
+        ex.shutdown()
+        rec.destroy_node()
+        feeder.destroy_node()
+    rclpy.try_shutdown()
+
+
+def feed(pubs, spin, t: float, action_source: str = SOURCE_TELEOP, wrist_age: float = 0.0, state_age: float = 0.0):
+    state = np.array([0.3 + t * 0.01, 0.0, 0.3, np.pi, 0.0, 0.0, 0.2])
+    pubs["state"].publish(ros_msgs.state_msg(state, t - state_age))
+    pubs["joints"].publish(ros_msgs.joint_state_msg(ARM_JOINT_NAMES, np.full(6, 0.1), t))
+    for cam in CAMERA_NAMES:
+        img = np.full((256, 256, 3), 50 if cam == "external" else 150, np.uint8)
+        img[int(t * 20) % 256] = 255
+        pubs[cam].publish(ros_msgs.image_msg(img, t - (wrist_age if cam == "wrist" else 0.01), cam))
+    spin(0.02)
+    pubs["action"].publish(ros_msgs.action_msg([0.1, 0, 0, 0, 0, 0, -1], action_source, t + 0.005))
+    spin(0.03)
+
+
+def wait_saved(rec, spin, n: int) -> None:
+    end = time.monotonic() + 10
+    while (len(rec.saved) < n or rec.saving) and time.monotonic() < end:
+        spin(0.05)
+    assert len(rec.saved) == n, rec.saved
+
+
+def test_teleop_actions_are_paired_and_stale_frames_counted(graph, tmp_path) -> None:
+    from std_srvs.srv import Trigger
+
+    rec, pubs, spin = graph()
+    assert rec._srv_start(Trigger.Request(), Trigger.Response()).success
+    t0 = time.time()
+    for i in range(10):
+        feed(pubs, spin, t0 + i * 0.05, wrist_age=0.5 if i >= 6 else 0.0)  # the wrist camera stalls at step 6
+    feed(pubs, spin, t0 + 0.55, action_source=SOURCE_EXPERT)  # another source's action: not recorded
+    feed(pubs, spin, t0 + 0.60, state_age=0.5)  # no fresh state for this action: not recorded
+    res = rec._srv_save(Trigger.Request(), Trigger.Response())
+    assert res.success and "10 steps" in res.message
+    assert not rec._srv_save(Trigger.Request(), Trigger.Response()).success  # nothing open any more
+    wait_saved(rec, spin, 1)
+    assert rec.saved[0].stale_frames == {"agentview_rgb": 0, "eye_in_hand_rgb": 4}
+    d = read_demos(tmp_path / "d2s.hdf5", images=True).demos[0]
+    assert d.num_samples == 10 and d.joint_states.shape == (10, 6)
+    np.testing.assert_allclose(d.ee_pos[:, 0], [0.3 + (t0 + i * 0.05) * 0.01 for i in range(10)])
+    assert d.images["agentview_rgb"][0, 0, 0, 0] == 50 and d.images["eye_in_hand_rgb"][0, 0, 0, 0] == 150
+    assert json.loads(d.attrs["stale_frames"]) == {"agentview_rgb": 0, "eye_in_hand_rgb": 4}
+
+
+def test_discard_and_a_second_start_while_recording(graph, tmp_path) -> None:
+    from std_srvs.srv import Trigger
+
+    rec, pubs, spin = graph()
+    assert rec._srv_start(Trigger.Request(), Trigger.Response()).success
+    again = rec._srv_start(Trigger.Request(), Trigger.Response())
+    assert not again.success and "already recording" in again.message
+    feed(pubs, spin, time.time())
+    assert rec._srv_discard(Trigger.Request(), Trigger.Response()).success
+    assert rec.session.num_demos == 0 and not list((tmp_path / "d2s_episodes").glob("*.partial"))
+
+
+def test_with_the_plan_each_demo_records_the_configuration_to_set_up(graph, tmp_path) -> None:
+    from std_srvs.srv import Trigger
+
+    from recorder.collection_plan import CollectionPlan
+
+    rec, pubs, spin = graph(plan_per_config=1)
+    plan = CollectionPlan(1)
+    for n in range(2):
+        assert rec._srv_start(Trigger.Request(), Trigger.Response()).success
+        t0 = time.time()
+        feed(pubs, spin, t0)
+        feed(pubs, spin, t0 + 0.05)
+        assert rec._srv_save(Trigger.Request(), Trigger.Response()).success
+        wait_saved(rec, spin, n + 1)
+    demos = read_demos(tmp_path / "d2s.hdf5").demos
+    assert [json.loads(d.attrs["slot_permutation"]) for d in demos] == [
+        list(c.slot_permutation) for c in plan.configurations[:2]
+    ]
+    assert demos[1].attrs["belt_speed"] == plan.configurations[1].belt_speed
+    assert plan.next([d.attrs for d in demos]) == plan.configurations[2]
