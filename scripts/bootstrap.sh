@@ -39,11 +39,17 @@ fi
 [ -n "$py" ] || { echo "bootstrap: Python 3.11 is required (the ros-kilted wheels are cp311)" >&2; exit 1; }
 
 [ -x .venv/bin/python ] || "$py" -m venv .venv
-stamp=.venv/.bootstrap-$(cat "$req" requirements.txt setup.py | sha256sum | cut -c1-16)
+extras=()
+[ "$req" = requirements-dev.txt ] && extras=(requirements-export.txt)   # the LeRobot export and its test
+stamp=.venv/.bootstrap-$(cat "$req" requirements.txt setup.py "${extras[@]}" | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "bootstrap: installing $req into .venv (first run takes a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r "$req"
+  for extra in "${extras[@]}"; do
+    .venv/bin/python -m pip install -q -r "$extra"
+    .venv/bin/python -m pip install -q --no-deps lerobot==0.3.3   # requirements-export.txt says why
+  done
   .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
   rm -f .venv/.bootstrap-*
   touch "$stamp"

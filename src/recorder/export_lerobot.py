@@ -1,0 +1,203 @@
+"""Export recorded demos to a LeRobot dataset, laid out as openpi's LIBERO converter lays it out.
+
+``python -m recorder.export_lerobot DEMOS... --out ROOT [--repo-id local/d2s] [--images libero|upright]``
+reads LIBERO-layout files (a folder's ``*.hdf5``, or files; each demo once, its images frame by frame) and
+writes one LeRobot episode per demo with LeRobot's own dataset code (``lerobot`` 0.3.3, codebase v2.1, the
+format openpi's pinned LeRobot reads): features ``image`` and ``wrist_image`` (256 x 256 x 3, stored as
+images, not video), ``state`` (the contract's 7-D state: TCP position, axis-angle, gripper coordinate,
+float32), ``actions`` (7, float32), the task text per frame (the demo's instruction; with a preference the
+LIBERO-PeRM prompt), fps = the demo's control rate.
+
+Images: ``--images libero`` (default) writes the LIBERO policy convention, the one inference uses
+(libero_workcell.image_convention.policy_view: openpi's 180-degree rotation of the raw simulator image,
+i.e. the upright image mirrored left to right), from whatever convention the file names in
+``env_args["images"]``; ``--images upright`` writes them upright.
+
+LeRobot is an optional dependency (``requirements-export.txt``, installed by ``scripts/bootstrap.sh --dev``);
+without it the command says how to install it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import h5py
+import numpy as np
+
+from libero_workcell.contract import STATE_DIM, format_prompt
+from libero_workcell.image_convention import convention_of, policy_view, to_upright
+from libero_workcell.libero_format import demo_order
+
+IMAGE_OUT: Final = ("libero", "upright")
+ROBOT_TYPE: Final = "aubo_i5h"
+_IMG = {"dtype": "image", "shape": (256, 256, 3), "names": ["height", "width", "channel"]}
+FEATURES: Final = {
+    "image": _IMG,
+    "wrist_image": dict(_IMG),
+    "state": {"dtype": "float32", "shape": (STATE_DIM,), "names": ["state"]},
+    "actions": {"dtype": "float32", "shape": (7,), "names": ["actions"]},
+}
+CAMERA_FEATURES: Final = {"agentview_rgb": "image", "eye_in_hand_rgb": "wrist_image"}
+
+
+class ExportError(RuntimeError):
+    pass
+
+
+def lerobot_dataset_class() -> Any:
+    """LeRobot's ``LeRobotDataset``, importable on a CPU-only machine.
+
+    PyPI's torchvision wheels are CUDA builds: beside the CPU torch their compiled ops cannot load and
+    ``import torchvision`` fails on its fake registration of ``torchvision::nms``. LeRobot's dataset code
+    needs only torchvision's Python transforms, so the two op schemas that registration expects are
+    declared first (torchvision.ops.nms itself stays unusable; nothing here calls it)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local root: never the Hub
+    try:
+        import torch
+    except ImportError:
+        raise ExportError("LeRobot export needs requirements-export.txt: scripts/bootstrap.sh --dev") from None
+    try:
+        import torchvision
+    except RuntimeError as exc:
+        if "torchvision::nms" not in str(exc):
+            raise
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+        lib = torch.library.Library("torchvision", "DEF")
+        lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        lerobot_dataset_class._keep = lib  # type: ignore[attr-defined]  # the schemas live as long as the library
+        import torchvision
+    del torchvision  # imported for its side effect: LeRobot's own import of it now works
+    try:
+        from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    except ImportError:
+        raise ExportError("LeRobot export needs lerobot 0.3.3: scripts/bootstrap.sh --dev") from None
+    return LeRobotDataset
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    root: Path
+    episodes: int
+    frames: int
+    seconds: float
+
+    @property
+    def frames_per_second(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else float("nan")
+
+
+def demo_files(sources: Sequence[str | Path]) -> list[Path]:
+    """The files to export: each folder's ``*.hdf5`` (not its ``*_episodes`` folders, which the index links)."""
+    files: list[Path] = []
+    for src in map(Path, sources):
+        if src.is_dir():
+            files += sorted(p for p in src.glob("*.hdf5") if p.is_file())
+        elif src.is_file():
+            files.append(src)
+        else:
+            raise ExportError(f"{src}: no such file or folder")
+    if not files:
+        raise ExportError(f"no .hdf5 demo files in {[str(s) for s in sources]}")
+    return files
+
+
+def _episodes(path: Path, images: str) -> Iterator[tuple[str, float, list[dict[str, Any]]]]:
+    """(task text, fps, frames) per demo of ``path``, frames produced one by one."""
+    with h5py.File(path, "r") as f:
+        data = f["data"]
+        env_args = json.loads(data.attrs["env_args"])
+        problem = json.loads(data.attrs.get("problem_info", "{}"))
+        stored = convention_of(env_args)
+        for name in sorted(data, key=demo_order):
+            g = data[name]
+            a = g.attrs
+            task = str(a.get("language_instruction", "") or problem.get("language_instruction", ""))
+            if not task:
+                raise ExportError(f"{path}:{name}: no language instruction (demo attrs or problem_info)")
+            preference = a.get("preference")
+            prompt = format_prompt(task, str(preference) if preference else None)
+            fps = float(a.get("control_hz", env_args.get("control_freq", 20.0)))
+            obs = g["obs"]
+            state = np.concatenate([obs["ee_pos"][:], obs["ee_ori"][:], obs["gripper_states"][:, :1]], axis=1)
+            actions = g["actions"][:]
+            view = (lambda im: policy_view(im, stored)) if images == "libero" else (lambda im: to_upright(im, stored))
+
+            def frames(obs=obs, state=state, actions=actions, view=view) -> Iterator[dict[str, Any]]:
+                for t in range(len(actions)):
+                    frame = {out: np.ascontiguousarray(view(obs[key][t])) for key, out in CAMERA_FEATURES.items()}
+                    frame["state"] = state[t].astype(np.float32)
+                    frame["actions"] = actions[t].astype(np.float32)
+                    yield frame
+
+            yield prompt, fps, frames()
+
+
+def export(
+    sources: Sequence[str | Path], root: str | Path, repo_id: str = "local/d2s", images: str = "libero",
+    image_writer_threads: int = 2,
+) -> ExportSummary:  # fmt: skip
+    """Write every demo of ``sources`` as a LeRobot dataset at ``root`` (which must not exist)."""
+    if images not in IMAGE_OUT:
+        raise ExportError(f"images must be one of {IMAGE_OUT}, got {images!r}")
+    root = Path(root)
+    if root.exists():
+        raise ExportError(f"{root} exists: LeRobot writes a new dataset (choose a new --out)")
+    files = demo_files(sources)
+    dataset_class = lerobot_dataset_class()
+    started = time.monotonic()
+    ds = None
+    episodes = frames = 0
+    for path in files:
+        for prompt, fps, steps in _episodes(path, images):
+            if ds is None:
+                ds = dataset_class.create(
+                    repo_id=repo_id, root=root, fps=round(fps), robot_type=ROBOT_TYPE, features=FEATURES,
+                    use_videos=False, image_writer_threads=image_writer_threads, image_writer_processes=0,
+                )  # fmt: skip
+                task_argument = "task" in inspect.signature(ds.add_frame).parameters
+            elif round(fps) != ds.fps:
+                raise ExportError(f"{path}: demos at {fps:g} Hz and at {ds.fps} Hz cannot share one dataset")
+            for frame in steps:
+                if task_argument:
+                    ds.add_frame(frame, task=prompt)
+                else:  # LeRobot's v2.1 / v3.0 API: the task in the frame
+                    ds.add_frame({**frame, "task": prompt})
+                frames += 1
+            ds.save_episode()
+            episodes += 1
+    if ds is not None and hasattr(ds, "finalize"):
+        ds.finalize()
+    return ExportSummary(root, episodes, frames, time.monotonic() - started)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sources", nargs="+", help="LIBERO-layout .hdf5 files or folders of them")
+    ap.add_argument("--out", required=True, type=Path, help="the new LeRobot dataset's root folder")
+    ap.add_argument("--repo-id", default="local/d2s")
+    ap.add_argument("--images", choices=IMAGE_OUT, default="libero")
+    args = ap.parse_args(argv)
+    try:
+        s = export(args.sources, args.out, args.repo_id, args.images)
+    except ExportError as exc:
+        print(f"export: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"{s.root}: {s.episodes} episodes, {s.frames} frames in {s.seconds:.1f} s ({s.frames_per_second:.0f} frames/s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,94 @@
+"""The LeRobot export: demos in, a LeRobot dataset out, read back with LeRobot's own loader.
+
+The images carry an asymmetric glyph, so a missing or doubled flip cannot pass: in the LIBERO policy
+convention the upright image is mirrored left to right (HARDWARE.md, "Image conventions").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from libero_workcell.image_convention import ENV_ARGS_TEXT, ROBOSUITE_RAW, UPRIGHT, stored
+from libero_workcell.libero_format import Demo, write_demo_file
+from recorder.export_lerobot import ExportError, demo_files, export, lerobot_dataset_class
+
+pytest.importorskip("lerobot")
+TASK = "pick up the red gear blank and place it in the tray"
+
+
+def upright_glyph(t: int, camera: int) -> np.ndarray:
+    """Upright: a bright block top-left, a thin bar along the top edge, a per-step stripe further down."""
+    img = np.full((256, 256, 3), 30 + 80 * camera, np.uint8)
+    img[10:60, 10:60] = 250  # top-left block
+    img[0:4, :] = 120  # top edge
+    img[100 + t, :, 1] = 200  # which step this is
+    return img
+
+
+def write_demos(path, convention: str, n_demos: int = 2, steps: int = 6, preference: str | None = None):
+    demos = []
+    extra = {"preference": preference} if preference else {}
+    for d in range(n_demos):
+        ups = {k: np.stack([upright_glyph(t, c) for t in range(steps)]) for c, k in
+               enumerate(("agentview_rgb", "eye_in_hand_rgb"))}  # fmt: skip
+        demos.append(Demo(
+            f"demo_{d}", np.tile(np.linspace(-0.5, 0.5, 7), (steps, 1)) * (d + 1),
+            np.tile([0.3, 0.0, 0.3 + 0.01 * d], (steps, 1)), np.tile([np.pi, 0, 0], (steps, 1)),
+            np.full((steps, 1), 0.25), np.zeros((steps, 6)), np.zeros((steps, 7)),
+            images={k: np.stack([stored(im, convention) for im in v]) for k, v in ups.items()},
+            attrs={"language_instruction": TASK, "control_hz": 20.0, **extra},
+        ))  # fmt: skip
+    env_args = {"env_name": "libero_industry_workcell_d2s", "images": ENV_ARGS_TEXT[convention]}
+    write_demo_file(path, demos, {"language_instruction": TASK}, env_args)
+    return demos
+
+
+def load(root):
+    return lerobot_dataset_class()("local/d2s", root=root)
+
+
+def as_uint8(chw) -> np.ndarray:
+    return np.round(chw.numpy().transpose(1, 2, 0) * 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize("convention", [ROBOSUITE_RAW, UPRIGHT])
+def test_demos_export_in_openpis_layout_and_read_back_with_lerobots_loader(tmp_path, convention) -> None:
+    write_demos(tmp_path / "demos.hdf5", convention)
+    summary = export([tmp_path], tmp_path / "lerobot")
+    assert summary.episodes == 2 and summary.frames == 12
+    ds = load(tmp_path / "lerobot")
+    assert ds.fps == 20 and ds.meta.total_episodes == 2 and len(ds) == 12
+    assert set(ds.features) >= {"image", "wrist_image", "state", "actions"}
+    item = ds[7]  # demo_1, step 1
+    assert item["task"] == TASK and int(item["episode_index"]) == 1 and int(item["frame_index"]) == 1
+    np.testing.assert_allclose(item["state"].numpy(), [0.3, 0.0, 0.31, np.pi, 0, 0, 0.25], atol=1e-6)
+    np.testing.assert_allclose(item["actions"].numpy(), np.linspace(-0.5, 0.5, 7) * 2, atol=1e-6)
+    image = as_uint8(item["image"])
+    expected = upright_glyph(1, 0)[:, ::-1]  # LIBERO's convention: the upright image mirrored left to right
+    np.testing.assert_array_equal(image, expected)
+    assert image[30, 230, 0] == 250 and image[30, 30, 0] != 250  # the block now top-right, the edge still on top
+    assert image[1, 128, 0] == 120 and image[101, 5, 1] == 200
+    np.testing.assert_array_equal(as_uint8(item["wrist_image"]), upright_glyph(1, 1)[:, ::-1])
+
+
+def test_upright_export_and_the_preference_prompt(tmp_path) -> None:
+    write_demos(tmp_path / "demos.hdf5", ROBOSUITE_RAW, n_demos=1, preference="place the gear first")
+    export([tmp_path / "demos.hdf5"], tmp_path / "lerobot", images="upright")
+    item = load(tmp_path / "lerobot")[0]
+    np.testing.assert_array_equal(as_uint8(item["image"]), upright_glyph(0, 0))
+    assert item["task"] == f"Task: {TASK}. Preference: place the gear first."
+
+
+def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path) -> None:
+    with pytest.raises(ExportError, match="no such file"):
+        demo_files([tmp_path / "missing"])
+    with pytest.raises(ExportError, match=r"no \.hdf5"):
+        demo_files([tmp_path])
+    write_demos(tmp_path / "demos.hdf5", ROBOSUITE_RAW, n_demos=1)
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(ExportError, match="exists"):
+        export([tmp_path], tmp_path / "taken")
+    with pytest.raises(ExportError, match="images must be"):
+        export([tmp_path], tmp_path / "new", images="sideways")
+    assert not (tmp_path / "new").exists()
