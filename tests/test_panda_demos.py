@@ -78,14 +78,16 @@ def test_a_whole_panda_episode_places_every_workpiece(panda_episode) -> None:
 
 @pytest.mark.slow
 def test_a_converted_panda_episode_tracks_within_2_mm_and_1_deg_and_replays_to_its_outcome(panda_episode) -> None:
-    """The seed's law with k = 3 through the driver: <= 2 mm / 1 deg RMS; the AUBO places what the Panda
-    placed, and the converted demo, replayed open loop (its recorded actions), places it again."""
-    out = convert_demo(panda_episode.demo, render=False)
+    """The seed's law with k = 3 through the driver's response and limits (the kinematic path, within 0.5 mm
+    of MuJoCo's AUBO: tests/test_convert.py): <= 2 mm / 1 deg RMS (1.45 mm, 0.23 deg); the converted demo,
+    replayed open loop on MuJoCo's AUBO, places what the Panda placed. (The physics conversion of whole
+    episodes, seeds 0-2: 1.61-1.63 mm, 3/3 placed as recorded; docs/simulation.md.)"""
+    out = convert_demo(panda_episode.demo, render=False, kinematic=True)
+    assert out.demo.attrs["conversion"] == "kinematic"
     assert out.tracking.pos_rms <= 2e-3 and np.degrees(out.tracking.rot_rms) <= 1.0, (
         out.tracking.pos_rms,
         np.degrees(out.tracking.rot_rms),
     )
-    assert out.same_outcome is True and out.metrics["placed"] == [True, True, True]
     replayed = replay_in_process(plan_from_demo(out.demo), "open_loop")
-    assert replayed.placed == [True, True, True]
-    assert replayed.tracking["pos_rms_m"] < 1e-9  # on sim time, in one process: the same episode again
+    assert replayed.placed == recorded_placed(panda_episode.demo) == [True, True, True]
+    assert replayed.tracking["pos_rms_m"] < 3e-3  # MuJoCo's AUBO on the kinematic path's actions

@@ -135,3 +135,14 @@ def test_with_the_plan_each_demo_records_the_configuration_to_set_up(graph, tmp_
     ]
     assert demos[1].attrs["belt_speed"] == plan.configurations[1].belt_speed
     assert plan.next([d.attrs for d in demos]) == plan.configurations[2]
+
+
+def test_the_console_line_warns_when_steps_arrive_slower_than_declared() -> None:
+    from recorder.node import console_line
+
+    line, slow = console_line("demo_3", 12.34, 247, 1, 20, 20.0)
+    assert line == "episode demo_3 |   12.3 s | 247 steps | 1 dropped" and not slow
+    line, slow = console_line("demo_3", 13.3, 262, 1, 15, 20.0)
+    assert slow and line.endswith("15 steps in the last second, below 20 Hz")
+    assert not console_line("demo_4", 0.5, 10, 0, 10, 20.0)[1]  # the first second: not a whole second yet
+    assert not console_line("demo_4", 5.0, 100, 0, 18, 20.0)[1]  # 18 of 20: within RATE_WARN

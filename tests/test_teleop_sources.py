@@ -154,3 +154,28 @@ def test_a_session_round_trips_through_its_json(tmp_path) -> None:
     t = load_session(again)
     np.testing.assert_array_equal(t.pos, s.pos) and np.testing.assert_array_equal(t.quat, s.quat)
     assert t.buttons == s.buttons and t.description == "test"
+
+
+@pytest.mark.slow
+def test_the_shipped_scripted_session_does_the_whole_d2s_task_in_its_world() -> None:
+    """config/teleop/d2s_scripted_session.json through the teleop core on the simulated workcell (sim time,
+    one process), in the task it was made for: all three workpieces placed."""
+    from libero_workcell.bringup import find_config_file
+    from libero_workcell.contract import SOURCE_TELEOP
+    from libero_workcell.task import TaskSpec
+    from sim_bridge.episode import make_sim_rig
+
+    script = load_session(find_config_file("config/teleop/d2s_scripted_session.json"))
+    spec = TaskSpec.from_dict(script.task)
+    rig = make_sim_rig(spec, active_source=SOURCE_TELEOP)
+    source, core = ScriptedSource(script, clock=lambda: rig.world.sim_time), TeleopCore()
+    presses = []
+    try:
+        while (sample := source.read()) is not None:
+            step = core.step(sample, rig.driver.status().state7, rig.world.sim_time)
+            presses += step.presses
+            rig.act(step.action, SOURCE_TELEOP, "scripted teleop")
+        placed = rig.world.evaluate()["placed"]
+    finally:
+        rig.world.close()
+    assert placed == [True, True, True] and presses == [Button.A, Button.A]  # record ... save

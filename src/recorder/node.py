@@ -48,6 +48,14 @@ from recorder.step import RecordedStep
 RATE_WARN: float = 0.9  # warn when steps arrive below this fraction of control_hz
 
 
+def console_line(name: str, duration: float, steps: int, dropped: int, last_second: int, hz: float) -> tuple[str, bool]:
+    """The once-a-second line while recording, and whether it is a warning: fewer steps in the last second
+    than RATE_WARN of the declared rate (once a whole second has been recorded)."""
+    line = f"episode {name} | {duration:6.1f} s | {steps} steps | {dropped} dropped"
+    slow = steps > last_second and last_second < RATE_WARN * hz
+    return (f"{line} | {last_second} steps in the last second, below {hz:g} Hz" if slow else line), slow
+
+
 class RecorderNode(Node):
     def __init__(self) -> None:
         super().__init__("recorder")
@@ -260,13 +268,9 @@ class RecorderNode(Node):
         with self._lock:
             w = self._writer
         if w is not None:
-            rate = w.steps - self._steps_at_report
-            self._steps_at_report = w.steps
-            line = f"episode {w.name} | {w.duration:6.1f} s | {w.steps} steps | {w.dropped_steps()} dropped"
-            if w.steps > rate > 0 and rate < RATE_WARN * self.hz:
-                self.get_logger().warning(f"{line} | {rate} steps in the last second, below {self.hz:g} Hz")
-            else:
-                self.get_logger().info(line)
+            last, self._steps_at_report = w.steps - self._steps_at_report, w.steps
+            line, slow = console_line(w.name, w.duration, w.steps, w.dropped_steps(), last, self.hz)
+            (self.get_logger().warning if slow else self.get_logger().info)(line)
         self._publish_status()
 
     @property
