@@ -27,7 +27,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from libero_workcell.libero_format import Demo, LiberoFormatError, demo_order, read_demos, write_demo_file
+from libero_workcell.libero_format import Demo, LiberoFormatError, demo_files, demo_order, read_demos, write_demo_file
 from sim_bridge.aubo_demos import ENV_ARGS as AUBO_ENV_ARGS
 from sim_bridge.replay import recorded_placed
 
@@ -40,20 +40,6 @@ class Job:
     source: Path
     demo: str
     out: Path
-
-
-def demo_files(inputs: Sequence[Path]) -> list[Path]:
-    files: list[Path] = []
-    for item in inputs:
-        if item.is_dir():
-            files += sorted(item.glob("*.hdf5"))
-        elif item.is_file():
-            files.append(item)
-        else:
-            raise FileNotFoundError(f"{item}: no such file or folder")
-    if not files:
-        raise FileNotFoundError(f"no .hdf5 demo files in {[str(i) for i in inputs]}")
-    return files
 
 
 def plan_jobs(inputs: Sequence[Path], out: Path) -> Iterator[Job]:

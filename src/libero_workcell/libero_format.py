@@ -67,6 +67,23 @@ class DemoFile:
     demos: list[Demo]
 
 
+def demo_files(sources: Sequence[str | Path]) -> list[Path]:
+    """LIBERO-layout files named by ``sources``: each folder's ``*.hdf5`` (sorted; not its subfolders, such as a
+    recorder's ``*_episodes``, which its index links), and files as given. FileNotFoundError for a missing
+    source or when there are none."""
+    files: list[Path] = []
+    for src in map(Path, sources):
+        if src.is_dir():
+            files += sorted(p for p in src.glob("*.hdf5") if p.is_file())
+        elif src.is_file():
+            files.append(src)
+        else:
+            raise FileNotFoundError(f"{src}: no such file or folder")
+    if not files:
+        raise FileNotFoundError(f"no .hdf5 demo files in {[str(s) for s in sources]}")
+    return files
+
+
 def demo_order(name: str) -> tuple[int, str]:
     """Sort key of demo names: demo_2 before demo_10 (LIBERO's numbering), other names after."""
     tail = name.rsplit("_", 1)[-1]

@@ -214,12 +214,20 @@ class TaskSpec:
     @property
     def language_instruction(self) -> str:
         """LIBERO-style task sentence, derived from the spec."""
-        arriving = [WORKPIECE_CATALOG[w].description for w in self.workpieces]
-        order = [WORKPIECE_CATALOG[self.workpieces[j]].description for j in self.slot_permutation]
         return (
-            f"pick up the {_words(arriving)} from the moving conveyor and place them in the tray "
-            f"from left to right: {_words(order)}"
+            f"pick up the {_words(self.arriving_words)} from the moving conveyor and place them in the tray "
+            f"from left to right: {_words(self.tray_words)}"
         )
+
+    @property
+    def arriving_words(self) -> list[str]:
+        """The workpieces in arrival order, as the instruction names them."""
+        return [WORKPIECE_CATALOG[w].description for w in self.workpieces]
+
+    @property
+    def tray_words(self) -> list[str]:
+        """The workpieces in their tray slots, left to right (as the external camera sees the tray)."""
+        return [WORKPIECE_CATALOG[self.workpieces[j]].description for j in self.slot_permutation]
 
     @property
     def prompt(self) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from libero_workcell.task import COMBINATIONS, PERMUTATIONS, WORKPIECE_CATALOG, TaskSpec
+from libero_workcell.task import COMBINATIONS, PERMUTATIONS, TaskSpec
 
 SPEEDS: Final = (0.03, 0.05)  # m/s, the study's belt speeds
 LEVEL: Final = 1  # the tray (Level 1)
@@ -59,11 +59,9 @@ class Configuration:
     def setup(self) -> str:
         """What the operator sets up, in words."""
         s = self.spec
-        names = [WORKPIECE_CATALOG[w].description for w in s.workpieces]
-        tray = [WORKPIECE_CATALOG[s.workpieces[j]].description for j in self.slot_permutation]
         return (
-            f"combination {self.combination}: feed {', '.join(names)} (in that order) at {self.belt_speed} m/s; "
-            f"tray left to right: {', '.join(tray)}"
+            f"combination {self.combination}: feed {', '.join(s.arriving_words)} (in that order) at "
+            f"{self.belt_speed} m/s; tray left to right: {', '.join(s.tray_words)}"
         )
 
     @classmethod

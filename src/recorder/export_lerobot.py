@@ -33,6 +33,7 @@ from typing import Any, Final
 import h5py
 import numpy as np
 
+from libero_workcell import libero_format
 from libero_workcell.contract import STATE_DIM, format_prompt
 from libero_workcell.image_convention import convention_of, policy_view, to_upright
 from libero_workcell.libero_format import demo_order
@@ -98,18 +99,11 @@ class ExportSummary:
 
 
 def demo_files(sources: Sequence[str | Path]) -> list[Path]:
-    """The files to export: each folder's ``*.hdf5`` (not its ``*_episodes`` folders, which the index links)."""
-    files: list[Path] = []
-    for src in map(Path, sources):
-        if src.is_dir():
-            files += sorted(p for p in src.glob("*.hdf5") if p.is_file())
-        elif src.is_file():
-            files.append(src)
-        else:
-            raise ExportError(f"{src}: no such file or folder")
-    if not files:
-        raise ExportError(f"no .hdf5 demo files in {[str(s) for s in sources]}")
-    return files
+    """The files to export (libero_format.demo_files), as an export error."""
+    try:
+        return libero_format.demo_files(sources)
+    except FileNotFoundError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def _episodes(path: Path, images: str) -> Iterator[tuple[str, float, list[dict[str, Any]]]]:
