@@ -118,17 +118,9 @@ def find_graph(name: str | os.PathLike[str] = DEFAULT_GRAPH) -> Path:
     for the first of :func:`_config_dirs` that has it.
     """
     given = Path(name)
-    if given.is_file():
-        return given.resolve()
-    if given.name != str(name):
+    if not given.is_file() and given.name != str(name):
         raise FileNotFoundError(f"graph file not found: {given}")
-    searched = []
-    for config in _config_dirs():
-        candidate = config / given.name
-        if candidate.is_file():
-            return candidate
-        searched.append(str(candidate))
-    raise FileNotFoundError(f"graph {given.name!r} not found in: " + ", ".join(searched))
+    return find_config_file(given)
 
 
 # --------------------------------------------------------------------------
