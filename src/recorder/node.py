@@ -153,12 +153,12 @@ class RecorderNode(Node):
         if state is None or joints is None or sent - state[0] > self.max_state_age or set(frames) != set(CAMERA_NAMES):
             return  # no fresh observation for this action: nothing recorded (a dropped step)
         stamp, s7 = state
-        keys = {cam: CAMERA_IMAGE_KEYS[cam] for cam in CAMERA_NAMES}
+        key = CAMERA_IMAGE_KEYS
         step = RecordedStep(
             stamp=stamp, ee_pos=s7[:3], ee_ori=s7[3:6], gripper=float(s7[6]), joints=joints, action=action,
-            action_time=sent, images={keys[c]: stored(frames[c][1], self.convention) for c in CAMERA_NAMES},
-            image_stamps={keys[c]: frames[c][0] for c in CAMERA_NAMES},
-            stale=frozenset(keys[c] for c in CAMERA_NAMES if stamp - frames[c][0] > self.max_frame_age),
+            action_time=sent, images={key[c]: stored(frames[c][1], self.convention) for c in CAMERA_NAMES},
+            image_stamps={key[c]: frames[c][0] for c in CAMERA_NAMES},
+            stale=frozenset(key[c] for c in CAMERA_NAMES if stamp - frames[c][0] > self.max_frame_age),
         )  # fmt: skip
         try:
             writer.add(step)
@@ -179,8 +179,7 @@ class RecorderNode(Node):
             self.task = config.attrs()
             self.get_logger().info(f"plan: recording {config.setup()}")
         try:
-            attrs = {**self.task, "language_instruction": self.task.get("language_instruction", "")}
-            writer = EpisodeWriter(self.session, attrs, tuple(CAMERA_IMAGE_KEYS[c] for c in CAMERA_NAMES), self.hz)
+            writer = EpisodeWriter(self.session, self.task, tuple(CAMERA_IMAGE_KEYS[c] for c in CAMERA_NAMES), self.hz)
         except RecorderError as exc:
             res.success, res.message = False, str(exc)
             self._fail(str(exc))
@@ -201,8 +200,6 @@ class RecorderNode(Node):
             return res
         for key, value in self.task.items():  # the task may have become known after the start (sim discovery)
             writer.attrs.setdefault(key, value)
-        if self.task.get("language_instruction") and not writer.attrs.get("language_instruction"):
-            writer.attrs["language_instruction"] = self.task["language_instruction"]
         if self._sim_metrics and "placed" in self._sim_metrics:  # sim: the outcome, as replay compares it
             m = self._sim_metrics
             writer.attrs.update({"placed": [bool(x) for x in m["placed"]], "SR": m.get("SR"), "PCR_T": m.get("PCR_T")})
@@ -232,7 +229,6 @@ class RecorderNode(Node):
             self._fail(str(exc))
             return
         self.saved.append(saved)
-        self._saving = [t for t in self._saving if t is not threading.current_thread()]
         self.get_logger().info(
             f"saved {saved.name}: {saved.num_samples} steps, {saved.duration:.1f} s, {saved.dropped_steps} dropped, "
             f"stale frames {saved.stale_frames}, in {saved.save_latency:.2f} s; {self.session.num_demos} demos"
@@ -275,8 +271,8 @@ class RecorderNode(Node):
 
     @property
     def saving(self) -> int:
-        """Saves still running."""
-        return sum(t.is_alive() for t in self._saving)
+        """Saves still running (a save reporting its own end does not count itself)."""
+        return sum(t.is_alive() and t is not threading.current_thread() for t in self._saving)
 
     def shutdown(self) -> None:
         for thread in self._saving:
