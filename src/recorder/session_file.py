@@ -61,6 +61,7 @@ class SessionFile:
         self.min_free_bytes = int(min_free_bytes)
         self.problem_info, self.env_args = dict(problem_info), dict(env_args)
         self._counts: dict[str, int] = {}  # demo name -> num_samples, in the index
+        self._attrs: dict[str, dict[str, Any]] = {}  # demo name -> its attributes, read once (demo_attrs)
         self._prepare()
         if self.path.exists():
             self._load()
@@ -99,12 +100,13 @@ class SessionFile:
         return f"demo_{max(used, default=-1) + 1}"
 
     def demo_attrs(self) -> list[dict[str, Any]]:
-        """Each listed demo's attributes (what the collection plan counts)."""
-        out = []
+        """Each listed demo's attributes (what the collection plan counts); a complete episode file never
+        changes, so each is read once."""
         for name in self.names:
-            with h5py.File(self.episode_path(name), "r") as f:
-                out.append(dict(f["data"][name].attrs))
-        return out
+            if name not in self._attrs:
+                with h5py.File(self.episode_path(name), "r") as f:
+                    self._attrs[name] = dict(f["data"][name].attrs)
+        return [self._attrs[name] for name in self.names]
 
     def check_space(self) -> None:
         free = shutil.disk_usage(self.episodes_dir).free
