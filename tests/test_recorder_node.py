@@ -146,3 +146,26 @@ def test_the_console_line_warns_when_steps_arrive_slower_than_declared() -> None
     assert slow and line.endswith("15 steps in the last second, below 20 Hz")
     assert not console_line("demo_4", 0.5, 10, 0, 10, 20.0)[1]  # the first second: not a whole second yet
     assert not console_line("demo_4", 5.0, 100, 0, 18, 20.0)[1]  # 18 of 20: within RATE_WARN
+
+
+def test_the_console_can_switch_between_info_and_warning(graph) -> None:
+    """rclpy refuses one call site logging at two severities: a slow second after a normal one must not kill
+    the recorder (it did, once the world paused at done)."""
+    from std_srvs.srv import Trigger
+
+    rec, pubs, spin = graph()
+    assert rec._srv_start(Trigger.Request(), Trigger.Response()).success
+    t0 = time.time()
+    for i in range(3):
+        feed(pubs, spin, t0 + i * 0.05)
+    rec._report()  # the first second: a normal line
+    feed(pubs, spin, t0 + 0.15)
+    rec._report()  # one step in a second, below 20 Hz: a warning from the same method
+    rec._report()  # and back
+
+
+def test_log_outcome_logs_success_and_failure_from_one_place(rclpy_node) -> None:
+    from libero_workcell.node_main import log_outcome
+
+    for ok in (True, False, True):
+        log_outcome(rclpy_node.get_logger(), ok, "outcome")  # (one call site, two severities, raised before)

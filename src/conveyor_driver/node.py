@@ -22,7 +22,7 @@ from conveyor_driver import io_backend, modbus_backend
 from conveyor_driver.driver import ConveyorBackend, ConveyorConfig, ConveyorDriver, ConveyorError
 from libero_workcell import ros_msgs
 from libero_workcell.contract import BELT_JOINT_NAME, Params, Qos, Services, Topics
-from libero_workcell.node_main import run_node
+from libero_workcell.node_main import log_outcome, run_node
 from libero_workcell.node_params import declare_config, fixed_at_startup, prefixed
 from libero_workcell.ros_qos import qos
 
@@ -105,14 +105,14 @@ class ConveyorNode(Node):
     def _trigger(self, handler):
         def serve(request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
             response.success, response.message = handler()
-            (self.get_logger().info if response.success else self.get_logger().error)(response.message)
+            log_outcome(self.get_logger(), response.success, response.message)
             return response
 
         return serve
 
     def _on_speed(self, msg: Float64) -> None:
         ok, text = self.driver.set_speed(msg.data)
-        (self.get_logger().info if ok else self.get_logger().error)(text)
+        log_outcome(self.get_logger(), ok, text)
 
     def _on_params(self, params) -> SetParametersResult:
         """Only belt_speed changes at run time; every other parameter is refused with the reason."""

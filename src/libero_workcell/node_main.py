@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from typing import Any
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
@@ -48,3 +49,12 @@ def run_node(
                 shutdown()
             node.destroy_node()
         rclpy.try_shutdown()
+
+
+def log_outcome(logger: Any, ok: bool, text: str) -> None:
+    """Log ``text`` as info when ``ok``, else as an error. rclpy refuses one call site logging at two
+    severities ("Logger severity cannot be changed between calls": the node dies), so each has its own."""
+    if ok:
+        logger.info(text)
+    else:
+        logger.error(text)

@@ -266,7 +266,10 @@ class RecorderNode(Node):
         if w is not None:
             last, self._steps_at_report = w.steps - self._steps_at_report, w.steps
             line, slow = console_line(w.name, w.duration, w.steps, w.dropped_steps(), last, self.hz)
-            (self.get_logger().warning if slow else self.get_logger().info)(line)
+            if slow:  # (rclpy refuses one call site logging at two severities: two calls)
+                self.get_logger().warning(line)
+            else:
+                self.get_logger().info(line)
         self._publish_status()
 
     @property

@@ -26,7 +26,7 @@ from std_srvs.srv import Trigger
 from libero_workcell import ros_msgs
 from libero_workcell.bringup import find_config_file
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_TELEOP, Params, Qos, Services, Topics
-from libero_workcell.node_main import run_node
+from libero_workcell.node_main import log_outcome, run_node
 from libero_workcell.node_params import declare_config, prefixed, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY, run_loop
 from libero_workcell.ros_qos import qos
@@ -200,8 +200,7 @@ class TeleopNode(Node):
 
         def done(future) -> None:
             res = future.result()
-            log = self.get_logger().info if res.success else self.get_logger().error
-            log(f"{command.value}: {res.message}")
+            log_outcome(self.get_logger(), res.success, f"{command.value}: {res.message}")
 
         client.call_async(Trigger.Request()).add_done_callback(done)
 
