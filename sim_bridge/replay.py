@@ -30,8 +30,9 @@ from aubo_bridge.kinematics import HOME_Q, fk, ik
 from libero_workcell.image_convention import ROBOSUITE_RAW, convention_of
 from libero_workcell.libero_format import Demo, LiberoFormatError, read_demos
 from libero_workcell.task import TaskSpec
+from libero_workcell.tracking_law import tracking_action
 from sim_bridge.panda.model import HAND_TO_GRIP_SITE
-from sim_bridge.retarget import TcpPath, path_from_demo, retarget_action
+from sim_bridge.retarget import TcpPath, path_from_demo
 
 OPEN_LOOP, CLOSED_LOOP = "open_loop", "closed_loop"
 REPLAY_MODES = (OPEN_LOOP, CLOSED_LOOP)
@@ -97,7 +98,7 @@ class ReplayPlan:
         if mode == OPEN_LOOP:
             return self.demo.actions[t].copy()
         nxt = min(t + 1, self.steps - 1)
-        return retarget_action(self.path.pos[nxt], self.path.R[nxt], pos, R, self.path.gripper[t])
+        return tracking_action(self.path.pos[nxt], self.path.R[nxt], pos, R, self.path.gripper[t])
 
 
 def plan_from_demo(demo: Demo, arm: ArmConfig | None = None, image_convention: str = ROBOSUITE_RAW) -> ReplayPlan:

@@ -26,7 +26,6 @@ from scipy.spatial.transform import Rotation
 from libero_workcell.libero_format import Demo
 from libero_workcell.tracking_law import TRACKING_GAIN, tracking_action
 
-RETARGET_GAIN = TRACKING_GAIN  # k, the seed's
 # m/s: the top TCP speed of a path the law follows closely. One step ahead, with k = 3, a path at v needs
 # goal offsets of ~4 v dt (LIBERO's response covers a quarter of the offset per step), which reach the
 # full-scale 0.05 m near 0.25 m/s; above that the action saturates and the follower falls behind.
@@ -35,14 +34,6 @@ FOLLOWABLE_SPEED = 0.18
 # v dt / 3 (the offset it holds is k times the lag plus one step, a quarter of which the response covers per
 # step): 1.3 mm at this speed, and starts, stops and corners add to it (whole Panda episodes: 1.6 mm RMS).
 CLOSE_SPEED = 0.08
-
-
-def retarget_action(
-    p_ref: np.ndarray, R_ref: np.ndarray, p: np.ndarray, R: np.ndarray, gripper: float, gain: float = RETARGET_GAIN
-) -> np.ndarray:
-    """The seed's law: one 7-D action driving the TCP (p, R) toward (p_ref, R_ref) (its one home:
-    libero_workcell.tracking_law, shared with teleoperation)."""
-    return tracking_action(p_ref, R_ref, p, R, gripper, gain)
 
 
 @dataclass(frozen=True)
@@ -93,7 +84,7 @@ def follow(
     path: TcpPath,
     observe: Callable[[], tuple[np.ndarray, np.ndarray]],
     step: Callable[[np.ndarray], None],
-    gain: float = RETARGET_GAIN,
+    gain: float = TRACKING_GAIN,
 ) -> Tracking:
     """Drive a follower along ``path`` (already in its frame): at step t, aim at the reference of t + 1.
 
@@ -103,7 +94,7 @@ def follow(
     actions, poses = [], [observe()]
     for t in range(len(path.pos) - 1):
         p, R = poses[-1]
-        a = retarget_action(path.pos[t + 1], path.R[t + 1], p, R, path.gripper[t], gain)
+        a = tracking_action(path.pos[t + 1], path.R[t + 1], p, R, path.gripper[t], gain)
         step(a)
         actions.append(a)
         poses.append(observe())

@@ -16,8 +16,9 @@ from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver
 from aubo_bridge.kinematics import HOME_Q, fk
 from libero_workcell.contract import SOURCE_POLICY
+from libero_workcell.tracking_law import TRACKING_GAIN, tracking_action
 from sim_bridge.response_reference import load_reference
-from sim_bridge.retarget import RETARGET_GAIN, TcpPath, follow, retarget_action
+from sim_bridge.retarget import TcpPath, follow
 
 SEQUENCES = {s.name: s for s in load_reference()}
 # The Lissajous path (y at 1 Hz, z at 2 Hz, 0.3 amplitude) reverses every 0.25 s: the one-step-ahead
@@ -27,15 +28,15 @@ POS_RMS = {"lissajous_yz_0.3": 3.0e-3}
 
 def test_the_law_is_k_times_the_error_over_the_scales_clipped() -> None:
     R = Rotation.from_rotvec([0.0, 0.0, 0.3]).as_matrix()
-    a = retarget_action([0.01, -0.002, 0.0], np.eye(3), np.zeros(3), R.T @ np.eye(3) @ np.eye(3), 0.5)
+    a = tracking_action([0.01, -0.002, 0.0], np.eye(3), np.zeros(3), R.T @ np.eye(3) @ np.eye(3), 0.5)
     np.testing.assert_allclose(a[:3], [0.6, -0.12, 0.0])  # 3 * error / 0.05
     np.testing.assert_allclose(a[3:6], [0.0, 0.0, 1.0])  # 3 * 0.3 / 0.5 = 1.8, clipped
     assert a[6] == 0.5
-    a = retarget_action([1.0, -1.0, 0.0], np.eye(3), np.zeros(3), np.eye(3), 3.0)
+    a = tracking_action([1.0, -1.0, 0.0], np.eye(3), np.zeros(3), np.eye(3), 3.0)
     np.testing.assert_allclose(a, [1.0, -1.0, 0.0, 0.0, 0.0, 0.0, 1.0])
-    a = retarget_action([0.01, 0, 0], np.eye(3), np.zeros(3), np.eye(3), -1.0, gain=1.0)
+    a = tracking_action([0.01, 0, 0], np.eye(3), np.zeros(3), np.eye(3), -1.0, gain=1.0)
     np.testing.assert_allclose(a[:3], [0.2, 0, 0])
-    assert RETARGET_GAIN == 3.0
+    assert TRACKING_GAIN == 3.0
 
 
 def test_a_path_started_elsewhere_keeps_its_displacement_and_rotation() -> None:

@@ -195,7 +195,7 @@ def read_frames(path: str | Path, demo: str, key: str, steps: Sequence[int]) -> 
         return np.stack([ds[int(s)] for s in steps]) if len(steps) else np.zeros((0, *ds.shape[1:]), np.uint8)
 
 
-def IMAGE_CHUNK_OPTS(frame_shape: tuple[int, ...]) -> dict[str, Any]:  # noqa: N802 - a constant's recipe
+def image_dataset_options(frame_shape: tuple[int, ...]) -> dict[str, Any]:
     """How image datasets are stored: one chunk per frame, gzip level 4 (what LIBERO's files hold)."""
     return {"chunks": (1, *frame_shape), "compression": "gzip", "compression_opts": 4}
 
@@ -225,7 +225,7 @@ def write_demo(data: h5py.Group, demo: Demo, existing_obs: bool = False) -> h5py
     obs.create_dataset("gripper_states", data=demo.gripper_states)
     obs.create_dataset("joint_states", data=demo.joint_states)
     for key, img in demo.images.items():
-        obs.create_dataset(key, data=img, **IMAGE_CHUNK_OPTS(img.shape[1:]))
+        obs.create_dataset(key, data=img, **image_dataset_options(img.shape[1:]))
     return g
 
 

@@ -26,7 +26,7 @@ from typing import Any, Final
 import h5py
 import numpy as np
 
-from libero_workcell.libero_format import IMAGE_CHUNK_OPTS, Demo, write_demo, write_file_attrs
+from libero_workcell.libero_format import Demo, image_dataset_options, write_demo, write_file_attrs
 from recorder.session_file import RecorderError, SessionFile, fsync_dir
 from recorder.step import RecordedStep
 
@@ -69,7 +69,7 @@ class EpisodeWriter:
             obs = self._file.create_group(f"data/{self.name}/obs")
             self._images = {
                 k: obs.create_dataset(k, shape=(0, *image_shape), maxshape=(None, *image_shape), dtype=np.uint8,
-                                      **IMAGE_CHUNK_OPTS(image_shape))
+                                      **image_dataset_options(image_shape))
                 for k in self.image_keys
             }  # fmt: skip
         except OSError as exc:
