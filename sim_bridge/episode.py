@@ -58,14 +58,15 @@ class SimRig:
         s = self.driver.status()
         return s.tcp_pos, Rotation.from_rotvec(s.tcp_rotvec).as_matrix()
 
-    def act(self, action: np.ndarray, source: str, what: str) -> None:
-        """Submit one action as ``source``, then let one control period pass; a rejection is an error
-        naming ``what`` was being done (a source that must not be refused: conversion, replay)."""
+    def act(self, action: np.ndarray, source: str, what: str, servo_ticks: int | None = None) -> None:
+        """Submit one action as ``source``, then let one control period pass (or ``servo_ticks`` servo
+        periods: as long as a recorded action held the arm); a rejection is an error naming ``what`` was being
+        done (a source that must not be refused: conversion, replay)."""
         res = self.driver.submit_action(action, source)
         if not res.accepted:
             shown = np.round(action, 3).tolist()
             raise RuntimeError(f"{what}: the arm driver rejected the action {shown}: {res.reason}")
-        for _ in range(self.servo_per_control):
+        for _ in range(self.servo_per_control if servo_ticks is None else servo_ticks):
             self.servo_tick()
 
 

@@ -122,6 +122,24 @@ def load_plan(path: str | Path, name: str = "", arm: ArmConfig | None = None) ->
     return plan_from_demo(by_name[name], arm, convention)
 
 
+def held_ticks(servo_tick: Sequence[int] | np.ndarray | None, steps: int, nominal: int) -> np.ndarray:
+    """How many servo periods each of ``steps`` actions held the arm, from the tick each took effect on
+    (``Demo.servo_tick``; -1 unknown): the difference to its successor's. Zero is real: two actions delivered
+    within one servo period, the first replaced before it moved the arm. ``nominal`` (servo_hz / control_hz)
+    where that is unknown, for the last action, and where the difference is not between 0 and twice nominal
+    (a dropped step, a restart of the driver's count): there the recording cannot say."""
+    held = np.full(steps, nominal, np.int64)
+    if servo_tick is None:
+        return held
+    tick = np.asarray(servo_tick, np.int64)[:steps]
+    if len(tick) < 2:
+        return held
+    diff = np.diff(tick)
+    known = (tick[:-1] >= 0) & (tick[1:] >= 0) & (diff >= 0) & (diff <= 2 * nominal)
+    held[: len(diff)][known] = diff[known]
+    return held
+
+
 def check_mode(mode: str) -> str:
     if mode not in REPLAY_MODES:
         raise ValueError(f"replay mode must be one of {list(REPLAY_MODES)}, got {mode!r}")
@@ -182,16 +200,26 @@ class ReplayResult:
 
 
 def replay_in_process(
-    plan: ReplayPlan, mode: str, max_steps: int | None = None, settle_time: float = 2.0, arm: ArmConfig | None = None
+    plan: ReplayPlan,
+    mode: str,
+    max_steps: int | None = None,
+    settle_time: float = 2.0,
+    arm: ArmConfig | None = None,
+    servo_tick: Sequence[int] | np.ndarray | None = None,
 ) -> ReplayResult:
     """The replay on sim time in one process (the graph's pieces, minus the middleware and the wall clock):
-    what the ``demo_replay`` node does through the graph, exact and repeatable."""
+    what the ``demo_replay`` node does through the graph, exact and repeatable. In open loop each recorded
+    action holds the arm as long as it did when recorded (the demo's servo ticks, or ``servo_tick`` given:
+    :func:`held_ticks`), so a demo recorded through DDS replays as the arm executed it."""
     from libero_workcell.contract import SOURCE_POLICY
     from sim_bridge.episode import make_sim_rig
 
     check_mode(mode)
     rig = make_sim_rig(plan.spec, arm, render=False, active_source=SOURCE_POLICY, start_q=plan.start_q)
     steps = plan.steps if max_steps is None else min(max_steps, plan.steps)
+    # The schedule is the recorded actions': closed loop computes its own actions, one per control period.
+    recorded = plan.demo.servo_tick if servo_tick is None else servo_tick
+    held = held_ticks(recorded if mode == OPEN_LOOP else None, steps, rig.servo_per_control)
     pos, rotvec = [], []
     try:
         for t in range(steps):
@@ -199,7 +227,7 @@ def replay_in_process(
             pos.append(s.tcp_pos)
             rotvec.append(s.tcp_rotvec)
             action = plan.action(mode, t, s.tcp_pos, Rotation.from_rotvec(s.tcp_rotvec).as_matrix())
-            rig.act(action, SOURCE_POLICY, f"{plan.demo.name} step {t}")
+            rig.act(action, SOURCE_POLICY, f"{plan.demo.name} step {t}", int(held[t]))
         end = rig.world.sim_time + settle_time
         while rig.world.sim_time < end:  # no more actions: the watchdog holds the arm, the scene settles
             rig.servo_tick()

@@ -136,11 +136,13 @@ class ReplayNode(Node):
         self._episode: dict[str, Any] | None = None
         self._truth: tuple[float, float] | None = None  # (received, monotonic; the world's sim time)
         self._frames: dict[str, np.ndarray] = {}
+        self._took_effect: dict[float, int] = {}  # action stamp -> servo tick (the bridge's action results)
         self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
         self.create_subscription(String, Topics.ACTIVE_SOURCE, self._on_source, qos(Qos.LATCHED))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
         self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE))
+        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND))
         for cam in CAMERA_NAMES:
             self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), qos(Qos.SENSOR))
         self._reset = self.create_client(Trigger, Services.SIM_RESET)
@@ -174,6 +176,11 @@ class ReplayNode(Node):
 
     def _on_truth(self, msg: String) -> None:
         self._truth = (time.monotonic(), float(json.loads(msg.data)["sim_time"]))
+
+    def _on_action_result(self, msg: String) -> None:
+        outcome = ros_msgs.decoded_or_logged(ros_msgs.action_result_from_msg, msg, self.get_logger())
+        if outcome is not None and outcome.source == SOURCE_POLICY and outcome.servo_tick is not None:
+            self._took_effect[outcome.stamp] = outcome.servo_tick
 
     def _on_image(self, camera: str, msg: Image) -> None:
         image = ros_msgs.decoded_or_logged(ros_msgs.image_from_msg, msg, self.get_logger())
@@ -242,6 +249,7 @@ class ReplayNode(Node):
         with self._lock:
             self._history = []
         sent: list[float] = []  # wall time each action was published
+        stamps: list[float] = []  # ... as its message's stamp reads (the key of the bridge's action results)
         loop = RateLoop(self.hz)
         note = set_realtime_priority(CONTROL_PRIORITY)
         if note:
@@ -260,7 +268,9 @@ class ReplayNode(Node):
                     frames[c].append(self._frames.get(c))
             action = self.plan.action(self.mode, t, s[:3], Rotation.from_rotvec(s[3:6]).as_matrix())
             sent.append(time.time())
-            self._pub.publish(ros_msgs.action_msg(action, SOURCE_POLICY, sent[-1]))
+            msg = ros_msgs.action_msg(action, SOURCE_POLICY, sent[-1])
+            stamps.append(ros_msgs.wall_from_stamp(msg.header.stamp))
+            self._pub.publish(msg)
         wall = time.monotonic() - t_wall0
         truth_end = self._truth
         time.sleep(max(self.settle_time, 0.1))  # and a state measured after the last send
@@ -300,8 +310,12 @@ class ReplayNode(Node):
             },
             "strip_steps": self.strip_at,
             # the replayed TCP when each step's action was sent (base frame, m and axis-angle rad), interpolated
-            # between the measurements' stamps
-            "per_step": {"tcp_pos": pos.tolist(), "tcp_rotvec": rotvec.tolist()},
+            # between the measurements' stamps; the servo tick each action took effect on (-1: no report)
+            "per_step": {
+                "tcp_pos": pos.tolist(),
+                "tcp_rotvec": rotvec.tolist(),
+                "servo_tick": [self._took_effect.get(t, -1) for t in stamps],
+            },
         }
         report["strip"] = self._write_strip(frames)
         self._write(report)

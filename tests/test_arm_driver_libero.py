@@ -204,3 +204,40 @@ def test_a_bad_action_response_is_refused_at_start_up() -> None:
         ArmConfig(osc_kp_pos=0.0)
     with pytest.raises(ConfigError, match=r"osc_damping_rot must be in \(0, 5\]"):
         ArmConfig(osc_damping_rot=float("nan"))
+
+
+def test_each_accepted_action_says_which_servo_tick_it_took_effect_on_and_replaying_those_ticks_is_exact() -> None:
+    """Through DDS an action sometimes holds the arm for 4 or 6 servo ticks instead of 5. The result's
+    servo_tick records it; a replay that holds each action as long (sim_bridge.replay.held_ticks) ends where
+    the original did, and one that holds each for a control period does not."""
+    from sim_bridge.replay import held_ticks
+
+    actions = [np.array([0.3, -0.1, 0.2, 0.0, 0.0, 0.1 * (i % 2), -1.0]) for i in range(8)]
+    schedule = [5, 6, 0, 9, 6, 6, 4, 5]  # 0: replaced by its successor before a tick
+
+    def run(ticks_of: list[int]) -> tuple[list, np.ndarray]:
+        driver, arm, clock = make()
+        results = []
+        for a, n in zip(actions, ticks_of, strict=True):
+            results.append(driver.submit_action(a, SOURCE_POLICY))
+            for _ in range(n):
+                clock.t += driver.config.servo_period
+                driver.tick()
+        return results, fk(arm.q)[0]
+
+    results, end = run(schedule)
+    ticks = [r.servo_tick for r in results]
+    assert all(r.accepted for r in results)
+    np.testing.assert_array_equal(np.diff(ticks), schedule[:-1])  # each held the arm for its ticks
+    held = held_ticks(ticks, len(actions), 5)
+    np.testing.assert_array_equal(held, [*schedule[:-1], 5])
+    replayed = run([int(n) for n in held])[1]
+    np.testing.assert_allclose(replayed, end, atol=1e-12)
+    nominal = run([5] * len(actions))[1]
+    assert np.linalg.norm(nominal - end) > 1e-4  # the schedule matters: 0.1 mm and more here
+
+
+def test_a_rejected_action_took_effect_on_no_tick() -> None:
+    driver, _, _ = make()
+    res = driver.submit_action(np.array([np.nan, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY)
+    assert not res.accepted and res.servo_tick is None

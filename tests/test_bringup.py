@@ -316,6 +316,9 @@ FAKE_NODE = textwrap.dedent(
     print("argv", " ".join(argv))
     print("params", params)
     mode = params.get("mode", "run")
+    # Like rclpy's nodes, take SIGINT even when started with it ignored (a suite run in the background by a
+    # non-interactive shell inherits SIG_IGN, and Python then raises no KeyboardInterrupt).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if mode == "crash":
         print("boom")
         sys.exit(3)

@@ -13,27 +13,29 @@ import pytest
 from libero_workcell.task import COMBINATIONS, TaskSpec
 from sim_bridge.episode import run_episode
 
-# Every combination at least once, with different slot permutations and jitter.
-SEEDS = (0, 1, 2, 4, 6, 9)
+# Every combination at the faster belt (where the expert has least time), with different slot permutations
+# and jitter, and two seeds at the slower one. (run.sh and bench/ run both speeds on more seeds.)
+SEEDS = {0.05: (0, 1, 2, 4), 0.03: (6, 9)}
 
 
-def _specs(speed: float) -> list[TaskSpec]:
-    specs = [TaskSpec.from_seed(seed, belt_speed=speed) for seed in SEEDS]
-    covered = {s.combination for s in specs}
+def _specs() -> list[TaskSpec]:
+    specs = [TaskSpec.from_seed(seed, belt_speed=speed) for speed, seeds in SEEDS.items() for seed in seeds]
+    covered = {s.combination for s in specs if s.belt_speed == 0.05}
     for combo in range(len(COMBINATIONS)):
         if combo not in covered:
-            specs.append(TaskSpec.from_seed(100 + combo, belt_speed=speed).replace(combination=combo))
+            specs.append(TaskSpec.from_seed(100 + combo, belt_speed=0.05).replace(combination=combo))
     return specs
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("speed", [0.03, 0.05])
-def test_expert_reaches_full_transfer_completion(speed: float) -> None:
-    results = [run_episode(spec) for spec in _specs(speed)]
+def test_expert_reaches_full_transfer_completion() -> None:
+    results = [run_episode(spec) for spec in _specs()]
     summary = [
-        (r.spec.seed, r.spec.combination, r.spec.slot_permutation, r.metrics["PCR_T"], r.rejected) for r in results
+        (r.spec.seed, r.spec.belt_speed, r.spec.combination, r.spec.slot_permutation, r.metrics["PCR_T"], r.rejected)
+        for r in results
     ]
-    assert {r.spec.combination for r in results} == set(range(len(COMBINATIONS))), summary
+    assert {r.spec.combination for r in results if r.spec.belt_speed == 0.05} == set(range(len(COMBINATIONS)))
+    assert {r.spec.belt_speed for r in results} == {0.03, 0.05}, summary
     assert all(r.metrics["PCR_T"] == 1.0 for r in results), summary
     assert all(r.metrics["SR"] == 1.0 for r in results), summary
     assert all(r.metrics["PCR_S"] == 1.0 and r.metrics["pcr_s_init"] == 0.0 for r in results), summary

@@ -22,6 +22,7 @@ def graph(tmp_path):
     """A recorder node and a feeder node on one executor; yields (recorder, feeder, spin)."""
     from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import Image, JointState
+    from std_msgs.msg import String
 
     from recorder.node import RecorderNode
 
@@ -36,6 +37,7 @@ def graph(tmp_path):
             "state": feeder.create_publisher(JointState, Topics.ROBOT_STATE, qos(Qos.STATE)),
             "joints": feeder.create_publisher(JointState, Topics.JOINT_STATES, qos(Qos.STATE)),
             "action": feeder.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND)),
+            "result": feeder.create_publisher(String, Topics.ACTION_RESULT, qos(Qos.COMMAND)),
             **{c: feeder.create_publisher(Image, Topics.image(c), qos(Qos.SENSOR)) for c in CAMERA_NAMES},
         }
         ex = SingleThreadedExecutor()
@@ -61,7 +63,9 @@ def graph(tmp_path):
     rclpy.try_shutdown()
 
 
-def feed(pubs, spin, t: float, action_source: str = SOURCE_TELEOP, wrist_age: float = 0.0, state_age: float = 0.0):
+def feed(pubs, spin, t: float, action_source: str = SOURCE_TELEOP, wrist_age: float = 0.0, state_age: float = 0.0,
+         servo_tick: int | None = None):  # fmt: skip
+    """One control step as the graph makes it; ``servo_tick``: the arm driver's report on the action."""
     state = np.array([0.3 + t * 0.01, 0.0, 0.3, np.pi, 0.0, 0.0, 0.2])
     pubs["state"].publish(ros_msgs.state_msg(state, t - state_age))
     pubs["joints"].publish(ros_msgs.joint_state_msg(ARM_JOINT_NAMES, np.full(6, 0.1), t))
@@ -70,7 +74,10 @@ def feed(pubs, spin, t: float, action_source: str = SOURCE_TELEOP, wrist_age: fl
         img[int(t * 20) % 256] = 255
         pubs[cam].publish(ros_msgs.image_msg(img, t - (wrist_age if cam == "wrist" else 0.01), cam))
     spin(0.02)
-    pubs["action"].publish(ros_msgs.action_msg([0.1, 0, 0, 0, 0, 0, -1], action_source, t + 0.005))
+    msg = ros_msgs.action_msg([0.1, 0, 0, 0, 0, 0, -1], action_source, t + 0.005)
+    pubs["action"].publish(msg)
+    if servo_tick is not None:
+        pubs["result"].publish(ros_msgs.action_result_msg(msg.header.stamp, action_source, True, "ok", servo_tick))
     spin(0.03)
 
 
@@ -88,8 +95,9 @@ def test_teleop_actions_are_paired_and_stale_frames_counted(graph, tmp_path) -> 
     assert rec._srv_start(Trigger.Request(), Trigger.Response()).success
     t0 = time.time()
     for i in range(10):
-        feed(pubs, spin, t0 + i * 0.05, wrist_age=0.5 if i >= 6 else 0.0)  # the wrist camera stalls at step 6
-    feed(pubs, spin, t0 + 0.55, action_source=SOURCE_EXPERT)  # another source's action: not recorded
+        feed(pubs, spin, t0 + i * 0.05, wrist_age=0.5 if i >= 6 else 0.0,  # the wrist camera stalls at step 6
+             servo_tick=None if i == 3 else 100 + 5 * i)  # fmt: skip
+    feed(pubs, spin, t0 + 0.55, action_source=SOURCE_EXPERT, servo_tick=155)  # another source's: not recorded
     feed(pubs, spin, t0 + 0.60, state_age=0.5)  # no fresh state for this action: not recorded
     res = rec._srv_save(Trigger.Request(), Trigger.Response())
     assert res.success and "10 steps" in res.message
@@ -101,6 +109,7 @@ def test_teleop_actions_are_paired_and_stale_frames_counted(graph, tmp_path) -> 
     np.testing.assert_allclose(d.ee_pos[:, 0], [0.3 + (t0 + i * 0.05) * 0.01 for i in range(10)])
     assert d.images["agentview_rgb"][0, 0, 0, 0] == 50 and d.images["eye_in_hand_rgb"][0, 0, 0, 0] == 150
     assert json.loads(d.attrs["stale_frames"]) == {"agentview_rgb": 0, "eye_in_hand_rgb": 4}
+    np.testing.assert_array_equal(d.servo_tick, [-1 if i == 3 else 100 + 5 * i for i in range(10)])
 
 
 def test_discard_and_a_second_start_while_recording(graph, tmp_path) -> None:

@@ -82,6 +82,28 @@ def test_saved_episodes_read_back_in_libero_layout_with_their_timing(tmp_path) -
         np.testing.assert_allclose(np.diff(timing["obs_stamp"][:])[:9], 0.05)
 
 
+def test_each_steps_servo_tick_is_stored_from_the_drivers_report_whenever_it_came(tmp_path) -> None:
+    """The arm driver's report (Topics.ACTION_RESULT) may arrive before or after its step is added; a step with
+    no report stores -1; a report for an action never recorded (a dropped step) is left out."""
+    session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
+    w = EpisodeWriter(session, {}, KEYS, control_hz=20.0)
+    steps = [step(t) for t in range(5)]
+    w.took_effect(steps[0].action_time, 100)
+    w.add(steps[0])
+    w.add(steps[1])
+    w.took_effect(steps[1].action_time, 106)
+    w.took_effect(step(7).action_time, 140)  # not recorded
+    for s in steps[2:4]:
+        w.add(s)
+    w.took_effect(steps[3].action_time, 115)  # steps[2]'s report never came
+    w.add(steps[4])
+    w.took_effect(steps[4].action_time, 120)
+    w.save()
+    d = read_demos(tmp_path / "d2s.hdf5").demos[0]
+    np.testing.assert_array_equal(d.servo_tick, [100, 106, -1, 115, 120])
+    assert d.servo_tick.dtype == np.int64
+
+
 def test_discard_leaves_no_trace_and_resume_continues_the_counts(tmp_path) -> None:
     path = tmp_path / "d2s.hdf5"
     session = SessionFile(path, PROBLEM, ENV)

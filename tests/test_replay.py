@@ -185,3 +185,16 @@ def test_write_demo_file_never_overwrites_and_leaves_nothing_on_failure(short_de
     with pytest.raises(RuntimeError, match="recorder died"):
         write_demo_file(path, failing(), {}, {})
     assert list(tmp_path.iterdir()) == []  # neither the file nor its .partial
+
+
+def test_held_ticks_trusts_only_differences_a_recording_can_vouch_for() -> None:
+    from sim_bridge.replay import held_ticks
+
+    np.testing.assert_array_equal(held_ticks(None, 3, 5), [5, 5, 5])  # simulation data: one control period each
+    np.testing.assert_array_equal(held_ticks([10, 16, 20, 25], 4, 5), [6, 4, 5, 5])  # the last: nominal
+    # unknown (-1) on either side, a gap over twice nominal (a dropped step), a restart of the count
+    np.testing.assert_array_equal(held_ticks([10, -1, 20, 31, 3, 7], 6, 5), [5, 5, 5, 5, 4, 5])
+    np.testing.assert_array_equal(held_ticks([10, 10, 15], 3, 5), [0, 5, 5])  # replaced within one servo period
+    np.testing.assert_array_equal(held_ticks([10, 14, 20], 2, 5), [4, 5])  # only the replayed steps
+    np.testing.assert_array_equal(held_ticks([10], 1, 5), [5])
+    np.testing.assert_array_equal(held_ticks([10, 20], 2, 5), [10, 5])  # twice nominal is still believed

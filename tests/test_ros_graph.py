@@ -53,6 +53,7 @@ class Probe:
     infos: dict[str, Any] = field(default_factory=dict)
     diagnostics: dict[str, dict[str, str]] = field(default_factory=dict)
     diag_seq: dict[str, int] = field(default_factory=dict)
+    results: list[Any] = field(default_factory=list)  # ros_msgs.ActionOutcome, as the bridge reports them
 
     def tcp(self) -> np.ndarray:
         with self.lock:
@@ -132,6 +133,8 @@ def probe(graph: Any) -> Iterator[Probe]:
         node.create_subscription(JointState, Topics.CONVEYOR_STATE, on_belt, qos(Qos.STATE))
         node.create_subscription(String, Topics.SIM_GROUND_TRUTH, on_truth, qos(Qos.STATE))
         node.create_subscription(DiagnosticArray, Topics.DIAGNOSTICS, on_diag, qos(Qos.DIAGNOSTICS))
+        on_result = lambda m: p.results.append(ros_msgs.action_result_from_msg(m))  # noqa: E731
+        node.create_subscription(String, Topics.ACTION_RESULT, on_result, qos(Qos.COMMAND))
         for cam in ("external", "wrist"):
             node.create_subscription(
                 Image, Topics.image(cam), lambda m, c=cam: p.images.__setitem__(c, m), qos(Qos.SENSOR)
@@ -206,6 +209,28 @@ def test_bad_actions_rejected_and_the_arm_holds(probe: Probe) -> None:
     ]
     unchanged_while(probe, lambda: [stream(probe, b, 5) for b in bad])
     assert probe.counters().get("rejected_invalid", 0) >= before + 15
+
+
+def test_every_action_gets_its_outcome_and_the_servo_tick_it_took_effect_on(probe: Probe) -> None:
+    """/workcell/action_result: one report per action, named by its stamp; accepted ones in servo ticks about
+    servo_hz / control_hz apart (5 at 100 / 20 Hz: DDS moves one by a tick now and then), rejected ones with
+    the reason and no tick."""
+    sent = [ros_msgs.action_msg(a, s) for a, s in [([0.1, 0, 0, 0, 0, 0, -1], SOURCE_POLICY)] * 20
+            + [([math.nan, 0, 0, 0, 0, 0, -1], SOURCE_POLICY), ([0.1, 0, 0, 0, 0, 0, -1], SOURCE_TELEOP)]]  # fmt: skip
+    probe.results.clear()
+    t0 = time.perf_counter()
+    for k, msg in enumerate(sent):
+        probe.publish_action(msg)
+        time.sleep(max(0.0, t0 + (k + 1) / 20 - time.perf_counter()))
+    assert wait_for(lambda: len(probe.results) >= len(sent), 3.0), len(probe.results)
+    by_stamp = {r.stamp: r for r in probe.results}
+    outcomes = [by_stamp[ros_msgs.wall_from_stamp(m.header.stamp)] for m in sent]
+    assert all(o.accepted and o.reason == "ok" for o in outcomes[:20])
+    gaps = np.diff([o.servo_tick for o in outcomes[:20]])
+    assert np.median(gaps) == 5 and np.all((gaps >= 1) & (gaps <= 10)), gaps
+    nan, foreign = outcomes[20:]
+    assert not nan.accepted and "finite" in nan.reason and nan.servo_tick is None
+    assert not foreign.accepted and foreign.source == SOURCE_TELEOP and "may not drive" in foreign.reason
 
 
 def test_only_the_active_source_drives(probe: Probe) -> None:

@@ -71,18 +71,20 @@ def test_the_scripted_session_records_demos_in_libero_layout(recorded) -> None:
         assert np.percentile(timing["action_latency"][:], 99) < 0.1
         assert np.percentile(timing["frame_age_agentview_rgb"][:], 99) < 0.2
         assert set(timing) == {"obs_stamp", "action_latency", "frame_age_agentview_rgb", "frame_age_eye_in_hand_rgb",
-                               "stale_agentview_rgb", "stale_eye_in_hand_rgb"}  # fmt: skip
+                               "stale_agentview_rgb", "stale_eye_in_hand_rgb", "servo_tick"}  # fmt: skip
+        ticks = timing["servo_tick"][:]
+        assert np.mean(ticks >= 0) > 0.99 and np.median(np.diff(ticks[ticks >= 0])) == 5  # 100 Hz servo / 20 Hz
 
 
 def test_a_recorded_demo_replays_to_its_tcp_path_and_outcome(recorded) -> None:
-    """Replayed on the simulated workcell (sim time, one process): the recorded actions (open loop) follow the
-    recorded TCP path within a centimetre, and tracking the recorded path (closed loop) places what was
-    placed. Open loop alone does not always keep the outcome: recorded through the graph on the wall clock,
-    each action held the arm for as many servo ticks as DDS delivered it in, which the recording cannot show
-    and a blind replay integrates (8-9 mm RMS; a workpiece lost in 1 of 3 replays seen here)."""
+    """Replayed on the simulated workcell (sim time, one process), the recorded actions (open loop), each held
+    for the servo ticks it held the arm when recorded (timing/servo_tick: 4 or 6 instead of 5 for ~30 % of
+    them here), follow the recorded TCP path and place what was placed: 3.8-4.0 mm RMS seen, the rest being
+    the recorded world's physics paced on the wall clock. Held for a control period each instead, the delivery
+    jitter integrates: 6-24 mm RMS seen, a workpiece lost in 1 of 3. (Closed-loop replay through the graph:
+    tests/test_replay_graph.py.)"""
     plan = load_plan(recorded, "demo_1")
+    assert plan.demo.servo_tick is not None
     open_loop = replay_in_process(plan, "open_loop")
-    assert open_loop.tracking["pos_rms_m"] < 0.02 and open_loop.tracking["rot_rms_deg"] < 2.0, open_loop.tracking
-    closed = replay_in_process(plan, "closed_loop")
-    assert closed.tracking["pos_rms_m"] < 0.02 and closed.tracking["pos_final_m"] < 0.01, closed.tracking
-    assert closed.placed == recorded_placed(plan.demo) == [True, True, True]
+    assert open_loop.tracking["pos_rms_m"] < 0.012 and open_loop.tracking["rot_rms_deg"] < 1.0, open_loop.tracking
+    assert open_loop.placed == recorded_placed(plan.demo) == [True, True, True]

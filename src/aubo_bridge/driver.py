@@ -103,6 +103,10 @@ class ActionResult:
     accepted: bool
     reason: str  # "ok" or why it was rejected
     applied: np.ndarray | None = None  # the action actually executed, after clipping (7,)
+    # Servo ticks computed before it took effect (accepted actions): it is tracked from the next tick on, so
+    # an action held the arm for the difference to its successor's. Through DDS that is 4 or 6 ticks now and
+    # then instead of servo_hz / control_hz; a recording stores it so a replay can hold each action as long.
+    servo_tick: int | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,7 @@ class ArmDriver:
         self._epoch = self._meas.epoch
         self._hold_pending = False  # a hold that failed: retried every tick until it lands
         self._fault_needs_ready = False  # the latched fault was "not ready": a reset needs ready again
+        self._servo_ticks = 0  # servo periods computed so far (ActionResult.servo_tick)
 
     # ------------------------------------------------------------------ state
     def status(self) -> ArmStatus:
@@ -340,6 +345,7 @@ class ArmDriver:
 
     def _tick(self) -> np.ndarray | None:
         """Update the state machine; return the servo target to send this period, or None."""
+        self._servo_ticks += 1
         if self._hold_pending:
             self._safe_hold()
         self._refresh()
@@ -523,7 +529,7 @@ class ArmDriver:
                 self._enter_fault(reason)
                 return ActionResult(False, reason)
         self.counters["accepted"] += 1
-        return ActionResult(True, "ok", applied)
+        return ActionResult(True, "ok", applied, self._servo_ticks)
 
     def _reject(self, kind: str, reason: str, hold: bool = True) -> ActionResult:
         """Count and report a rejection; an ENABLED arm holds unless ``hold`` is False (a foreign

@@ -24,7 +24,7 @@ from std_srvs.srv import Trigger
 
 from aubo_bridge.backends import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS, make_backends
 from aubo_bridge.config import ArmConfig, ConfigError
-from aubo_bridge.driver import ArmDriver, ArmMode
+from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode
 from libero_workcell import ros_msgs
 from libero_workcell.arbiter import ArbiterError
 from libero_workcell.contract import (
@@ -80,6 +80,7 @@ class AuboBridgeNode(Node):
         self._pub_state = self.create_publisher(JointState, Topics.ROBOT_STATE, qos(Qos.STATE))
         self._pub_source = self.create_publisher(String, Topics.ACTIVE_SOURCE, qos(Qos.LATCHED))
         self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
+        self._pub_result = self.create_publisher(String, Topics.ACTION_RESULT, qos(Qos.COMMAND))
         self.create_subscription(JointState, Topics.ACTION, self._on_action, qos(Qos.COMMAND))
         for name, handler in (
             (Services.ARM_ENABLE, self.driver.enable),
@@ -117,11 +118,13 @@ class AuboBridgeNode(Node):
             values, source = ros_msgs.action_from_msg(msg)
         except ContractError as exc:  # undecodable (wrong names, ...): rejected like an invalid action
             result = self.driver.reject_message(msg.header.frame_id, str(exc))
+            self._publish_result(msg, msg.header.frame_id, result)
             self.get_logger().warning(f"action from {msg.header.frame_id!r} rejected: {result.reason}",
                                       throttle_duration_sec=1.0)  # fmt: skip
             return
         self._latency_ms.append((time.time() - ros_msgs.wall_from_stamp(msg.header.stamp)) * 1e3)
         result = self.driver.submit_action(values, source)
+        self._publish_result(msg, source, result)
         if not result.accepted:
             self.get_logger().warning(f"action from {source!r} rejected: {result.reason}", throttle_duration_sec=1.0)
 
@@ -157,6 +160,11 @@ class AuboBridgeNode(Node):
             self._enable_timer.cancel()
 
     # ------------------------------------------------------------ publishing
+    def _publish_result(self, msg: JointState, source: str, result: ActionResult) -> None:
+        self._pub_result.publish(
+            ros_msgs.action_result_msg(msg.header.stamp, source, result.accepted, result.reason, result.servo_tick)
+        )
+
     def _publish_source(self, source: str | None = None) -> None:
         self._pub_source.publish(String(data=source or self.driver.arbiter.active))
 

@@ -92,6 +92,9 @@ class Topics:
     """Topic names (absolute)."""
 
     ACTION: Final = "/workcell/action"  # sensor_msgs/JointState, 7-D action
+    # std_msgs/String (JSON), one per action received: its stamp and source, accepted or why not, and the servo
+    # tick it took effect on (ros_msgs.action_result_msg)
+    ACTION_RESULT: Final = "/workcell/action_result"
     ROBOT_STATE: Final = "/workcell/robot_state"  # sensor_msgs/JointState, 7-D state
     ACTIVE_SOURCE: Final = "/workcell/active_source"  # std_msgs/String, latched
     JOINT_STATES: Final = "/aubo/joint_states"  # sensor_msgs/JointState, 6 arm joints

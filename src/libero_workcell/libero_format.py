@@ -53,6 +53,9 @@ class Demo:
     robot_states: np.ndarray  # (T, k)
     images: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (T, H, W, 3) uint8, if read
     attrs: dict[str, Any] = field(default_factory=dict)
+    # (T,) the servo tick each action took effect on, -1 unknown (a recorder's timing/servo_tick); None: not
+    # recorded (simulation data: each action held exactly one control period)
+    servo_tick: np.ndarray | None = None
 
     @property
     def num_samples(self) -> int:
@@ -152,7 +155,14 @@ def _read_demo(name: str, g: h5py.Group, images: bool) -> Demo:
     attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in g.attrs.items()}
     if "num_samples" in attrs and int(attrs["num_samples"]) != t:
         raise LiberoFormatError(f"{where}: num_samples is {attrs['num_samples']} but 'actions' has {t} rows")
-    return Demo(name, actions, ee_pos, ee_ori, gripper, joints, robot_states, pictures, attrs)
+    servo_tick = None
+    if "timing" in g and "servo_tick" in g["timing"]:
+        servo_tick = np.asarray(g["timing/servo_tick"][()])
+        if servo_tick.shape != (t,) or not np.issubdtype(servo_tick.dtype, np.integer):
+            raise LiberoFormatError(f"{where}/timing: 'servo_tick' is {servo_tick.shape} {servo_tick.dtype}, "
+                                    f"expected ({t},) integers")  # fmt: skip
+        servo_tick = servo_tick.astype(np.int64)
+    return Demo(name, actions, ee_pos, ee_ori, gripper, joints, robot_states, pictures, attrs, servo_tick)
 
 
 def read_demos(path: str | Path, images: bool = False) -> DemoFile:

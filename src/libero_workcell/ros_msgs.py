@@ -6,16 +6,18 @@ of the action, the 7-D state, poses and diagnostics is defined once.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import String
 
 from libero_workcell.contract import (
     ACTION_NAMES,
@@ -56,6 +58,36 @@ def action_from_msg(msg: JointState) -> tuple[np.ndarray, str]:
     if list(msg.name) != list(ACTION_NAMES):
         raise ContractError(f"action names {list(msg.name)} != contract {list(ACTION_NAMES)}")
     return np.asarray(msg.position, dtype=float), msg.header.frame_id
+
+
+class ActionOutcome(NamedTuple):
+    """What the arm driver did with one action (Topics.ACTION_RESULT): the action is named by its stamp
+    (wall seconds, as wall_from_stamp reads it) and source."""
+
+    stamp: float
+    source: str
+    accepted: bool
+    reason: str
+    servo_tick: int | None  # accepted: servo ticks computed before it took effect (aubo_bridge.driver)
+
+
+def action_result_msg(stamp: Time, source: str, accepted: bool, reason: str, servo_tick: int | None) -> String:
+    body = {"stamp": [int(stamp.sec), int(stamp.nanosec)], "source": source, "accepted": bool(accepted),
+            "reason": reason, "servo_tick": servo_tick}  # fmt: skip
+    return String(data=json.dumps(body))
+
+
+def action_result_from_msg(msg: String) -> ActionOutcome:
+    """The outcome in an ACTION_RESULT message; ContractError when it is not one."""
+    try:
+        body = json.loads(msg.data)
+        sec, nanosec = body["stamp"]
+        tick = body["servo_tick"]
+        stamp = wall_from_stamp(Time(sec=int(sec), nanosec=int(nanosec)))
+        tick = None if tick is None else int(tick)
+        return ActionOutcome(stamp, str(body["source"]), bool(body["accepted"]), str(body["reason"]), tick)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ContractError(f"not an action result: {msg.data[:80]!r} ({exc})") from None
 
 
 def state_msg(state7: np.ndarray, wall_time: float) -> JointState:

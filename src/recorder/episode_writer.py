@@ -9,7 +9,9 @@ renames ``demo_N.hdf5.partial`` to ``demo_N.hdf5`` and adds it to the session's 
 leaves its partial file marked; earlier episodes are never touched.
 
 Per step, besides LIBERO's datasets, ``timing/`` holds the evidence that the data is honest: the
-observation stamp, the action latency, each camera's frame age and whether its frame was stale.
+observation stamp, the action latency, each camera's frame age and whether its frame was stale, and the
+servo tick each action took effect on (-1 where the arm driver's report did not arrive): a replay holds each
+action for as many servo ticks as the arm did (sim_bridge.replay).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class EpisodeWriter:
         self.period = 1.0 / float(control_hz)
         self.partial = session.episode_path(self.name, partial=True)
         self._rows: list[RecordedStep] = []
+        self._servo_ticks: dict[float, int] = {}  # action_time -> servo tick it took effect on
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, int(QUEUE_SECONDS * control_hz)) * len(self.image_keys))
         self._error: BaseException | None = None
         self._closed = False
@@ -108,6 +111,11 @@ class EpisodeWriter:
             raise self._error from None
         self._rows.append(step)
 
+    def took_effect(self, action_time: float, servo_tick: int) -> None:
+        """The arm driver's report for the action sent at ``action_time`` (it may come before or after the
+        step is added; an action never recorded as a step is ignored at save)."""
+        self._servo_ticks[action_time] = int(servo_tick)
+
     def dropped_steps(self) -> int:
         """Control periods with no step recorded: from the gaps between the actions' send times (the source's
         loop runs on absolute deadlines; observation stamps jitter with the state's own publishing)."""
@@ -147,6 +155,8 @@ class EpisodeWriter:
             timing = data[self.name].create_group("timing")
             timing.create_dataset("obs_stamp", data=np.array([r.stamp for r in rows]))
             timing.create_dataset("action_latency", data=np.array([r.action_latency for r in rows]))
+            ticks = [self._servo_ticks.get(r.action_time, -1) for r in rows]
+            timing.create_dataset("servo_tick", data=np.array(ticks, np.int64))
             for key in self.image_keys:
                 timing.create_dataset(f"frame_age_{key}", data=np.array([r.frame_age(key) for r in rows]))
                 timing.create_dataset(f"stale_{key}", data=np.array([key in r.stale for r in rows], np.uint8))

@@ -102,6 +102,7 @@ class RecorderNode(Node):
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
         self.create_subscription(JointState, Topics.JOINT_STATES, self._on_joints, qos(Qos.STATE))
         self.create_subscription(JointState, Topics.ACTION, self._on_action, qos(Qos.COMMAND))
+        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
         for cam in CAMERA_NAMES:
             self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), qos(Qos.SENSOR))
@@ -164,6 +165,15 @@ class RecorderNode(Node):
             writer.add(step)
         except RecorderError as exc:
             self._fail(str(exc))
+
+    def _on_action_result(self, msg: String) -> None:
+        outcome = ros_msgs.decoded_or_logged(ros_msgs.action_result_from_msg, msg, self.get_logger())
+        if outcome is None or outcome.source != self.source or outcome.servo_tick is None:
+            return
+        with self._lock:
+            writer = self._writer
+        if writer is not None:
+            writer.took_effect(outcome.stamp, outcome.servo_tick)
 
     # ------------------------------------------------------------------ services
     def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
