@@ -51,6 +51,21 @@ def policy_view(image: np.ndarray, convention: str = UPRIGHT) -> np.ndarray:
     return np.ascontiguousarray(raw[::-1, ::-1])
 
 
+# What a policy is shown (training export and inference alike): LIBERO's policy convention, or upright.
+POLICY_LIBERO: Final = "libero"
+POLICY_UPRIGHT: Final = "upright"
+POLICY_VIEWS: Final = (POLICY_LIBERO, POLICY_UPRIGHT)
+
+
+def policy_image(image: np.ndarray, view: str, convention: str = UPRIGHT) -> np.ndarray:
+    """An image of ``convention`` (a camera frame: upright) as a policy trained on ``view`` images sees it:
+    :func:`policy_view` for ``libero``, upright for ``upright``. The recorder's export and the policy node
+    both call this, so a policy sees the same picture from a file as from the camera."""
+    if view not in POLICY_VIEWS:
+        raise ValueError(f"policy image view must be one of {list(POLICY_VIEWS)}, got {view!r}")
+    return policy_view(image, convention) if view == POLICY_LIBERO else to_upright(image, convention)
+
+
 def convention_of(env_args: dict) -> str:
     """A demo file's image convention from its env_args (``images``); robosuite's raw when it does not say,
     as in LIBERO's own files."""

@@ -35,10 +35,10 @@ import numpy as np
 
 from libero_workcell import libero_format
 from libero_workcell.contract import STATE_DIM, format_prompt
-from libero_workcell.image_convention import convention_of, policy_view, to_upright
+from libero_workcell.image_convention import POLICY_LIBERO, POLICY_VIEWS, convention_of, policy_image
 from libero_workcell.libero_format import demo_order
 
-IMAGE_OUT: Final = ("libero", "upright")
+IMAGE_OUT: Final = POLICY_VIEWS
 ROBOT_TYPE: Final = "aubo_i5h"
 _IMG = {"dtype": "image", "shape": (256, 256, 3), "names": ["height", "width", "channel"]}
 FEATURES: Final = {
@@ -125,7 +125,7 @@ def _episodes(path: Path, images: str) -> Iterator[tuple[str, float, list[dict[s
             obs = g["obs"]
             state = np.concatenate([obs["ee_pos"][:], obs["ee_ori"][:], obs["gripper_states"][:, :1]], axis=1)
             actions = g["actions"][:]
-            view = (lambda im: policy_view(im, stored)) if images == "libero" else (lambda im: to_upright(im, stored))
+            view = lambda im, stored=stored: policy_image(im, images, stored)  # noqa: E731
 
             def frames(obs=obs, state=state, actions=actions, view=view) -> Iterator[dict[str, Any]]:
                 for t in range(len(actions)):
@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("sources", nargs="+", help="LIBERO-layout .hdf5 files or folders of them")
     ap.add_argument("--out", required=True, type=Path, help="the new LeRobot dataset's root folder")
     ap.add_argument("--repo-id", default="local/d2s")
-    ap.add_argument("--images", choices=IMAGE_OUT, default="libero")
+    ap.add_argument("--images", choices=IMAGE_OUT, default=POLICY_LIBERO)
     args = ap.parse_args(argv)
     try:
         s = export(args.sources, args.out, args.repo_id, args.images)
