@@ -41,11 +41,12 @@ fi
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 extras=()
 [ "$req" = requirements-dev.txt ] && extras=(requirements-export.txt)   # the LeRobot export and its test
-stamp=.venv/.bootstrap-$(cat "$req" requirements.txt setup.py "${extras[@]}" | sha256sum | cut -c1-16)
+stamp=.venv/.bootstrap-$(cat "$req" requirements.txt requirements-openpi.txt setup.py "${extras[@]}" | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "bootstrap: installing $req into .venv (first run takes a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r "$req"
+  .venv/bin/python -m pip install -q --no-deps -r requirements-openpi.txt   # it says why
   for extra in "${extras[@]}"; do
     .venv/bin/python -m pip install -q -r "$extra"
     .venv/bin/python -m pip install -q --no-deps lerobot==0.3.3   # requirements-export.txt says why

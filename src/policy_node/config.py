@@ -1,0 +1,69 @@
+"""Policy deployment settings, validated once at start-up (the node declares them as ``policy.<field>``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar, Final
+
+from libero_workcell.config_base import MappedConfig
+from libero_workcell.contract import CONTROL_HZ_DEFAULT
+from libero_workcell.image_convention import POLICY_LIBERO, POLICY_VIEWS
+from policy_node.chunks import BLEND_OLD_DEFAULT
+from policy_node.observation import STATE_CONTRACT, STATE_FORMATS
+
+MODE_ASYNC: Final = "async"  # prefetch the next chunk while this one runs (policy_node.chunks)
+MODE_SYNC: Final = "sync"  # openpi's LIBERO client: stand still while each chunk is computed
+MODES: Final = (MODE_ASYNC, MODE_SYNC)
+
+
+class PolicyConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class PolicyConfig(MappedConfig):
+    error: ClassVar[type[ValueError]] = PolicyConfigError
+    label: ClassVar[str] = "policy"
+
+    url: str = "ws://127.0.0.1:8000"  # the openpi policy server (ws://host:port)
+    timeout: float = 0.5  # s: connecting, and each reply; longer is a lost server (the arm holds)
+    reconnect_period: float = 1.0  # s between connection attempts while the server is away
+    mode: str = MODE_ASYNC
+    replan_steps: int = 5  # actions used of each chunk (openpi's LIBERO client: 5)
+    prefetch_share: float = 0.5  # async: request when this share of a window is left (LeRobot's 0.5) ...
+    blend_old: float = BLEND_OLD_DEFAULT  # ... and blend overlapping actions old x this + new x (1 - this)
+    start_wait_steps: int = 10  # hold steps ([0]*6 + [-1]) before the first chunk (openpi's LIBERO client: 10)
+    max_obs_age: float = 0.15  # s: an observation older than this (state or either camera) is never sent
+    image_view: str = POLICY_LIBERO  # what the checkpoint was trained to see (image_convention.POLICY_VIEWS)
+    state_format: str = STATE_CONTRACT  # observation/state: contract 7-D or libero 8-D (policy_node.observation)
+    task: str = ""  # the instruction; "" in sim: the world's
+    preference: str = ""  # LIBERO-PeRM: "Task: {task}. Preference: {preference}."
+    control_hz: float = CONTROL_HZ_DEFAULT
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("ws://", "wss://")):
+            raise PolicyConfigError(f"url must be ws://host:port (or wss://), got {self.url!r}")
+        for name in ("timeout", "reconnect_period", "max_obs_age", "control_hz"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+                raise PolicyConfigError(f"{name} must be a positive number, got {v!r}")
+            object.__setattr__(self, name, float(v))
+        if self.mode not in MODES:
+            raise PolicyConfigError(f"mode must be one of {list(MODES)}, got {self.mode!r}")
+        for name, low in (("replan_steps", 1), ("start_wait_steps", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise PolicyConfigError(f"{name} must be an integer >= {low}, got {v!r}")
+        if not 0.0 <= self.prefetch_share <= 1.0:
+            raise PolicyConfigError(f"prefetch_share must be in [0, 1], got {self.prefetch_share!r}")
+        if not 0.0 <= self.blend_old < 1.0:
+            raise PolicyConfigError(f"blend_old must be in [0, 1), got {self.blend_old!r}")
+        if self.image_view not in POLICY_VIEWS:
+            raise PolicyConfigError(f"image_view must be one of {list(POLICY_VIEWS)}, got {self.image_view!r}")
+        if self.state_format not in STATE_FORMATS:
+            raise PolicyConfigError(f"state_format must be one of {list(STATE_FORMATS)}, got {self.state_format!r}")
+
+    @property
+    def control_period(self) -> float:
+        return 1.0 / self.control_hz

@@ -1,0 +1,233 @@
+"""The deployment loop without ROS: observation in, at most one validated action out, every control step.
+
+:class:`PolicyRunner.step` is called at ``control_hz`` with the newest inputs. It joins chunks that came back
+(policy_node.chunks: time alignment, blending), decides whether to request the next one (synchronous or
+prefetching), and hands out the action for this step, or None: then nothing is published and the arm
+driver's watchdog holds the arm (1.5 control periods), which is how every fault ends here:
+
+- the server is unreachable, closes the connection, times out (``timeout``), or answers with a traceback or a
+  malformed reply: the queue is dropped at once, the fault is counted and kept as ``last_error``, and a new
+  connection is tried every ``reconnect_period``; the loop resumes with a fresh chunk when the server is back;
+- the observation is older than ``max_obs_age`` (a stalled camera, a late state): it is never sent; what is
+  queued still runs (it answered a fresh observation), then the arm holds until inputs are fresh again.
+
+Requests run on a worker thread (openpi-client is synchronous); a request carries the executed count it
+answers, so a late chunk is aligned or dropped, never executed out of time. Each step's record
+(:class:`StepRecord`) says which action of which chunk ran and how old its observation was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import queue
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from libero_workcell.contract import GRIPPER_OPEN, validate_action
+from policy_node.chunks import ChunkQueue, prefetch_steps
+from policy_node.client import MalformedReply, PolicyServerError, Reply, TimedPolicyClient
+from policy_node.config import MODE_SYNC, PolicyConfig
+from policy_node.observation import Snapshot, openpi_observation
+
+WAIT_ACTION = np.array([0.0] * 6 + [GRIPPER_OPEN])  # openpi's LIBERO client's start-of-episode action
+RTT_WINDOW = 20  # round trips the prefetch estimate looks back over
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One control step: what ran and why."""
+
+    t: float  # wall time of the step
+    action: np.ndarray | None  # what was handed out (None: nothing; the arm holds)
+    kind: str  # "chunk", "wait" (start of episode), or why nothing: "no_chunk", "server_lost", "stale_obs"
+    chunk: int = -1
+    index: int = -1  # in its chunk
+    blended: bool = False
+    obs_age_ms: float | None = None  # of the observation its chunk answered
+    round_trip_ms: float | None = None  # of its chunk
+    server_infer_ms: float | None = None
+    queued: int = 0  # actions left after this one
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "action"}
+        d["action"] = None if self.action is None else [float(v) for v in self.action]
+        return d
+
+
+@dataclass(frozen=True)
+class _Request:
+    chunk: int
+    requested_at: int
+    obs: dict[str, Any]
+    obs_age_ms: float
+
+
+class PolicyRunner:
+    def __init__(
+        self,
+        config: PolicyConfig,
+        clock: Callable[[], float] = time.time,
+        connect: Callable[[str, float], TimedPolicyClient] = TimedPolicyClient,
+    ) -> None:
+        self.config = config
+        self._clock = clock
+        self._connect = connect
+        self.queue = ChunkQueue(config.replan_steps, config.blend_old)
+        self.counters: Counter[str] = Counter()
+        self.last_error = ""
+        self.metadata: dict[str, Any] | None = None
+        self._requests: queue.Queue[_Request | None] = queue.Queue(maxsize=1)
+        self._replies: queue.Queue[tuple[_Request, Reply | Exception]] = queue.Queue()
+        self._in_flight: _Request | None = None
+        self._chunk_info: dict[int, tuple[float, float, float | None]] = {}  # chunk -> (obs age, rtt, infer)
+        self._rtt_ms: deque[float] = deque(maxlen=RTT_WINDOW)
+        self._waited = 0
+        self._client: TimedPolicyClient | None = None
+        self._connected = threading.Event()
+        self._lost = threading.Event()  # the worker saw the connection fail: drop the queue
+        self._stop = threading.Event()
+        self._worker = threading.Thread(target=self._work, name="policy-client", daemon=True)
+        self._worker.start()
+
+    # ------------------------------------------------------------------ the control step
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def prefetch(self) -> int:
+        """Queued actions at which the next chunk is requested (async), from the recent round trips."""
+        rtt = max(self._rtt_ms) / 1e3 if self._rtt_ms else self.config.timeout / 2
+        return prefetch_steps(self.config.replan_steps, rtt / self.config.control_period, self.config.prefetch_share)
+
+    def step(self, snap: Snapshot | None, task: str) -> StepRecord:
+        now = self._clock()
+        self._join_replies()
+        if self._lost.is_set():
+            self._lost.clear()
+            if self.queue.clear():
+                self.counters["dropped_on_loss"] += 1
+        fresh_age = snap.age(now) if snap is not None else math.inf
+        fresh = fresh_age <= self.config.max_obs_age
+        waiting = self._waited < self.config.start_wait_steps
+        if self._wants_request(waiting) and self.connected:
+            if fresh and snap is not None:
+                self._request(snap, task, fresh_age)
+            else:
+                self.counters["stale_observations"] += 1
+        if waiting:
+            self._waited += 1
+            return StepRecord(now, WAIT_ACTION.copy(), "wait")
+        x = self.queue.next()
+        if x is None:
+            kind = "server_lost" if not self.connected else ("stale_obs" if not fresh else "no_chunk")
+            self.counters[f"idle_{kind}"] += 1
+            return StepRecord(now, None, kind)
+        validate_action(x.action)  # never hand out what was not checked (the chunk was; this is the last gate)
+        age, rtt, infer = self._chunk_info.get(x.chunk, (None, None, None))
+        self.counters["actions"] += 1
+        return StepRecord(now, x.action, "chunk", x.chunk, x.index, x.blended, age, rtt, infer, self.queue.remaining)
+
+    def restart_episode(self) -> None:
+        """A new episode: drop what is queued and wait the start steps again."""
+        self.queue.clear()
+        self._waited = 0
+
+    def _wants_request(self, waiting: bool) -> bool:
+        if self._in_flight is not None:
+            return False
+        if self.config.mode == MODE_SYNC:
+            return self.queue.remaining == 0 and not waiting
+        ahead = self.prefetch()
+        return self.queue.remaining <= ahead and self.config.start_wait_steps - self._waited <= ahead
+
+    def _request(self, snap: Snapshot, task: str, age: float) -> None:
+        obs = openpi_observation(snap, self.config.image_view, self.config.state_format, task,
+                                 self.config.preference)  # fmt: skip
+        chunk, at = self.queue.request()
+        req = _Request(chunk, at, obs, age * 1e3)
+        self._in_flight = req
+        self._requests.put(req)
+
+    def _join_replies(self) -> None:
+        while True:
+            try:
+                req, result = self._replies.get_nowait()
+            except queue.Empty:
+                return
+            self._in_flight = None
+            if isinstance(result, Exception):  # whatever is queued answered a server now in doubt: hold
+                self.last_error = str(result)
+                self.counters["malformed_replies" if isinstance(result, MalformedReply) else "server_errors"] += 1
+                self.queue.clear()
+                continue
+            self._rtt_ms.append(result.round_trip_ms)
+            joined = self.queue.join(req.chunk, result.actions, req.requested_at)
+            self._chunk_info[req.chunk] = (req.obs_age_ms, result.round_trip_ms, result.server_infer_ms)
+            self._chunk_info.pop(req.chunk - 8, None)
+            self.counters["chunks"] += 1
+            if joined.queued == 0:
+                self.counters["stale_chunks"] += 1
+
+    # ------------------------------------------------------------------ the worker
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            if self._client is None or not self._client.is_open:
+                self._reconnect()
+                continue
+            try:
+                req = self._requests.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if req is None:
+                return
+            try:
+                result: Reply | Exception = self._client.infer_reply(req.obs)
+            except PolicyServerError as exc:
+                result = exc
+                if not self._client.is_open:
+                    self._mark_lost(str(exc))
+            self._replies.put((req, result))
+
+    def _reconnect(self) -> None:
+        if self._client is not None:
+            self._mark_lost(self.last_error or "the connection closed")
+        try:
+            self._client = self._connect(self.config.url, self.config.timeout)
+        except PolicyServerError as exc:
+            self._client = None
+            self.last_error = str(exc)
+            self.counters["connect_failures"] += 1
+            self._stop.wait(self.config.reconnect_period)
+            return
+        self.metadata = self._client.get_server_metadata()
+        self.counters["connects"] += 1
+        self._connected.set()
+
+    def _mark_lost(self, reason: str) -> None:
+        if self._connected.is_set():
+            self.counters["server_lost"] += 1
+        self._connected.clear()
+        self._lost.set()
+        self.last_error = reason
+        with contextlib.suppress(queue.Empty):  # a request not sent yet answers an observation from before
+            req = self._requests.get_nowait()
+            if req is not None:
+                self._replies.put((req, PolicyServerError(f"not sent: {reason}")))
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def close(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(queue.Full):
+            self._requests.put_nowait(None)
+        self._worker.join(timeout=2.0)
+        if self._client is not None:
+            self._client.close()
