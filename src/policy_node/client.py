@@ -24,6 +24,10 @@ from websockets.protocol import State
 from libero_workcell.contract import ContractError
 from policy_node.chunks import validate_chunk
 
+# s for the closing handshake: openpi-server answers it only between inferences, and after a timeout nothing
+# is waited for (the connection is dropped).
+CLOSE_TIMEOUT = 0.05
+
 
 class PolicyServerError(RuntimeError):
     """The server could not be reached, closed the connection, timed out or sent a traceback."""
@@ -78,8 +82,15 @@ class TimedPolicyClient(WebsocketClientPolicy):
 
     def _wait_for_server(self):  # openpi's, with deadlines
         headers = {"Authorization": f"Api-Key {self._api_key}"} if self._api_key else None
-        conn = websockets.sync.client.connect(self._uri, compression=None, max_size=None, additional_headers=headers,
-                                              open_timeout=self.timeout, close_timeout=1.0)  # fmt: skip
+        conn = websockets.sync.client.connect(
+            self._uri,
+            compression=None,
+            max_size=None,
+            additional_headers=headers,
+            open_timeout=self.timeout,
+            close_timeout=CLOSE_TIMEOUT,
+            legacy=True,
+        )
         try:
             first = conn.recv(timeout=self.timeout)
         except BaseException:
@@ -117,9 +128,10 @@ class TimedPolicyClient(WebsocketClientPolicy):
         except (TypeError, ValueError) as exc:  # msgpack-numpy refuses what it cannot pack (object dtypes)
             raise MalformedReply(f"the observation cannot be sent: {exc}") from None
         rtt = (time.perf_counter() - t0) * 1e3
-        if isinstance(raw, str):
+        if isinstance(raw, str):  # openpi-server's traceback frame; it closes with 1011 next
             self.close()
-            raise PolicyServerError(f"the server failed: {raw.strip().splitlines()[-1] if raw.strip() else raw!r}")
+            last = raw.strip().splitlines()[-1] if raw.strip() else "(empty traceback)"
+            raise PolicyServerError(f"the server failed: {last}")
         try:
             reply = msgpack_numpy.unpackb(raw)
         except Exception as exc:  # anything msgpack raises on a corrupt frame
