@@ -39,6 +39,8 @@ setup(
             "demo_replay = sim_bridge.replay_node:main",
             "teleop_pico = teleop_pico.node:main",
             "recorder = recorder.node:main",
+            "policy_node = policy_node.node:main",
+            "policy_server = policy_node.serve:main",
             "workcell = libero_workcell.cli:main",
         ],
     },

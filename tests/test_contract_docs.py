@@ -34,6 +34,7 @@ NODE_SOURCES = {
     "demo_replay": ROOT / "sim_bridge" / "replay_node.py",
     "teleop_pico": ROOT / "src" / "teleop_pico" / "node.py",
     "recorder": ROOT / "src" / "recorder" / "node.py",
+    "policy_node": ROOT / "src" / "policy_node" / "node.py",
 }
 NODE_MODULES = {
     "aubo_bridge": "aubo_bridge.node",
@@ -44,6 +45,7 @@ NODE_MODULES = {
     "demo_replay": "sim_bridge.replay_node",
     "teleop_pico": "teleop_pico.node",
     "recorder": "recorder.node",
+    "policy_node": "policy_node.node",
 }
 
 

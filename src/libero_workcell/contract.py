@@ -107,6 +107,7 @@ class Topics:
     SIM_EPISODE: Final = "/sim/episode"  # std_msgs/String (JSON), sim only: metrics
     TELEOP_STATUS: Final = "/teleop/status"  # std_msgs/String (JSON): following / holding and why
     RECORDER_STATUS: Final = "/recorder/status"  # std_msgs/String (JSON), latched: the episode being recorded
+    POLICY_STATUS: Final = "/policy/status"  # std_msgs/String (JSON): running, connected, the last step's record
 
     @staticmethod
     def image(camera: str) -> str:
@@ -134,6 +135,8 @@ class Services:
     RECORDER_START: Final = "/recorder/start"
     RECORDER_SAVE: Final = "/recorder/save"
     RECORDER_DISCARD: Final = "/recorder/discard"
+    POLICY_START: Final = "/policy/start"  # a new episode: the start wait, then the policy drives
+    POLICY_STOP: Final = "/policy/stop"  # the policy stops sending (the arm's watchdog holds it)
 
 
 class Params:

@@ -78,9 +78,12 @@ class LocalPolicyServer:
         loop.close()
 
     def stop(self) -> None:
-        if self._loop is not None and self._task is not None:
-            self._loop.call_soon_threadsafe(self._task.cancel)
-        self._thread.join(timeout=5.0)
+        """End the server and its connections (again: nothing)."""
+        if self._loop is not None and self._task is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                self._loop.call_soon_threadsafe(self._task.cancel)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
 
     def __enter__(self) -> LocalPolicyServer:
         return self.start()

@@ -1,0 +1,112 @@
+"""policy_node on real rclpy, against a real openpi-server on loopback: topics in, actions out as 'policy'."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import rclpy
+
+from libero_workcell import ros_msgs
+from libero_workcell.contract import CAMERA_NAMES, SOURCE_POLICY, Qos, Topics
+from libero_workcell.ros_qos import qos
+from policy_node.builtin_policies import ReachPolicy
+from policy_node.serve import LocalPolicyServer
+
+pytestmark = pytest.mark.slow
+STATE = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
+
+
+@pytest.fixture
+def rig(tmp_path):
+    """(node, spin, actions, diagnostics, server): the policy node fed at 20 Hz by a feeder node."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import Image, JointState
+
+    from policy_node.node import PolicyNode
+
+    server = LocalPolicyServer(ReachPolicy([0.45, 0.0, 0.35], delay_ms=30)).start()
+    args = ["--ros-args", "-p", f"policy.url:={server.url}", "-p", "policy.task:=pick up the parts",
+            "-p", "policy.start_wait_steps:=4", "-p", "policy.reconnect_period:=0.2",
+            "-p", f"timing_path:={tmp_path / 'timing.jsonl'}"]  # fmt: skip
+    rclpy.init(args=args)
+    node = PolicyNode()
+    feeder = rclpy.create_node("feeder")
+    pub_state = feeder.create_publisher(JointState, Topics.ROBOT_STATE, qos(Qos.STATE))
+    pub_img = {c: feeder.create_publisher(Image, Topics.image(c), qos(Qos.SENSOR)) for c in CAMERA_NAMES}
+    actions: list[tuple[float, np.ndarray, str]] = []
+    diagnostics: list[dict] = []
+
+    def on_action(msg) -> None:
+        values, source = ros_msgs.action_from_msg(msg)
+        actions.append((time.monotonic(), values, source))
+
+    def on_diag(msg) -> None:
+        for st in msg.status:
+            if st.name == "policy_node":
+                level = st.level[0] if isinstance(st.level, bytes) else int(st.level)
+                diagnostics.append({"level": level, "message": st.message, **{kv.key: kv.value for kv in st.values}})
+
+    feeder.create_subscription(JointState, Topics.ACTION, on_action, qos(Qos.COMMAND))
+    feeder.create_subscription(DiagnosticArray, Topics.DIAGNOSTICS, on_diag, qos(Qos.DIAGNOSTICS))
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    ex.add_node(feeder)
+    img = np.full((256, 256, 3), 90, np.uint8)
+    next_feed = [0.0]
+
+    def spin(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if time.monotonic() >= next_feed[0]:
+                t = time.time()
+                pub_state.publish(ros_msgs.state_msg(STATE, t))
+                for c in CAMERA_NAMES:
+                    pub_img[c].publish(ros_msgs.image_msg(img, t, c))
+                next_feed[0] = time.monotonic() + 0.05
+            ex.spin_once(timeout_sec=0.005)
+
+    yield node, spin, actions, diagnostics, server, tmp_path / "timing.jsonl"
+    node.shutdown()
+    ex.shutdown()
+    node.destroy_node()
+    feeder.destroy_node()
+    rclpy.try_shutdown()
+    server.stop()
+
+
+def test_the_policy_drives_at_the_control_rate_stops_on_request_and_holds_when_the_server_goes(rig) -> None:
+    from std_srvs.srv import Trigger
+
+    node, spin, actions, diagnostics, server, timing = rig
+    spin(3.0)
+    assert actions and all(src == SOURCE_POLICY for _, _, src in actions)
+    t = np.array([a[0] for a in actions])
+    steady = t[t > t[0] + 0.5]
+    assert 0.045 < np.median(np.diff(steady)) < 0.055 and np.max(np.diff(steady)) < 0.075  # 20 Hz, no pause
+    assert [r.kind for r in node.records[:5]] == ["wait"] * 4 + ["chunk"]  # the start wait, then the policy
+    np.testing.assert_array_equal(actions[0][1], [0.0] * 6 + [-1.0])
+    chunked = [r for r in node.records if r.kind == "chunk"]
+    assert chunked and chunked[-1].action[0] > 0  # toward the target from the fed state
+    rows = [json.loads(line) for line in timing.read_text().splitlines()]
+    assert {"chunk", "index", "round_trip_ms", "server_infer_ms", "obs_age_ms", "kind"} <= set(rows[-1])
+    assert any(d["connected"] == "True" and d["level"] == 0 for d in diagnostics)
+
+    assert node._srv_stop(Trigger.Request(), Trigger.Response()).success
+    n = len(actions)
+    spin(0.5)
+    assert len(actions) <= n + 2  # at most what was already on its way
+    assert node._srv_start(Trigger.Request(), Trigger.Response()).success
+    spin(1.0)
+    assert len(actions) > n + 10
+
+    server.stop()  # the server goes away mid-episode
+    t_stop = time.monotonic()
+    spin(1.5)
+    after = [ts for ts, _, _ in actions if ts > t_stop]
+    assert not after or after[-1] - t_stop < 0.1 + 0.05, after  # held within 2 control periods
+    lost = diagnostics[-1]
+    assert lost["level"] == 2 and "no policy server" in lost["message"], lost
