@@ -40,7 +40,7 @@ setup(
             "teleop_pico = teleop_pico.node:main",
             "recorder = recorder.node:main",
             "policy_node = policy_node.node:main",
-            "policy_server = policy_node.serve:main",
+            "policy_server = sim_bridge.policy_server_node:main",
             "workcell = libero_workcell.cli:main",
         ],
     },

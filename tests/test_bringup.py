@@ -610,3 +610,25 @@ def test_teleop_collection_launch_files_are_the_graph_with_teleop_on(monkeypatch
     assert "sim_world" not in real_nodes and real_nodes["teleop_pico"]["source"] == "headset"
     assert real_nodes["teleop_pico"]["reset_sim"] is False and real_nodes["aubo_bridge"]["active_source"] == "teleop"
     assert not {n for n in Graph.load().resolve([]) if n.name in ("teleop_pico", "recorder")}  # off by default
+
+
+def test_deploy_launch_files_are_the_graph_with_the_policy_on(monkeypatch):
+    """deploy_sim.launch.py: the sim graph, the local openpi server and policy_node, the bridge listening to
+    policy; deploy_real.launch.py: the physical workcell and policy_node against policy_url, no local server."""
+    sim = _run_launch_file(monkeypatch, {"task": "pick up the parts"}, REPO / "launch" / "deploy_sim.launch.py")
+    nodes = {a.name: a.parameters[0] for a in sim if type(a).__name__ == "Node"}
+    preset = {k: str(v) for k, v in launch_presets.DEPLOY_SIM.items()}
+    expected = Graph.load().resolve({**preset, "task": "pick up the parts"})
+    assert list(nodes.items()) == [(s.name, s.parameters) for s in expected]
+    assert nodes["aubo_bridge"]["active_source"] == "policy" and nodes["policy_server"]["host"] == "127.0.0.1"
+    assert nodes["policy_node"]["policy.url"] == f"ws://127.0.0.1:{nodes['policy_server']['port']}"
+    assert nodes["policy_node"]["policy.task"] == "pick up the parts" and "sim_world" in nodes
+    url = "ws://10.0.0.7:8000"
+    real = _run_launch_file(monkeypatch, {"policy_url": url, "preference": "left first"},
+                            REPO / "launch" / "deploy_real.launch.py")  # fmt: skip
+    real_nodes = {a.name: a.parameters[0] for a in real if type(a).__name__ == "Node"}
+    assert "sim_world" not in real_nodes and "policy_server" not in real_nodes
+    policy, bridge = real_nodes["policy_node"], real_nodes["aubo_bridge"]
+    assert policy["policy.url"] == url and policy["policy.preference"] == "left first"
+    assert bridge["active_source"] == "policy" and bridge["auto_enable"] is False
+    assert not {n.name for n in Graph.load().resolve([])} & {"policy_node", "policy_server"}  # off by default

@@ -35,6 +35,7 @@ NODE_SOURCES = {
     "teleop_pico": ROOT / "src" / "teleop_pico" / "node.py",
     "recorder": ROOT / "src" / "recorder" / "node.py",
     "policy_node": ROOT / "src" / "policy_node" / "node.py",
+    "policy_server": ROOT / "sim_bridge" / "policy_server_node.py",
 }
 NODE_MODULES = {
     "aubo_bridge": "aubo_bridge.node",
@@ -46,6 +47,7 @@ NODE_MODULES = {
     "teleop_pico": "teleop_pico.node",
     "recorder": "recorder.node",
     "policy_node": "policy_node.node",
+    "policy_server": "sim_bridge.policy_server_node",
 }
 
 

@@ -1,0 +1,17 @@
+"""Deploy a checkpoint on the physical workcell: ``ros2 launch libero_workcell deploy_real.launch.py
+policy_url:=ws://GPU-HOST:8000 task:="pick up ..." [preference:=...] [ARG:=VALUE ...]``.
+
+The physical workcell graph (``config/workcell.yaml``, ``use_sim:=false``) with ``policy:=true``:
+``policy_node`` queries openpi's policy server at ``policy_url`` at 20 Hz and drives as source ``policy``
+(the bridge's active source). The arm still waits for ``/aubo/enable``. Arguments: docs/policy.md,
+docs/interfaces.md. Without ROS 2's launch: ``workcell bringup use_sim:=false policy:=true policy_url:=...``.
+"""
+
+from pathlib import Path
+
+from libero_workcell import launch_presets
+from libero_workcell.workcell_launch import workcell_launch_description
+
+
+def generate_launch_description():
+    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.DEPLOY_REAL)

@@ -1,0 +1,79 @@
+"""policy_server node (simulation): the local openpi policy server inside the simulated workcell's graph.
+
+openpi-server's ``WebsocketPolicyServer`` (policy_node.serve.LocalPolicyServer) on ``host``:``port``
+(127.0.0.1 unless ``host`` says otherwise), serving ``policy``: ``expert`` (sim_bridge.expert_policy: the
+scripted expert's chunks, from the observed state and the world's ground truth, which this node reads from
+``/sim/ground_truth``) or ``reach`` (policy_node.builtin_policies: toward a fixed TCP position). The
+policy_node connects to it as it would to a GPU machine's server. ``delay_ms`` adds inference time.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from rclpy.node import Node
+from std_msgs.msg import String
+
+from libero_workcell.contract import CONTROL_HZ_DEFAULT, Params, Qos, Topics
+from libero_workcell.node_main import run_node
+from libero_workcell.node_params import refuse_runtime_changes
+from libero_workcell.ros_qos import qos
+from policy_node.builtin_policies import ReachPolicy
+from policy_node.serve import LOOPBACK, REACH_TARGET_DEFAULT, LocalPolicyServer
+from sim_bridge.expert_policy import ExpertChunkPolicy
+
+POLICIES = ("expert", "reach")
+
+
+class PolicyServerNode(Node):
+    def __init__(self) -> None:
+        super().__init__("policy_server")
+        self.declare_parameter(Params.USE_SIM, True)
+        self.declare_parameter(Params.SIM_LINK, "workcell")  # injected into every node; unused here
+        self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
+        self.declare_parameter("policy", "expert")
+        self.declare_parameter("host", LOOPBACK)
+        self.declare_parameter("port", 8000)
+        self.declare_parameter("horizon", 10)  # actions per chunk (pi05_libero: 10)
+        self.declare_parameter("delay_ms", 0.0)  # inference time to spend per request
+        refuse_runtime_changes(self)
+        p = lambda name: self.get_parameter(name).value  # noqa: E731
+        if not p(Params.USE_SIM):
+            raise ValueError("policy_server serves the simulated workcell only; on the real one use openpi's server")
+        kind = str(p("policy"))
+        if kind not in POLICIES:
+            raise ValueError(f"policy must be one of {list(POLICIES)}, got {kind!r}")
+        self._lock = threading.Lock()
+        self._truth: dict | None = None
+        hz, horizon, delay = float(p(Params.CONTROL_HZ)), int(p("horizon")), float(p("delay_ms"))
+        if kind == "expert":
+            policy = ExpertChunkPolicy(self.truth, horizon, hz, delay_ms=delay)
+            self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE))
+        else:
+            policy = ReachPolicy(REACH_TARGET_DEFAULT, horizon, delay, hz)
+        self.server = LocalPolicyServer(policy, str(p("host")), int(p("port")), {"policy": kind, "horizon": horizon})
+        try:
+            self.server.start()
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc} (is port {p('port')} in use?)") from None
+        self.get_logger().info(f"serving the {kind} policy on {self.server.url} (openpi's websocket protocol)")
+
+    def _on_truth(self, msg: String) -> None:
+        with self._lock:
+            self._truth = json.loads(msg.data)
+
+    def truth(self) -> dict | None:
+        with self._lock:
+            return self._truth
+
+    def shutdown(self) -> None:
+        self.server.stop()
+
+
+def main(args: list[str] | None = None) -> None:
+    run_node(PolicyServerNode, "policy_server", args)
+
+
+if __name__ == "__main__":
+    main()
