@@ -1,0 +1,107 @@
+"""``python -m evaluation {sim,real} --out DIR [...]``: the paper's evaluation protocol, results in DIR.
+
+``sim``: every trial on the simulated workcell (a fresh deploy graph per trial, ``--workers`` at a time, each
+on its own DDS domain), against the local policy server (the scripted expert's chunks) or ``--policy-url``.
+``real``: on the physical workcell, with its graph already running (``ros2 launch libero_workcell
+deploy_real.launch.py policy_autostart:=false ...``): the operator sets up each trial and labels each
+placement. Either way DIR gets ``results.jsonl`` (one line per trial, as it finishes: a rerun resumes),
+``results.json`` (settings, trials, metrics), ``results.png``, and the printed table; in sim also every
+rollout (``rollouts/``, LIBERO's HDF5 layout) and policy_node's per-step timing (``timing/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from evaluation.protocol import TRIALS_PER_SPEED, protocol_trials
+from evaluation.report import PLOT_FILE, plot, table, write_results
+from evaluation.runner import EvalSettings, run_real_trial, run_sim_trial, run_trials
+from recorder.collection_plan import SPEEDS
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).resolve().parent
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__.splitlines()[0])
+    ap.add_argument("where", choices=("sim", "real"))
+    ap.add_argument("--out", type=Path, required=True, help="results folder (an existing one is resumed)")
+    ap.add_argument("--speeds", type=float, nargs="+", default=list(SPEEDS))
+    ap.add_argument("--trials-per-speed", type=int, default=TRIALS_PER_SPEED)
+    ap.add_argument("--workers", type=int, default=1, help="sim: trials at once, each on its own DDS domain")
+    ap.add_argument("--checkpoint", default=None, help="the checkpoint's name, recorded with the results")
+    ap.add_argument("--policy-url", default="", help="sim: a policy server instead of the local one")
+    ap.add_argument("--mode", choices=("async", "sync"), default="async")
+    ap.add_argument("--replan-steps", type=int, default=5)
+    ap.add_argument("--preference", default="", help="LIBERO-PeRM preference for every trial")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME:=VALUE", help="sim: a graph override")
+    ap.add_argument("--no-progress", action="store_true")
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = _parse(argv)
+    extra = {}
+    for item in a.set:
+        name, sep, value = item.partition(":=")
+        if not sep:
+            print(f"evaluation: --set wants NAME:=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        extra[name] = value
+    checkpoint = a.checkpoint or ("builtin:expert" if a.where == "sim" and not a.policy_url else "unnamed")
+    settings = EvalSettings(checkpoint, a.policy_url, a.mode, a.replan_steps, a.preference, extra)
+    trials = protocol_trials(tuple(a.speeds), a.trials_per_speed, a.preference)
+    a.out.mkdir(parents=True, exist_ok=True)
+    if a.where == "sim":
+        rows = run_trials(
+            trials, a.out, functools.partial(run_sim_trial, settings=settings), a.workers, progress=not a.no_progress
+        )
+    else:
+        rows = _run_real(trials, a.out, settings)
+    doc = write_results(
+        a.out,
+        rows,
+        {
+            **asdict(settings),
+            "where": a.where,
+            "speeds": a.speeds,
+            "trials_per_speed": a.trials_per_speed,
+            "workers": a.workers,
+            "commit": _commit(),
+        },
+    )
+    plot(doc["metrics"], a.out / PLOT_FILE, f"{checkpoint} on the {a.where} workcell ({len(rows)} trials)")
+    print(table(doc["metrics"]))
+    print(f"results: {a.out / 'results.json'}, plot: {a.out / PLOT_FILE}")
+    return 0 if len(rows) == len(trials) else 1
+
+
+def _run_real(trials, out: Path, settings: EvalSettings):
+    from evaluation.runner import _Probe
+
+    with _Probe("evaluation") as probe:
+
+        def call(service: str) -> str:
+            return probe.call(service, lambda: None)
+
+        def one(trial, out_dir, _domain):
+            return {**run_real_trial(trial, call), "settings": asdict(settings)}
+
+        return run_trials(trials, out, one, workers=1, domains=[0], progress=False)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,329 @@
+"""Running the protocol: every trial through the deploy graph, results kept as they come, a run resumable.
+
+Simulated workcell (:func:`run_sim_trial`): one fresh graph per trial (deploy_sim's: the world in the trial's
+task, policy_node against the policy server, the rollout_recorder), on its own loopback DDS domain; the
+runner waits for the graph, starts a recording and the policy's episode, waits for the world to report the
+episode done (its horizon comes from the belt schedule), stops the policy, saves the recording and reads the
+outcome from the world's predicates. Trials run in ``workers`` processes, each on its own domain.
+
+Physical workcell (:func:`run_real_trial`): the operator sets up each trial as told and labels each
+placement; the runner starts and stops the policy around the trial's horizon.
+
+Every finished trial is one line of ``results.jsonl`` (written and flushed at once); a rerun with the same
+output folder skips the trials there, so an interrupted evaluation resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluation.protocol import Trial
+
+RESULTS_FILE = "results.jsonl"
+START_TIMEOUT = 60.0  # s for a trial's graph to come up
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What is recorded with the results: enough to know what was evaluated, and how."""
+
+    checkpoint: str = "builtin:expert"  # the checkpoint's name (the server's; the local server's built-in)
+    policy_url: str = ""  # "" in sim: the local server; else the server every trial connects to
+    mode: str = "async"
+    replan_steps: int = 5
+    preference: str = ""
+    extra: dict[str, str] = field(default_factory=dict)  # further graph overrides, NAME:=VALUE
+
+
+def load_results(out_dir: Path) -> list[dict[str, Any]]:
+    """The finished trials of an earlier run (a torn last line, from a kill mid-write, is ignored)."""
+    path = out_dir / RESULTS_FILE
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def append_result(out_dir: Path, row: dict[str, Any]) -> None:
+    path = out_dir / RESULTS_FILE
+    torn = path.is_file() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(("\n" if torn else "") + json.dumps(row) + "\n")  # after a torn line, on a line of its own
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def run_trials(
+    trials: Sequence[Trial],
+    out_dir: Path,
+    run_trial: Callable[[Trial, Path, int], dict[str, Any]],
+    workers: int = 1,
+    domains: Iterable[int] | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Run the trials not in ``out_dir``'s results yet, ``workers`` at a time; every result as it comes.
+    ``run_trial(trial, out_dir, domain_id)`` returns the result row. Returns every result, old and new."""
+    from tqdm import tqdm
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done = {int(r["trial"]["index"]) for r in load_results(out_dir)}
+    todo = [t for t in trials if t.index not in done]
+    pool = list(domains) if domains is not None else [_domain_for(k) for k in range(max(1, workers))]
+    if len(pool) < max(1, workers):
+        raise ValueError(f"{workers} workers need as many DDS domains, got {pool}")
+    bar = tqdm(total=len(trials), initial=len(trials) - len(todo), desc="trials", unit="trial", disable=not progress)
+    if workers <= 1:
+        for t in todo:
+            append_result(out_dir, run_trial(t, out_dir, pool[0]))
+            bar.update()
+    else:
+        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter per worker: no rclpy state forked
+        free: Any = ctx.Queue()
+        for d in pool[:workers]:
+            free.put(d)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_take_domain, initargs=(free,)) as ex:
+            futures = [ex.submit(_in_worker, run_trial, t, out_dir) for t in todo]
+            for fut in as_completed(futures):
+                append_result(out_dir, fut.result())
+                bar.update()
+    bar.close()
+    return sorted(load_results(out_dir), key=lambda r: int(r["trial"]["index"]))
+
+
+def _domain_for(worker: int) -> int:
+    from libero_workcell import dds
+
+    return dds.DOMAIN_ID_MIN + (dds.per_run_domain_id() - dds.DOMAIN_ID_MIN + 1 + worker) % (
+        dds.DOMAIN_ID_MAX - dds.DOMAIN_ID_MIN + 1
+    )
+
+
+_WORKER_DOMAIN: int | None = None  # the DDS domain of this worker process (each worker has its own)
+
+
+def _take_domain(free: Any) -> None:
+    global _WORKER_DOMAIN
+    _WORKER_DOMAIN = int(free.get())
+
+
+def _in_worker(run_trial: Callable[[Trial, Path, int], dict[str, Any]], trial: Trial, out_dir: Path):
+    assert _WORKER_DOMAIN is not None
+    return run_trial(trial, out_dir, _WORKER_DOMAIN)
+
+
+# ---------------------------------------------------------------------- the simulated workcell
+def sim_overrides(trial: Trial, settings: EvalSettings, out_dir: Path, port: int) -> dict[str, str]:
+    """The deploy graph's arguments for one trial."""
+    from libero_workcell import launch_presets
+
+    local = not settings.policy_url
+    o = {k: str(v) for k, v in launch_presets.DEPLOY_SIM.items()}
+    o.update(
+        {
+            "policy_local_server": str(local).lower(),
+            "policy_port": str(port),
+            "policy_url": f"ws://127.0.0.1:{port}" if local else settings.policy_url,
+            "policy_autostart": "false",
+            "record_rollouts": "true",
+            "record_path": str(out_dir / "rollouts" / f"trial_{trial.index:03d}.hdf5"),
+            "policy_timing": str(out_dir / "timing" / f"trial_{trial.index:03d}.jsonl"),
+            "belt_speed": f"{trial.belt_speed:g}",
+            "preference": trial.preference or settings.preference,
+            "sim_link": f"eval_{os.getpid()}_{trial.index}",
+            "sim_world.seed": str(trial.seed),
+            "sim_world.combination": str(trial.combination),
+            "sim_world.slot_permutation": json.dumps(list(trial.slot_permutation)),
+            "policy_node.policy.mode": settings.mode,
+            "policy_node.policy.replan_steps": str(settings.replan_steps),
+        }
+    )
+    o.update(settings.extra)
+    return o
+
+
+def run_sim_trial(trial: Trial, out_dir: Path, domain_id: int, settings: EvalSettings | None = None) -> dict[str, Any]:
+    """One trial on the simulated workcell, on DDS domain ``domain_id`` (this process's env is set for it)."""
+    from libero_workcell import dds
+    from libero_workcell.bringup import Graph
+    from libero_workcell.launcher import launch
+    from policy_node.serve import free_port
+
+    settings = settings or EvalSettings()
+    env = dds.apply_loopback_env(domain_id)
+    rollouts = out_dir / "rollouts" / f"trial_{trial.index:03d}.hdf5"
+    if rollouts.exists():  # an interrupted attempt: kept aside, never overwritten
+        rollouts.rename(rollouts.with_name(f"{rollouts.stem}.interrupted-{int(time.time())}.hdf5"))
+    overrides = sim_overrides(trial, settings, out_dir, free_port())
+    t0 = time.monotonic()
+    graph = launch(Graph.load().resolve(overrides), env=env, log_dir=out_dir / "logs" / f"trial_{trial.index:03d}")
+    try:
+        with _Probe(f"eval_{trial.index}") as probe:
+            outcome, episode = probe.run_episode(trial.spec.horizon, graph.check)
+    finally:
+        graph.stop(timeout=20)
+    return {
+        "trial": trial.as_dict(),
+        "outcome": outcome,
+        "sim_time": episode["sim_time"],
+        "wall_s": time.monotonic() - t0,
+        "rollout": str(rollouts),
+        "timing": overrides["policy_timing"],
+        "settings": asdict(settings),
+    }
+
+
+class _Probe:
+    """The runner's rclpy node on the trial's domain: services and the episode report."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> _Probe:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from std_msgs.msg import String
+
+        from libero_workcell.contract import Qos, Topics
+        from libero_workcell.ros_qos import qos
+
+        self._ctx = Context()
+        rclpy.init(context=self._ctx)
+        self.node = rclpy.create_node(self.name, context=self._ctx)
+        self._ex = SingleThreadedExecutor(context=self._ctx)
+        self._ex.add_node(self.node)
+        self.episode: dict[str, Any] | None = None
+        self.recorder: dict[str, Any] | None = None
+        self.node.create_subscription(
+            String, Topics.SIM_EPISODE, lambda m: setattr(self, "episode", json.loads(m.data)), qos(Qos.LATCHED)
+        )
+        self.node.create_subscription(
+            String, Topics.RECORDER_STATUS, lambda m: setattr(self, "recorder", json.loads(m.data)), qos(Qos.LATCHED)
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._ex.shutdown()
+        self.node.destroy_node()
+        self._ctx.try_shutdown()
+
+    def spin(self, until: Callable[[], Any], timeout: float, what: str, check: Callable[[], None]) -> None:
+        deadline = time.monotonic() + timeout
+        while not until():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+            check()
+            self._ex.spin_once(timeout_sec=0.05)
+
+    def call(self, service: str, check: Callable[[], None]) -> str:
+        from std_srvs.srv import Trigger
+
+        client = self.node.create_client(Trigger, service)
+        try:
+            self.spin(client.service_is_ready, START_TIMEOUT, service, check)
+            future = client.call_async(Trigger.Request())
+            self.spin(future.done, 10.0, f"{service} to answer", check)
+            res = future.result()
+            if not res.success:
+                raise RuntimeError(f"{service} refused: {res.message}")
+            return res.message
+        finally:
+            self.node.destroy_client(client)
+
+    def run_episode(self, horizon: float, check: Callable[[], None]) -> tuple[dict[str, Any], dict[str, Any]]:
+        from libero_workcell.contract import Services
+
+        self.spin(
+            lambda: self.episode is not None and self.recorder is not None,
+            START_TIMEOUT,
+            "the world and the recorder",
+            check,
+        )
+        self.call(Services.SIM_RESET, check)  # the episode starts at sim time 0 as the recording does
+        self.call(Services.RECORDER_START, check)
+        self.call(Services.POLICY_START, check)
+        started = time.monotonic()
+        self.spin(
+            lambda: (
+                self.episode.get("done")
+                and self.episode["wall_time"] > time.time() - 5
+                and time.monotonic() - started > 1.0
+            ),
+            horizon * 2 + 30,
+            "the episode's end",
+            check,
+        )
+        episode = self.episode
+        self.call(Services.POLICY_STOP, check)
+        saved = int(self.recorder.get("num_demos", 0))
+        self.call(Services.RECORDER_SAVE, check)
+        self.spin(
+            lambda: int(self.recorder.get("num_demos", 0)) > saved and not self.recorder.get("saving"),
+            30.0,
+            "the rollout to be saved",
+            check,
+        )
+        m = episode["metrics"]
+        outcome = {
+            "placed": [bool(p) for p in m["placed"]],
+            "PCR_S": float(m["PCR_S"]),
+            "pcr_s_init": float(m.get("pcr_s_init", 0.0)),
+            "SR": float(m["SR"]),
+            "PCR_T": float(m["PCR_T"]),
+        }
+        return outcome, episode
+
+
+# ---------------------------------------------------------------------- the physical workcell
+def run_real_trial(
+    trial: Trial,
+    call: Callable[[str], str],
+    ask: Callable[[str], str] = input,
+    say: Callable[[str], None] = print,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """One trial on the physical workcell: the operator resets and sets it up, the policy runs for the
+    trial's horizon (``call`` calls a Trigger service by name), then the operator labels each placement."""
+    from libero_workcell.contract import Services
+
+    s = trial.spec
+    say(
+        f"trial {trial.index}: feed {', '.join(s.arriving_words)} (in that order) at {trial.belt_speed:g} m/s, "
+        f"every {s.arrival_interval:g} s; tray left to right: {', '.join(s.tray_words)}"
+    )
+    ask("reset the workcell (arm home, tray empty, belt running), then press Enter to start ")
+    call(Services.POLICY_START)
+    t0 = time.monotonic()
+    sleep(s.horizon)
+    call(Services.POLICY_STOP)
+    placed = [_yes(ask, f"was the {w} placed in its slot? [y/n] ") for w in s.arriving_words]
+    valid = _count(ask, f"how many of the {s.num_workpieces} slots hold a valid workpiece? ", s.num_workpieces)
+    outcome = {"placed": placed, "PCR_S": valid / s.num_workpieces, "pcr_s_init": 0.0, "labels": "operator"}
+    return {"trial": trial.as_dict(), "outcome": outcome, "wall_s": time.monotonic() - t0}
+
+
+def _yes(ask: Callable[[str], str], prompt: str) -> bool:
+    while True:
+        a = ask(prompt).strip().lower()
+        if a in ("y", "yes", "n", "no"):
+            return a.startswith("y")
+
+
+def _count(ask: Callable[[str], str], prompt: str, most: int) -> int:
+    while True:
+        a = ask(prompt).strip()
+        if a.isdigit() and 0 <= int(a) <= most:
+            return int(a)

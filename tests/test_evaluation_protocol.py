@@ -1,0 +1,103 @@
+"""The evaluation protocol, its metrics, the report, and resuming an interrupted run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import pytest
+
+from evaluation.metrics import by_speed, summarize
+from evaluation.protocol import configurations, protocol_trials
+from evaluation.report import plot, table, write_results
+from evaluation.runner import RESULTS_FILE, load_results, run_real_trial, run_trials
+from libero_workcell.contract import Services
+from recorder.collection_plan import CollectionPlan, held_out
+
+
+def test_the_protocol_is_8_held_out_configurations_24_trials_and_72_placements_per_speed() -> None:
+    configs = configurations()
+    assert len(configs) == 8 and len(set(configs)) == 8
+    trained = {(c.combination, c.slot_permutation) for c in CollectionPlan().configurations}
+    assert not set(configs) & trained  # held out: never collected for training
+    trials = protocol_trials()
+    assert len(trials) == 48 and [t.index for t in trials] == list(range(48))
+    for speed in (0.03, 0.05):
+        at = [t for t in trials if t.belt_speed == speed]
+        assert len(at) == 24 and sum(t.spec.num_workpieces for t in at) == 72
+        assert all(sum(t.configuration == c for t in at) == 3 for c in configs)  # 3 trials each
+    assert len({t.seed for t in trials}) == 48
+    t = trials[0]
+    assert t.slot_permutation in held_out(t.combination)
+    # the horizon follows the belt schedule: first arrival + 2 intervals + completion + buffer
+    s = t.spec
+    assert s.horizon == pytest.approx(s.first_arrival + 2 * s.arrival_interval + s.t_complete + s.t_buffer)
+    assert t.as_dict()["horizon"] == s.horizon and t.as_dict()["language_instruction"] == s.language_instruction
+    with pytest.raises(ValueError, match="trials_per_speed"):
+        protocol_trials(trials_per_speed=0)
+
+
+def test_metrics_follow_the_paper_definitions() -> None:
+    outcomes = [
+        {"placed": [True, True, True], "PCR_S": 1.0, "pcr_s_init": 0.0},
+        {"placed": [True, False, True], "PCR_S": 2 / 3, "pcr_s_init": 0.0},
+        {"placed": [True, False, False], "PCR_S": 1 / 3, "pcr_s_init": 0.0},
+        {"placed": [False, False, False], "PCR_S": 1 / 3, "pcr_s_init": 1 / 3},  # a pre-filled slot: baseline
+    ]
+    m = summarize(outcomes)
+    assert m["trials"] == 4 and m["planned_placements"] == 12 and m["placements"] == 6
+    assert m["SR"] == 0.25 and m["PCR_T"] == 0.5
+    assert m["PCR_S"] == pytest.approx((1 + 2 / 3 + 1 / 3 + 1 / 3) / 4) and m["PCR_S_init"] == pytest.approx(1 / 12)
+    assert m["reach"] == {1: 0.75, 2: 0.5, 3: 0.25}
+    rows = [{"trial": {"belt_speed": s}, "outcome": o} for s, o in zip((0.03, 0.03, 0.05, 0.05), outcomes, strict=True)]
+    per = by_speed(rows)
+    assert per["0.03"]["SR"] == 0.5 and per["0.05"]["SR"] == 0.0 and per["all"] == m
+    assert summarize([]) == {"trials": 0}
+
+
+def test_the_report_writes_json_a_table_and_a_plot(tmp_path: Path) -> None:
+    rows = [
+        {"trial": {"index": i, "belt_speed": s}, "outcome": {"placed": p, "PCR_S": sum(p) / 3, "pcr_s_init": 0.0}}
+        for i, (s, p) in enumerate([(0.03, [True] * 3), (0.03, [True, False, False]), (0.05, [False] * 3)])
+    ]
+    doc = write_results(tmp_path, rows, {"checkpoint": "pi05_industry", "policy_url": "ws://gpu:8000"})
+    back = json.loads((tmp_path / "results.json").read_text())
+    assert back["settings"]["checkpoint"] == "pi05_industry" and len(back["trials"]) == 3
+    assert back["metrics"]["0.03"]["SR"] == 0.5 and back["metrics"]["all"]["reach"]["1"] == pytest.approx(2 / 3)
+    text = table(back["metrics"])
+    assert "0.03 m/s" in text and "0.05 m/s" in text and "0.50" in text.splitlines()[1]
+    png = plot(doc["metrics"], tmp_path / "results.png", "test")
+    img = cv2.imread(str(png))
+    assert img is not None and img.shape[0] > 300 and img.shape[1] > 800 and img.std() > 10
+
+
+def test_an_interrupted_run_resumes_with_the_trials_it_has_not_finished(tmp_path: Path) -> None:
+    trials = protocol_trials((0.05,), trials_per_speed=6)
+    ran: list[int] = []
+
+    def fake(trial, out_dir, domain):  # the runner's bookkeeping, not a trial: each result as it comes
+        ran.append(trial.index)
+        if trial.index == 3 and len(ran) == 4:
+            raise KeyboardInterrupt  # the operator stops the first run here
+        return {"trial": trial.as_dict(), "outcome": {"placed": [True, True, False]}, "domain": domain}
+
+    with pytest.raises(KeyboardInterrupt):
+        run_trials(trials, tmp_path, fake, domains=[7], progress=False)
+    assert [r["trial"]["index"] for r in load_results(tmp_path)] == [0, 1, 2]
+    with open(tmp_path / RESULTS_FILE, "a") as f:
+        f.write('{"trial": {"index": 3')  # a line torn by a kill mid-write is not a result
+    rows = run_trials(trials, tmp_path, fake, domains=[7], progress=False)
+    assert ran == [0, 1, 2, 3, 3, 4, 5] and [r["trial"]["index"] for r in rows] == list(range(6))
+    assert {r["domain"] for r in rows} == {7}
+    assert run_trials(trials, tmp_path, fake, domains=[7], progress=False) == rows and len(ran) == 7  # all done
+
+
+def test_a_real_trial_prompts_the_operator_runs_the_policy_for_the_horizon_and_takes_the_labels() -> None:
+    trial = protocol_trials((0.03,), 1)[0]
+    calls, said, slept = [], [], []
+    answers = iter(["", "y", "maybe", "n", "yes", "4", "2"])
+    row = run_real_trial(trial, calls.append, ask=lambda prompt: next(answers), say=said.append, sleep=slept.append)
+    assert calls == [Services.POLICY_START, Services.POLICY_STOP] and slept == [trial.spec.horizon]
+    assert row["outcome"]["placed"] == [True, False, True] and row["outcome"]["PCR_S"] == pytest.approx(2 / 3)
+    assert "tray left to right" in said[0] and f"{trial.belt_speed:g} m/s" in said[0]
