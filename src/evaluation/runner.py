@@ -178,6 +178,7 @@ def run_sim_trial(trial: Trial, out_dir: Path, domain_id: int, settings: EvalSet
         "trial": trial.as_dict(),
         "outcome": outcome,
         "sim_time": episode["sim_time"],
+        "world_horizon": episode.get("horizon"),
         "wall_s": time.monotonic() - t0,
         "rollout": str(rollouts),
         "timing": overrides["policy_timing"],

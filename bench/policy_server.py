@@ -1,0 +1,157 @@
+"""Policy deployment figures: overhead around inference, the action stream under slow inference, evaluation
+throughput.
+
+``.venv/bin/python -m bench.policy_server [--requests 300] [--seconds 20] [--eval-trials 2] [--no-eval]``:
+
+1. observation-to-action overhead, excluding inference (target p99 <= 4 ms): from the newest camera frames
+   and state to a validated chunk, for policy_node's path (policy_node.observation + TimedPolicyClient +
+   parse), minus the server's own ``infer_ms``; next to it, in the same run and against the same server,
+   openpi's own LIBERO client loop (its ``[::-1, ::-1]`` + ``image_tools.resize_with_pad``, then
+   ``WebsocketClientPolicy.infer``), measured the same way;
+2. the action stream at 20 Hz with prefetching under 100 ms inference (policy_node.runner against the local
+   server with ``delay_ms`` 100): period error of the handed-out actions and the longest pause, next to
+   the synchronous mode;
+3. evaluation throughput: sim seconds per wall second of ``python -m evaluation sim`` with 1 and 2 workers.
+
+Not a test: a missed target never fails the run. The machine is small and shared: read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import fmt, percentiles
+
+OVERHEAD_TARGET_MS = 4.0
+
+
+def overhead(requests: int) -> None:
+    from openpi_client import image_tools
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+    from policy_node.builtin_policies import ReachPolicy
+    from policy_node.client import TimedPolicyClient
+    from policy_node.observation import Snapshot, openpi_observation
+    from policy_node.serve import LocalPolicyServer
+
+    rng = np.random.default_rng(0)
+    frames = [rng.integers(0, 255, (256, 256, 3), dtype=np.uint8) for _ in range(8)]
+    state = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
+    ours, theirs = [], []
+    with LocalPolicyServer(ReachPolicy([0.45, 0.0, 0.35])) as srv:
+        client = TimedPolicyClient(srv.url, timeout=2.0)
+        openpi = WebsocketClientPolicy(srv.host, srv.port)
+        for k in range(requests):
+            img, wrist = frames[k % 8], frames[(k + 3) % 8]
+            now = time.time()
+            t0 = time.perf_counter()
+            obs = openpi_observation(Snapshot(state, now, img, now, wrist, now), "libero", "contract", "pick")
+            reply = client.infer_reply(obs)
+            ours.append((time.perf_counter() - t0) * 1e3 - (reply.server_infer_ms or 0.0))
+            t0 = time.perf_counter()
+            element = {  # openpi's examples/libero/main.py
+                "observation/image": image_tools.convert_to_uint8(
+                    image_tools.resize_with_pad(np.ascontiguousarray(img[::-1, ::-1]), 224, 224)
+                ),
+                "observation/wrist_image": image_tools.convert_to_uint8(
+                    image_tools.resize_with_pad(np.ascontiguousarray(wrist[::-1, ::-1]), 224, 224)
+                ),
+                "observation/state": state.astype(np.float32),
+                "prompt": "pick",
+            }
+            out = openpi.infer(element)
+            _ = np.asarray(out["actions"])
+            theirs.append((time.perf_counter() - t0) * 1e3 - float(out["server_timing"]["infer_ms"]))
+        client.close()
+    a, b = percentiles(ours), percentiles(theirs)
+    verdict = "PASS" if a["p99"] <= OVERHEAD_TARGET_MS else "MISS"
+    print(f"1. observation-to-action overhead, inference excluded ({requests} requests, 2 x 256x256 -> 224)")
+    print(
+        f"   policy_node:  p50 {fmt(a['p50'])} ms, p99 {fmt(a['p99'])} ms, max {fmt(a['max'])} ms "
+        f"(target p99 <= {OVERHEAD_TARGET_MS:g}: {verdict})"
+    )
+    print(
+        f"   openpi's own: p50 {fmt(b['p50'])} ms, p99 {fmt(b['p99'])} ms, max {fmt(b['max'])} ms "
+        f"(ratio of p50s {a['p50'] / b['p50']:.2f})"
+    )
+
+
+def stream(seconds: float) -> None:
+    from policy_node.builtin_policies import ReachPolicy
+    from policy_node.config import PolicyConfig
+    from policy_node.observation import Snapshot
+    from policy_node.runner import PolicyRunner
+    from policy_node.serve import LocalPolicyServer
+
+    img = np.zeros((256, 256, 3), np.uint8)
+    state = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
+    print(f"\n2. the action stream at 20 Hz, 100 ms inference ({seconds:g} s per mode)")
+    with LocalPolicyServer(ReachPolicy([0.45, 0.0, 0.35], delay_ms=100)) as srv:
+        for mode in ("async", "sync"):
+            runner = PolicyRunner(PolicyConfig(url=srv.url, mode=mode, start_wait_steps=0))
+            deadline = time.monotonic() + 5
+            while not runner.connected and time.monotonic() < deadline:
+                time.sleep(0.02)
+            times, t0, n = [], time.perf_counter(), int(seconds * 20)
+            for k in range(n):
+                now = time.time()
+                rec = runner.step(Snapshot(state, now, img, now, img, now), "pick")
+                if rec.action is not None:
+                    times.append(time.perf_counter())
+                time.sleep(max(0.0, t0 + (k + 1) / 20 - time.perf_counter()))
+            runner.close()
+            gaps = np.diff(times) * 1e3
+            err = percentiles(np.abs(gaps - 50.0))
+            print(
+                f"   {mode:<5}: {len(times)}/{n} steps with an action; period error p50 {fmt(err['p50'])} ms, "
+                f"p99 {fmt(err['p99'])} ms; longest gap {fmt(gaps.max() if gaps.size else float('nan'), 0)} ms "
+                f"({'target <= 75 ms' if mode == 'async' else 'openpi stands still while it infers'})"
+            )
+
+
+def throughput(trials: int) -> None:
+    from evaluation.protocol import protocol_trials
+    from evaluation.runner import EvalSettings, run_sim_trial, run_trials
+
+    print(f"\n3. evaluation throughput ({trials} trials at 0.05 m/s per run; one sim workcell per trial)")
+    for workers in (1, 2):
+        with tempfile.TemporaryDirectory(prefix="bench-eval-") as tmp:
+            t0 = time.monotonic()
+            rows = run_trials(
+                protocol_trials((0.05,), trials),
+                Path(tmp),
+                functools.partial(run_sim_trial, settings=EvalSettings()),
+                workers,
+                progress=False,
+            )
+            wall = time.monotonic() - t0
+        sim = sum(r["sim_time"] for r in rows)
+        placed = sum(sum(r["outcome"]["placed"]) for r in rows)
+        print(
+            f"   {workers} worker(s): {sim:.0f} sim s in {wall:.0f} wall s = {sim / wall:.2f} sim s per wall s "
+            f"({placed}/{3 * len(rows)} placed)"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.policy_server")
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--eval-trials", type=int, default=2)
+    ap.add_argument("--no-eval", action="store_true")
+    a = ap.parse_args(argv)
+    overhead(a.requests)
+    stream(a.seconds)
+    if not a.no_eval:
+        throughput(a.eval_trials)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
