@@ -29,8 +29,8 @@ from aubo_bridge.osc_response import Goal, OscGains, OscResponse, RefState, next
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, STATE_DIM, action_to_delta
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 
-SERVO_PER_CONTROL = 5  # the response model's substeps per control step (100 Hz servo / 20 Hz)
 LOG_KEEP = 32  # of the expert's phase log (a copy per chunk must stay cheap)
+MAX_VELOCITY_GAP = 0.5  # s: two requests further apart than this say nothing about the arm's velocity
 
 GroundTruth = Callable[[], dict | None]  # the newest /sim/ground_truth content, or None before the first
 
@@ -51,8 +51,9 @@ class ExpertChunkPolicy(BasePolicy):
         self.hz = float(control_hz)
         self.delay_ms = float(delay_ms)
         self.expert = ScriptedExpert(config or ExpertConfig(control_hz=self.hz))
-        self._model = OscResponse(OscGains(), 1.0 / (self.hz * SERVO_PER_CONTROL))
+        self._model = OscResponse(OscGains(), 1.0 / self.hz)  # exact over a period: the goal holds within it
         self._last_time: float | None = None
+        self._last_state: tuple[float, np.ndarray] | None = None  # (sim time, state7) of the previous request
         self._lock = threading.Lock()
         self.calls = 0
 
@@ -60,6 +61,20 @@ class ExpertChunkPolicy(BasePolicy):
         with self._lock:
             self.expert.reset()
             self._last_time = None
+            self._last_state = None
+
+    def _moving(self, sim_time: float, state: np.ndarray) -> RefState:
+        """The arm's reference now: the observed pose, moving as it moved since the previous request (the
+        response is second order: planning from rest would leave the plan behind a moving arm)."""
+        R = Rotation.from_rotvec(state[3:6]).as_matrix()
+        ref = RefState.at_rest(state[:3], R)
+        prev, self._last_state = self._last_state, (sim_time, state.copy())
+        if prev is None or not 0.0 < sim_time - prev[0] <= MAX_VELOCITY_GAP:
+            return ref
+        dt = sim_time - prev[0]
+        R0 = Rotation.from_rotvec(prev[1][3:6]).as_matrix()
+        omega = Rotation.from_matrix(R @ R0.T).as_rotvec() / dt
+        return RefState(ref.pos, (state[:3] - prev[1][:3]) / dt, R, omega)
 
     def infer(self, obs: dict) -> dict:
         t0 = time.monotonic()
@@ -74,23 +89,22 @@ class ExpertChunkPolicy(BasePolicy):
             self.calls += 1
             if self._last_time is not None and scene.sim_time + 1e-9 < self._last_time:
                 self.expert.reset()  # the world was reset: a new episode
-                self._last_time = None
+                self._last_time = self._last_state = None
             steps = 1 if self._last_time is None else max(1, round((scene.sim_time - self._last_time) * self.hz))
             self._last_time = scene.sim_time
             for _ in range(steps):  # the control steps that passed, on the state observed now
                 first = self.expert.act(scene, state)
             self.expert.log = self.expert.log[-LOG_KEEP:]
             planner = copy.deepcopy(self.expert)
+            ref = self._moving(scene.sim_time, state)
         actions = np.zeros((self.horizon, 7))
         actions[0] = first
-        ref = RefState.at_rest(state[:3], Rotation.from_rotvec(state[3:6]).as_matrix())
         goal = Goal(ref.pos, ref.R)
         dt = 1.0 / self.hz
         for j in range(1, self.horizon):  # plan forward on the response model
             dpos, drot, _ = action_to_delta(actions[j - 1])
             goal = next_goal(ref, goal, dpos, drot)
-            for _ in range(SERVO_PER_CONTROL):
-                ref = self._model.step(ref, goal)
+            ref = self._model.step(ref, goal)
             predicted = np.concatenate([ref.pos, Rotation.from_matrix(ref.R).as_rotvec(), state[6:7]])
             actions[j] = planner.act(_carried_on(scene, j * dt), predicted)
         spare = self.delay_ms / 1e3 - (time.monotonic() - t0)

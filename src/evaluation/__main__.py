@@ -85,6 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     plot(doc["metrics"], a.out / PLOT_FILE, f"{checkpoint} on the {a.where} workcell ({len(rows)} trials)")
     print(table(doc["metrics"]))
+    late = [r["trial"]["index"] for r in rows if r.get("world_overruns")]
+    if late:
+        print(
+            f"warning: in {len(late)} of {len(rows)} trials (indices {late}) the sim world fell behind the wall "
+            "clock: those outcomes measure the machine as well as the policy; run fewer --workers"
+        )
     print(f"results: {a.out / 'results.json'}, plot: {a.out / PLOT_FILE}")
     return 0 if len(rows) == len(trials) else 1
 

@@ -61,7 +61,7 @@ def plot(metrics: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> Pa
         right.plot([int(k) for k in ks], [m["reach"][k] for k in ks], "o-", label=f"{s} m/s")
     left.set_xticks([k + width * (len(speeds) - 1) / 2 for k in range(len(names))], names)
     left.set_ylim(0, 1.1)
-    left.set_title("task success and completion (dashed: PCR_S of the initial state)")
+    left.set_title("success and completion (dashed: initial PCR_S)")
     left.legend(fontsize=8)
     right.set_xlabel("placement")
     right.set_ylabel("share of trials reaching it")

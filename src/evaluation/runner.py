@@ -179,6 +179,9 @@ def run_sim_trial(trial: Trial, out_dir: Path, domain_id: int, settings: EvalSet
         "outcome": outcome,
         "sim_time": episode["sim_time"],
         "world_horizon": episode.get("horizon"),
+        # times the world fell behind the wall clock (re-anchored): the graph is paced by the wall clock, so
+        # such a trial's outcome measures the machine too (too many workers for its cores)
+        "world_overruns": int(episode.get("overruns", 0)),
         "wall_s": time.monotonic() - t0,
         "rollout": str(rollouts),
         "timing": overrides["policy_timing"],

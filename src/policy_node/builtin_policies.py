@@ -25,7 +25,6 @@ from libero_workcell.contract import CONTROL_HZ_DEFAULT, GRIPPER_OPEN, action_to
 from libero_workcell.tracking_law import tracking_action
 
 FAULTS: Final = ("nan", "shape", "missing", "raise")
-SERVO_PER_CONTROL: Final = 5  # the response model's substeps per control step (100 Hz servo / 20 Hz)
 
 
 class ReachPolicy(BasePolicy):
@@ -40,7 +39,7 @@ class ReachPolicy(BasePolicy):
             raise ValueError(f"horizon must be >= 1, got {horizon}")
         self.horizon = int(horizon)
         self.delay_ms = float(delay_ms)
-        self._model = OscResponse(OscGains(), 1.0 / (control_hz * SERVO_PER_CONTROL))
+        self._model = OscResponse(OscGains(), 1.0 / control_hz)  # exact over a period: the goal holds within it
         self.calls = 0
 
     def infer(self, obs: dict) -> dict:
@@ -58,8 +57,7 @@ class ReachPolicy(BasePolicy):
             actions[j] = a
             dpos, drot, _ = action_to_delta(a)
             goal = next_goal(ref, goal, dpos, drot)
-            for _ in range(SERVO_PER_CONTROL):
-                ref = self._model.step(ref, goal)
+            ref = self._model.step(ref, goal)
         spare = self.delay_ms / 1e3 - (time.monotonic() - t0)
         if spare > 0:
             time.sleep(spare)
