@@ -1,6 +1,6 @@
 """Mutation testing of the safety code (mutmut 3): do the fast tests notice when a branch changes?
 
-``bench/mutation.sh [driver] [arcs] [conveyor]`` (default: all three). For each target it copies
+``bench/mutation.sh [driver] [arcs] [conveyor] [chunks]`` (default: all). For each target it copies
 the working tree to a temporary directory (mutmut writes ``mutants/`` and rewrites sources
 there, never here), configures mutmut for that one file and the tests that exercise it, runs
 it with the property tests made repeatable (``HYPOTHESIS_PROFILE=mutation``), and prints the
@@ -41,6 +41,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
             "tests/test_action_response.py",
         ],
     ),
+    "chunks": ("src/policy_node/chunks.py", ["tests/test_policy_chunks.py"]),
     "arcs": ("src/aubo_bridge/arcs_backend.py", ["tests/test_arcs_backend.py", "tests/test_arcs_backend_branches.py"]),
     "conveyor": (
         "src/conveyor_driver/driver.py",

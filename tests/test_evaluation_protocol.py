@@ -101,3 +101,10 @@ def test_a_real_trial_prompts_the_operator_runs_the_policy_for_the_horizon_and_t
     assert calls == [Services.POLICY_START, Services.POLICY_STOP] and slept == [trial.spec.horizon]
     assert row["outcome"]["placed"] == [True, False, True] and row["outcome"]["PCR_S"] == pytest.approx(2 / 3)
     assert "tray left to right" in said[0] and f"{trial.belt_speed:g} m/s" in said[0]
+    calls.clear()
+    answers = iter(["", "y", "y", "y", "3"])
+    row = run_real_trial(
+        trial, calls.append, ask=lambda prompt: next(answers), say=said.append, sleep=slept.append, record=True
+    )
+    assert calls == [Services.RECORDER_START, Services.POLICY_START, Services.POLICY_STOP, Services.RECORDER_SAVE]
+    assert row["outcome"]["placed"] == [True] * 3 and row["outcome"]["PCR_S"] == 1.0

@@ -48,6 +48,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--replan-steps", type=int, default=5)
     ap.add_argument("--preference", default="", help="LIBERO-PeRM preference for every trial")
     ap.add_argument("--set", action="append", default=[], metavar="NAME:=VALUE", help="sim: a graph override")
+    ap.add_argument(
+        "--record", action="store_true", help="real: record each rollout (the graph runs with record_rollouts:=true)"
+    )
     ap.add_argument("--no-progress", action="store_true")
     return ap.parse_args(argv)
 
@@ -70,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             trials, a.out, functools.partial(run_sim_trial, settings=settings), a.workers, progress=not a.no_progress
         )
     else:
-        rows = _run_real(trials, a.out, settings)
+        rows = _run_real(trials, a.out, settings, a.record)
     doc = write_results(
         a.out,
         rows,
@@ -95,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if len(rows) == len(trials) else 1
 
 
-def _run_real(trials, out: Path, settings: EvalSettings):
+def _run_real(trials, out: Path, settings: EvalSettings, record: bool):
     from evaluation.runner import _Probe
 
     with _Probe("evaluation") as probe:
@@ -104,7 +107,7 @@ def _run_real(trials, out: Path, settings: EvalSettings):
             return probe.call(service, lambda: None)
 
         def one(trial, out_dir, _domain):
-            return {**run_real_trial(trial, call), "settings": asdict(settings)}
+            return {**run_real_trial(trial, call, record=record), "settings": asdict(settings)}
 
         return run_trials(trials, out, one, workers=1, domains=[0], progress=False)
 

@@ -298,9 +298,12 @@ def run_real_trial(
     ask: Callable[[str], str] = input,
     say: Callable[[str], None] = print,
     sleep: Callable[[float], None] = time.sleep,
+    record: bool = False,
 ) -> dict[str, Any]:
     """One trial on the physical workcell: the operator resets and sets it up, the policy runs for the
-    trial's horizon (``call`` calls a Trigger service by name), then the operator labels each placement."""
+    trial's horizon (``call`` calls a Trigger service by name), then the operator labels each placement.
+    With ``record`` (the graph runs the rollout_recorder: ``record_rollouts:=true``) the rollout is recorded
+    from the policy's start to its stop."""
     from libero_workcell.contract import Services
 
     s = trial.spec
@@ -309,10 +312,14 @@ def run_real_trial(
         f"every {s.arrival_interval:g} s; tray left to right: {', '.join(s.tray_words)}"
     )
     ask("reset the workcell (arm home, tray empty, belt running), then press Enter to start ")
+    if record:
+        call(Services.RECORDER_START)
     call(Services.POLICY_START)
     t0 = time.monotonic()
     sleep(s.horizon)
     call(Services.POLICY_STOP)
+    if record:
+        call(Services.RECORDER_SAVE)
     placed = [_yes(ask, f"was the {w} placed in its slot? [y/n] ") for w in s.arriving_words]
     valid = _count(ask, f"how many of the {s.num_workpieces} slots hold a valid workpiece? ", s.num_workpieces)
     outcome = {"placed": placed, "PCR_S": valid / s.num_workpieces, "pcr_s_init": 0.0, "labels": "operator"}
