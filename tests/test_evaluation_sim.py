@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 def test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates(tmp_path, ros_env) -> None:
     out = tmp_path / "eval"
     cmd = [sys.executable, "-m", "evaluation", "sim", "--out", str(out), "--speeds", "0.05", "--trials-per-speed", "2",
-           "--workers", "2", "--no-progress", "--checkpoint", "builtin:expert"]  # fmt: skip
+           "--workers", "2", "--no-progress", "--checkpoint", "builtin:expert",
+           "--set", "sim_world.arrival_interval:=9.0"]  # a shorter schedule, for suite time  # fmt: skip
     env = {k: v for k, v in ros_env.items() if k != "ROS_DOMAIN_ID"}  # the runner picks one per worker
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
