@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libero_workcell.contract import ContractError
-from policy_node.chunks import ChunkQueue, prefetch_steps, validate_chunk
+from policy_node.chunks import ChunkQueue, Joined, prefetch_steps, validate_chunk
 
 H = 10  # pi05_libero's chunk length
 
@@ -175,3 +175,49 @@ def test_bad_settings_are_refused() -> None:
         ChunkQueue(0)
     with pytest.raises(ValueError, match="blend_old"):
         ChunkQueue(5, blend_old=1.0)
+
+
+def test_the_queue_counts_from_zero_and_numbers_chunks_one_by_one() -> None:
+    q = ChunkQueue(5)
+    assert (q.executed, q.remaining) == (0, 0) and q.request() == (0, 0) and q.request() == (1, 0)
+
+
+def test_a_chunk_with_one_action_left_queues_it_and_its_fields_say_so() -> None:
+    q = ChunkQueue(5)
+    c0, at0 = q.request()
+    assert q.join(c0, chunk_for(at0, c0), at0) == Joined(c0, 0, 0, 5)
+    c1, at1 = q.request()
+    for _ in range(5):
+        q.next()
+    assert q.join(c1, chunk_for(at1, c1, length=6), at1) == Joined(c1, 5, 0, 1)  # one left: action 5
+    assert q.next().index == 5
+    c2, at2 = q.request()
+    q.next()  # (nothing queued: no action)
+    assert q.join(c2, np.zeros((0, 7)), at2) == Joined(c2, 0, 0, 0)  # nothing in it: stale
+
+
+def test_joined_actions_are_float64_copies_and_no_blend_replaces() -> None:
+    q = ChunkQueue(5, blend_old=0.0)
+    c0, at0 = q.request()
+    src = np.full((10, 7), 0.5, np.float32)
+    q.join(c0, src, at0)
+    c1, at1 = q.request()
+    q.join(c1, np.zeros((10, 7)), at1)  # blend_old 0: the new chunk replaces the old outright
+    x = q.next()
+    assert x.action.dtype == np.float64 and np.all(x.action == 0.0) and x.blended
+    q2 = ChunkQueue(5)
+    c, at = q2.request()
+    q2.join(c, src, at)
+    q2.next().action[0] = 9.0
+    assert src[0, 0] == np.float32(0.5)  # the queue holds copies
+
+
+def test_prefetch_defaults_to_half_a_window_and_never_below_one() -> None:
+    assert prefetch_steps(10, 0.0) == 5  # LeRobot's 0.5 of a window
+    assert prefetch_steps(8, 0.0, share=0.0) == 1  # no round trip measured yet: one step ahead
+    assert prefetch_steps(2, 0.0) == 1 and prefetch_steps(1, 0.0) == 1
+
+
+def test_a_chunk_shorter_than_asked_for_is_refused() -> None:
+    with pytest.raises(ContractError, match=r"\(H >= 3, 7\), got shape \(2, 7\)"):
+        validate_chunk(np.zeros((2, 7)), min_length=3)

@@ -142,4 +142,4 @@ def prefetch_steps(replan_steps: int, round_trip_steps: float, share: float = 0.
     before the queue runs dry; at most replan_steps - 1 (a request per executed action is the limit: a round
     trip longer than that pauses the stream, and a longer replan_steps is the cure)."""
     need = max(math.ceil(share * replan_steps), math.ceil(max(round_trip_steps, 0.0)) + 1)
-    return max(1, min(need, replan_steps - 1)) if replan_steps > 1 else 1
+    return max(1, min(need, replan_steps - 1))
