@@ -208,7 +208,9 @@ def test_joined_actions_are_float64_copies_and_no_blend_replaces() -> None:
     q2 = ChunkQueue(5)
     c, at = q2.request()
     q2.join(c, src, at)
-    q2.next().action[0] = 9.0
+    x2 = q2.next()
+    assert x2.action.dtype == np.float64  # whatever the server's dtype (validate_chunk makes it float64 too)
+    x2.action[0] = 9.0
     assert src[0, 0] == np.float32(0.5)  # the queue holds copies
 
 
