@@ -16,11 +16,12 @@ from rclpy.node import Node
 from std_msgs.msg import String
 
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, Params, Qos, Topics
+from libero_workcell.loopback import LOOPBACK
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 from policy_node.builtin_policies import ReachPolicy
-from policy_node.serve import LOOPBACK, REACH_TARGET_DEFAULT, LocalPolicyServer
+from policy_node.serve import REACH_TARGET_DEFAULT, LocalPolicyServer
 from sim_bridge.expert_policy import ExpertChunkPolicy
 
 POLICIES = ("expert", "reach")

@@ -6,7 +6,6 @@ backend is configured with exactly that address.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +23,7 @@ from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ArmDriver, ArmMode
 from aubo_bridge.kinematics import HOME_Q, fk
 from libero_workcell.contract import SOURCE_POLICY
+from libero_workcell.loopback import free_port
 
 HOST = "127.0.0.1"
 
@@ -97,12 +97,6 @@ def rig(emu: ArcsEmulator, backend: ArcsArmBackend) -> Iterator[TickedDriver]:
     r = TickedDriver(backend)
     yield r
     r.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 # --------------------------------------------------------------------- config

@@ -633,3 +633,18 @@ def test_deploy_launch_files_are_the_graph_with_the_policy_on(monkeypatch):
     assert policy["policy.url"] == url and policy["policy.preference"] == "left first"
     assert bridge["active_source"] == "policy" and bridge["auto_enable"] is False
     assert not {n.name for n in Graph.load().resolve([])} & {"policy_node", "policy_server"}  # off by default
+
+
+def test_the_demo_can_run_the_deploy_loop_instead_of_the_expert():
+    """``./run.sh --source policy``: policy_node and the local policy server instead of the scripted expert."""
+    from libero_workcell.demo import source_overrides
+
+    expert = {n.name: n for n in Graph.load().resolve(source_overrides("expert", 0))}
+    policy = {n.name: n for n in Graph.load().resolve(source_overrides("policy", 8123))}
+    assert "scripted_expert" in expert and "policy_node" not in expert
+    assert {"policy_node", "policy_server"} <= set(policy) and "scripted_expert" not in policy
+    assert policy["policy_server"].parameters["port"] == 8123
+    assert policy["policy_node"].parameters["policy.url"] == "ws://127.0.0.1:8123"
+    assert policy["aubo_bridge"].parameters["active_source"] == "policy"
+    with pytest.raises(ValueError, match="source must be one of"):
+        source_overrides("teleop", 0)

@@ -14,8 +14,8 @@ from libero_workcell import launch_presets
 from libero_workcell.bringup import Graph
 from libero_workcell.contract import Qos, Topics
 from libero_workcell.launcher import launch
+from libero_workcell.loopback import free_port
 from libero_workcell.ros_qos import qos
-from policy_node.serve import free_port
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

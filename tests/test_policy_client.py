@@ -7,9 +7,10 @@ import time
 import numpy as np
 import pytest
 
+from libero_workcell.loopback import free_port
 from policy_node.builtin_policies import FaultyPolicy, ReachPolicy
 from policy_node.client import MalformedReply, PolicyServerError, TimedPolicyClient
-from policy_node.serve import LocalPolicyServer, free_port, healthy
+from policy_node.serve import LocalPolicyServer, healthy
 
 TARGET = np.array([0.45, 0.0, 0.35])
 

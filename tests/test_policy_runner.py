@@ -20,11 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from libero_workcell.loopback import free_port
 from policy_node.builtin_policies import FaultyPolicy, ReachPolicy
 from policy_node.config import PolicyConfig
 from policy_node.observation import Snapshot
 from policy_node.runner import PolicyRunner, StepRecord
-from policy_node.serve import LocalPolicyServer, free_port, healthy
+from policy_node.serve import LocalPolicyServer, healthy
 
 pytestmark = pytest.mark.slow
 HZ = 20.0

@@ -159,7 +159,7 @@ def run_sim_trial(trial: Trial, out_dir: Path, domain_id: int, settings: EvalSet
     from libero_workcell import dds
     from libero_workcell.bringup import Graph
     from libero_workcell.launcher import launch
-    from policy_node.serve import free_port
+    from libero_workcell.loopback import free_port
 
     settings = settings or EvalSettings()
     env = dds.apply_loopback_env(domain_id)

@@ -23,6 +23,9 @@ from libero_workcell import dds, ros_msgs
 from libero_workcell.bringup import Graph
 from libero_workcell.contract import CAMERA_NAMES, Qos, Topics
 from libero_workcell.launcher import NodeDiedError, launch
+from libero_workcell.loopback import free_port
+
+SOURCES = ("expert", "policy")
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -32,6 +35,9 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=Path("demo-output"), help="logs and camera snapshots")
     ap.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID (default: a per-run one)")
     ap.add_argument("--timeout", type=float, default=90.0, help="s to wait for one episode")
+    ap.add_argument("--source", choices=SOURCES, default="expert",
+                    help="who drives: the scripted expert, or policy_node against the local openpi policy server "
+                         "(the deploy loop, no GPU)")  # fmt: skip
     return ap.parse_args(list(argv))
 
 
@@ -71,11 +77,26 @@ class _Watcher:
         self.context.try_shutdown()
 
 
-def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], timeout: float) -> dict:
+def source_overrides(source: str, port: int) -> list[str]:
+    """Who drives: the scripted expert, or policy_node against the local policy server on ``port``."""
+    if source == "expert":
+        return ["expert:=true"]
+    if source == "policy":
+        return [
+            "policy:=true",
+            "policy_local_server:=true",
+            f"policy_port:={port}",
+            f"policy_url:=ws://127.0.0.1:{port}",
+        ]
+    raise ValueError(f"source must be one of {list(SOURCES)}, got {source!r}")
+
+
+def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], timeout: float,
+                      source: str = "expert") -> dict:  # fmt: skip
     """One episode through the whole graph; returns the final /sim/episode report."""
     tag = f"v{speed:g}_seed{seed}"
     overrides = [
-        "expert:=true",
+        *source_overrides(source, free_port() if source == "policy" else 0),
         f"belt_speed:={speed}",
         f"sim_link:=demo_{os.getpid()}",
         f"sim_world.seed:={seed}",
@@ -114,13 +135,14 @@ def run_demo(argv: Sequence[str]) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     env = dds.loopback_env(args.domain_id)
     os.environ.update(env)  # this process's probe node uses the same loopback domain
-    print(f"workcell demo: full graph on the simulated workcell, ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} (loopback)")
+    print(f"workcell demo: full graph on the simulated workcell, {args.source} driving, "
+          f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} (loopback)")  # fmt: skip
     rows = []
     for speed in args.speeds:
         for seed in args.seeds:
             print(f"episode: belt {speed} m/s, seed {seed}", flush=True)
             try:
-                report = run_episode_graph(speed, seed, args.out, env, args.timeout)
+                report = run_episode_graph(speed, seed, args.out, env, args.timeout, args.source)
             except (NodeDiedError, TimeoutError) as exc:
                 print(f"episode failed: {exc}")
                 return 1

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import socket
 import sys
 import threading
 import time
@@ -23,17 +22,10 @@ from collections.abc import Sequence
 from openpi_client.base_policy import BasePolicy
 from openpi_server import WebsocketPolicyServer
 
+from libero_workcell.loopback import LOOPBACK, free_port
 from policy_node.builtin_policies import FAULTS, FaultyPolicy, ReachPolicy
 
-LOOPBACK = "127.0.0.1"
 REACH_TARGET_DEFAULT = (0.45, 0.0, 0.35)  # m, base frame: above the belt, in the workspace
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A port nothing listens on now (for a server started right after)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def healthy(host: str, port: int, timeout: float = 0.5) -> bool:
