@@ -82,7 +82,8 @@ def test_a_recorded_demo_replays_to_its_tcp_path_and_outcome(recorded) -> None:
     place what was placed. How closely depends on how disturbed the recording's timing was: 3.8-4.0 mm RMS
     with ~30 % of actions off 5 ticks, 21.5 mm with ~40 % and holds of 0-10 ticks (a loaded machine); the rest
     is the recorded world's physics paced on the wall clock, which the ticks do not record. Held for a control
-    period each instead, the same recordings replayed at 6-9.5 mm and at 45.8 mm with 0 of 3 placed.
+    period each instead, those recordings replayed at 6-9.5 mm and at 45.8 mm with 0 of 3 placed; a third,
+    at 9.5 mm with its ticks, replayed at 8.6 mm without them (the wall-clock pacing dominated).
     (Closed-loop replay through the graph: tests/test_replay_graph.py.)"""
     plan = load_plan(recorded, "demo_1")
     assert plan.demo.servo_tick is not None
@@ -90,5 +91,3 @@ def test_a_recorded_demo_replays_to_its_tcp_path_and_outcome(recorded) -> None:
     print("open loop, recorded ticks:", open_loop.tracking)
     assert open_loop.tracking["pos_rms_m"] < 0.03 and open_loop.tracking["rot_rms_deg"] < 2.0, open_loop.tracking
     assert open_loop.placed == recorded_placed(plan.demo) == [True, True, True]
-    blind = replay_in_process(plan, "open_loop", settle_time=0.0, servo_tick=np.full(plan.steps, -1))
-    assert blind.tracking["pos_rms_m"] > open_loop.tracking["pos_rms_m"], blind.tracking  # the ticks matter
