@@ -47,7 +47,8 @@ def test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses(tm
     rows = [json.loads(line) for line in timing.read_text().splitlines()]
     kinds = [r["kind"] for r in rows]
     first = kinds.index("chunk")
-    assert kinds[:first] == ["wait"] * 10  # openpi's start wait, then the policy
+    assert kinds[:10] == ["wait"] * 10  # openpi's start wait, then the policy: as soon as both cameras are fresh
+    assert set(kinds[10:first]) <= {"stale_obs", "no_chunk"}
     steady = kinds[first:]
     # Prefetching: a chunk is (nearly) always there. A step with an observation older than max_obs_age holds
     # instead, as it must (44 of 860 steps in one run under the full suite's load; none when it runs alone).
