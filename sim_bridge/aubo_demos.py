@@ -21,6 +21,7 @@ from libero_workcell.contract import CONTROL_HZ_DEFAULT
 from libero_workcell.image_convention import ENV_ARGS_TEXT, ROBOSUITE_RAW
 from libero_workcell.libero_format import Demo
 from libero_workcell.task import TaskSpec
+from preferences.scoring import annotate
 from sim_bridge.demo_recorder import DemoRecorder, episodes_parser, outcome_attrs, report_episodes, write_episodes
 from sim_bridge.episode import SimRig, expert_source, run_episode
 from sim_bridge.expert import ExpertConfig, ScriptedExpert
@@ -53,13 +54,14 @@ def record_expert_demo(
         nonlocal recorder
         recorder = recorder or DemoRecorder(rig.world, render)
         recorder.observe_arm(rig.driver.status())
+        recorder.observe_scene(rig.world.ground_truth())
         recorder.act(action)
 
     result = run_episode(spec, expert_source(expert), arm, render, on_step=on_step, max_steps=max_steps,
                          camera_hz=0.0)  # fmt: skip
     assert recorder is not None
     attrs = {**spec.to_dict(), "task_spec": spec.to_json(), "robot": AUBO, **outcome_attrs(result.metrics)}
-    return recorder.demo(name, attrs), result.metrics
+    return annotate(recorder.demo(name, attrs)), result.metrics
 
 
 def write_aubo_demos(

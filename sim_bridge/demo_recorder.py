@@ -34,6 +34,7 @@ class DemoRecorder:
         self.world, self.render, self.convention = world, render, check_convention(convention)
         self._rows: dict[str, list] = {k: [] for k in ("actions", "ee_pos", "ee_ori", "grip", "joints", "robot")}
         self._frames: dict[str, list] = {key: [] for key in CAMERA_IMAGE_KEYS.values()}
+        self._scene: list[tuple[np.ndarray, np.ndarray]] = []  # per step: workpiece centres (N, 3), held (N,)
 
     def observe(self, ee_pos, ee_ori, gripper_states, joint_states, robot_state) -> None:
         """One observation (and, when rendering, both cameras now: external -> agentview, wrist -> eye in hand)."""
@@ -51,6 +52,11 @@ class DemoRecorder:
         robot = np.concatenate([[status.gripper], status.tcp_pos, quat])
         self.observe(status.tcp_pos, status.tcp_rotvec, [status.gripper], status.q, robot)
 
+    def observe_scene(self, ground_truth: dict) -> None:
+        """The workpieces at this observation (the sim's ground truth: scene/ of the demo)."""
+        wps = ground_truth["workpieces"]
+        self._scene.append((np.array([w["pos"] for w in wps], float), np.array([w["held"] for w in wps], bool)))
+
     def act(self, action: np.ndarray) -> None:
         self._rows["actions"].append(np.asarray(action, float))
 
@@ -59,8 +65,11 @@ class DemoRecorder:
         r = self._rows
         images = {k: np.array(v) for k, v in self._frames.items()} if self.render else {}
         acts = np.array(r["actions"]) if actions is None else np.asarray(actions, float)
+        scene_pos = np.array([p for p, _ in self._scene]) if self._scene else None
+        scene_held = np.array([h for _, h in self._scene]) if self._scene else None
         return Demo(name, acts, np.array(r["ee_pos"]), np.array(r["ee_ori"]), np.array(r["grip"]),
-                    np.array(r["joints"]), np.array(r["robot"]), images, attrs)  # fmt: skip
+                    np.array(r["joints"]), np.array(r["robot"]), images, attrs,
+                    scene_pos=scene_pos, scene_held=scene_held)  # fmt: skip
 
 
 def write_episodes(

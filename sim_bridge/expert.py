@@ -31,7 +31,7 @@ from libero_workcell.contract import (
     GRIPPER_CLOSE,
     GRIPPER_OPEN,
 )
-from libero_workcell.layout import BELT_TOP_Z, BELT_WIDTH, BELT_Y, HOME_TCP_ROTMAT
+from libero_workcell.layout import BELT_TOP_Z, BELT_WIDTH, BELT_Y, HOME_TCP_ROTMAT, slot_centers, slot_index_at
 from libero_workcell.task import WORKPIECE_CATALOG
 
 
@@ -44,6 +44,8 @@ class WorkpieceView:
     arrived: bool
     placed: bool  # in its target slot
     slot_pos: np.ndarray  # (3,) target slot centre on the tray floor
+    type: str = ""  # catalogue type (libero_workcell.task.WORKPIECE_CATALOG)
+    height: float = 0.0  # m, its height as it stands on the belt
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class SceneView:
     sim_time: float
     belt_speed: float
     workpieces: tuple[WorkpieceView, ...]
+    slot_rule: str = "ordered"  # "free": the expert chooses the slots (TaskSpec.slot_rule)
 
     @classmethod
     def from_ground_truth(cls, gt: dict) -> SceneView:
@@ -65,10 +68,12 @@ class SceneView:
                 arrived=bool(w["arrived"]),
                 placed=bool(w["in_slot"]),
                 slot_pos=np.asarray(w["target_pos"], float),
+                type=str(w["type"]),
+                height=float(WORKPIECE_CATALOG[w["type"]].size[2]),
             )
             for w in gt["workpieces"]
         )
-        return cls(float(gt["sim_time"]), float(gt["belt"]["speed"]), wps)
+        return cls(float(gt["sim_time"]), float(gt["belt"]["speed"]), wps, str(gt.get("slot_rule", "ordered")))
 
 
 class Phase(enum.Enum):
@@ -116,6 +121,16 @@ class ExpertConfig:
     # Goals clipped to this box (min, max corners), or None. The Panda source uses the AUBO's workspace
     # box, so a Panda demonstration stays where the AUBO may follow it (its box binds the AUBO's own goals).
     goal_box: tuple[np.ndarray, np.ndarray] | None = None
+    # ---- how a task is carried out (LIBERO-PeRM preferences: sim_bridge.preference_expert sets these) ----
+    # m across the belt (+y, between the open fingers) per m of hover: the last descent onto the part at a slant
+    approach_slant: float = 0.0
+    transfer_height: float | None = None  # m, TCP height of the carry's lateral move; None: slot + hover + 0.10
+    carry_yaw: float = 0.0  # rad the TCP turns about z while carrying (and back afterwards)
+    descend_speed: float | None = None  # m/s onto the part (slow: the arm stops where asked instead of coasting)
+    grasp_height_fraction: float | None = None  # where on the part the fingers close (of its height); None: centre
+    release_z_tol: float | None = None  # m, how close to the place point before letting go; None: z_tol
+    first_type: str | None = None  # the workpiece type picked first, when it is there
+    slot_for: dict[str, int] = field(default_factory=dict)  # type -> slot, when the task leaves slots free
 
 
 GAINS = {RESPONSE_LIBERO: 3.0, RESPONSE_GOAL_DELTA: 0.8}
@@ -137,6 +152,8 @@ class ScriptedExpert:
         self._grasp_R = self.config.tcp_rotmat.copy()
         self._base_yaw0: float | None = None  # yaw_with_base: the TCP's yaw relative to its azimuth at the start
         self._base_yaw = 0.0  # ... and the one held now
+        self._slot: dict[str, np.ndarray] = {}  # free slots: workpiece name -> the slot centre chosen for it
+        self._picked_any = False
         self.log: list[tuple[float, str, str]] = []  # (sim time, phase, workpiece)
 
     def reset(self) -> None:
@@ -159,7 +176,7 @@ class ScriptedExpert:
         elif wp is None or (self.phase is Phase.TRANSFER and self._dropped(wp, tcp)):
             self._go(Phase.RETREAT, scene, None)  # lost it: give up on this one, go back to waiting
         if self.phase is Phase.TRACK:
-            goal = self._grasp_point(wp) + [0, 0, cfg.hover]
+            goal = self._grasp_point(wp) + [0, cfg.approach_slant * cfg.hover, cfg.hover]
             ff = wp.vel
             if np.linalg.norm((goal - tcp)[:2]) < cfg.xy_tol * 2 and abs(goal[2] - tcp[2]) < 0.02:
                 self._go(Phase.DESCEND, scene)
@@ -178,7 +195,7 @@ class ScriptedExpert:
                 self._go(Phase.LIFT, scene)
         elif self.phase is Phase.LIFT:
             grip = GRIPPER_CLOSE
-            goal = np.array([tcp[0], tcp[1], wp.slot_pos[2] + cfg.hover + 0.10])
+            goal = np.array([tcp[0], tcp[1], self._transfer_z(wp)])
             if tcp[2] > goal[2] - 0.02:
                 if self._dropped(wp, tcp):  # it slipped out: try again
                     self._go(Phase.TRACK, scene, wp.name)
@@ -186,13 +203,14 @@ class ScriptedExpert:
                     self._go(Phase.TRANSFER, scene)
         elif self.phase is Phase.TRANSFER:
             grip = GRIPPER_CLOSE
-            goal = self._place_point(wp) + [0, 0, cfg.hover]
+            goal = self._place_point(wp)
+            goal[2] = self._transfer_z(wp) if cfg.transfer_height is not None else goal[2] + cfg.hover
             if np.linalg.norm((goal - tcp)[:2]) < cfg.xy_tol and abs(goal[2] - tcp[2]) < 0.03:
                 self._go(Phase.LOWER, scene)
         elif self.phase is Phase.LOWER:
             grip = GRIPPER_CLOSE
             goal = self._place_point(wp)
-            if np.linalg.norm(goal - tcp) < cfg.z_tol:
+            if np.linalg.norm(goal - tcp) < (cfg.release_z_tol or cfg.z_tol):
                 self._go(Phase.RELEASE, scene)
         elif self.phase is Phase.RELEASE:
             goal = self._place_point(wp)
@@ -206,8 +224,14 @@ class ScriptedExpert:
                 goal = cfg.wait_pos.copy()
         if cfg.yaw_with_base:
             self._grasp_R = self._yaw_with_base(R, tcp, self._yaw_anchor(wp))
+        elif cfg.carry_yaw:
+            turned = self.phase in (Phase.TRANSFER, Phase.LOWER, Phase.RELEASE)
+            self._grasp_R = Rotation.from_rotvec([0.0, 0.0, cfg.carry_yaw if turned else 0.0]).as_matrix() @ cfg.tcp_rotmat
         carrying = self.phase in (Phase.LIFT, Phase.TRANSFER, Phase.LOWER)
-        return self._action(goal, ff, R, tcp, grip, cfg.carry_speed if carrying else cfg.max_speed)
+        speed = cfg.carry_speed if carrying else cfg.max_speed
+        if self.phase in (Phase.DESCEND, Phase.GRASP) and cfg.descend_speed is not None:
+            speed = min(speed, cfg.descend_speed)
+        return self._action(goal, ff, R, tcp, grip, speed)
 
     # ------------------------------------------------------------------
     def _route(self, tcp: np.ndarray, goal: np.ndarray) -> np.ndarray:
@@ -290,12 +314,35 @@ class ScriptedExpert:
         return Rotation.from_rotvec([0.0, 0.0, self._base_yaw + azimuth(tcp)]).as_matrix() @ cfg.tcp_rotmat
 
     def _grasp_point(self, wp: WorkpieceView) -> np.ndarray:
+        fraction = self.config.grasp_height_fraction
+        if fraction is not None:  # the part stands on the belt: its bottom is half its height below its centre
+            return wp.pos + [0.0, 0.0, (fraction - 0.5) * wp.height]
         return wp.pos - [0.0, 0.0, self.config.grasp_depth]
+
+    def _transfer_z(self, wp: WorkpieceView) -> float:
+        cfg = self.config
+        return cfg.transfer_height if cfg.transfer_height is not None else float(wp.slot_pos[2] + cfg.hover + 0.10)
+
+    def _slot_pos(self, wp: WorkpieceView, scene: SceneView | None = None) -> np.ndarray:
+        """Where ``wp`` goes: its target slot, or under free slots the one chosen for it when it was picked (its
+        preferred slot, else the leftmost slot that is neither taken nor kept for another workpiece)."""
+        if wp.name in self._slot or scene is None or scene.slot_rule != "free":
+            return self._slot.get(wp.name, wp.slot_pos)
+        centers = slot_centers()
+        taken = {slot_index_at(w.pos) for w in scene.workpieces if w.placed} | {
+            int(np.argmin(np.linalg.norm(centers - p, axis=1))) for p in self._slot.values()}
+        kept = {k for t, k in self.config.slot_for.items() if t != wp.type}
+        want = self.config.slot_for.get(wp.type)
+        free = [k for k in range(len(centers)) if k not in taken and k not in kept]
+        k = want if want is not None and want not in taken else (free[0] if free else int(np.argmin(
+            [np.linalg.norm(c - wp.slot_pos) for c in centers])))
+        self._slot[wp.name] = centers[k].copy()
+        return self._slot[wp.name]
 
     def _place_point(self, wp: WorkpieceView) -> np.ndarray:
         # TCP height that puts the carried workpiece's bottom just above the slot floor
         bottom_to_tcp = self._carry_offset + wp.half_height
-        return wp.slot_pos + [0.0, 0.0, self.config.place_clearance + bottom_to_tcp]
+        return self._slot_pos(wp) + [0.0, 0.0, self.config.place_clearance + bottom_to_tcp]
 
     def _dropped(self, wp: WorkpieceView, tcp: np.ndarray) -> bool:
         """The carried workpiece is no longer where the fingers are."""
@@ -319,7 +366,19 @@ class ScriptedExpert:
             and abs(w.pos[1] - BELT_Y) < BELT_WIDTH / 2
             and w.pos[2] > BELT_TOP_Z
         ]
-        return max(ready, key=lambda w: w.pos[0]) if ready else None
+        if not ready:
+            return None
+        chosen = max(ready, key=lambda w: w.pos[0])
+        if cfg.first_type is not None and not self._picked_any:
+            named = [w for w in ready if w.type == cfg.first_type]
+            if named:
+                chosen = named[0]
+            elif any(w.type == cfg.first_type and not w.placed for w in scene.workpieces) and \
+                    chosen.pos[0] < cfg.pick_x_max - 0.12:  # wait for it, unless the other would leave the reach
+                return None
+        self._picked_any = True
+        self._slot_pos(chosen, scene)
+        return chosen
 
     def _go(self, phase: Phase, scene: SceneView, name: str | bool | None = False) -> None:
         if name is not False:

@@ -22,7 +22,7 @@ given measured poses, a physical trial.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import numpy as np
@@ -52,13 +52,8 @@ def slot_index_at(
     centers: np.ndarray | None = None,
     slot_size: np.ndarray = layout.SLOT_SIZE,
 ) -> int | None:
-    """Index of the slot whose xy region contains ``pos`` (centre), or None."""
-    centers = layout.slot_centers() if centers is None else np.asarray(centers, float)
-    p = np.asarray(pos, float)
-    half = np.asarray(slot_size, float) / 2.0 - xy_margin
-    inside = np.all(np.abs(centers[:, :2] - p[:2]) <= half, axis=1)
-    hits = np.flatnonzero(inside)
-    return int(hits[0]) if hits.size else None
+    """Index of the slot whose xy region contains ``pos`` (centre), or None (libero_workcell.layout's)."""
+    return layout.slot_index_at(pos, xy_margin, centers, slot_size)
 
 
 def resting_in_tray(
@@ -101,6 +96,14 @@ def slot_occupants(pieces: Sequence[PieceState], num_slots: int = layout.NUM_SLO
         if k is not None and k < num_slots and in_slot(p, k, **kwargs):
             occ[k].append(i)
     return occ
+
+
+def free_targets(pieces: Sequence[PieceState], num_slots: int = layout.NUM_SLOTS, **kwargs: Any) -> list[PieceState]:
+    """A task whose instruction leaves the slots free (TaskSpec.slot_rule "free"): each piece's target is the slot
+    it rests in alone, None while it rests in none or shares one (so it is placed exactly then)."""
+    occ = slot_occupants(pieces, num_slots, **kwargs)
+    alone = {o[0]: k for k, o in enumerate(occ) if len(o) == 1}
+    return [replace(p, target_slot=alone.get(i)) for i, p in enumerate(pieces)]
 
 
 def pcr_s(pieces: Sequence[PieceState], num_slots: int = layout.NUM_SLOTS, **kwargs: Any) -> tuple[float, list[bool]]:

@@ -531,7 +531,7 @@ class SimWorld:
                     held=held[i],
                 )
             )
-        return out
+        return metrics.free_targets(out) if self.spec.slot_rule == "free" else out
 
     # ------------------------------------------------------------------ queries
     @property
@@ -651,6 +651,7 @@ class SimWorld:
             "episode": self._episode,
             "done": self.done,
             "horizon": self.spec.horizon,
+            "slot_rule": self.spec.slot_rule,
             "belt": {"speed": self._belt_speed, "position": self._belt_pos, "running": self._belt_running,
                      "target_speed": self._belt_target},
             "tcp": {"pos": [float(x) for x in self.tcp_pos], "quat": [float(x) for x in self.tcp_quat]},

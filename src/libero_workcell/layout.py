@@ -45,3 +45,17 @@ def slot_centers() -> np.ndarray:
     centers[:, 0] += offsets
     centers[:, 2] = TRAY_FLOOR_Z
     return centers
+
+
+def slot_index_at(
+    pos: np.ndarray | list[float] | tuple[float, ...],
+    xy_margin: float = 0.0,
+    centers: np.ndarray | None = None,
+    slot_size: np.ndarray = SLOT_SIZE,
+) -> int | None:
+    """Index of the slot whose xy region (shrunk by ``xy_margin``) contains ``pos``, or None."""
+    centers = slot_centers() if centers is None else np.asarray(centers, float)
+    p = np.asarray(pos, float)
+    half = np.asarray(slot_size, float) / 2.0 - xy_margin
+    hits = np.flatnonzero(np.all(np.abs(centers[:, :2] - p[:2]) <= half, axis=1))
+    return int(hits[0]) if hits.size else None

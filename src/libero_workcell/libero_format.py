@@ -13,6 +13,9 @@ The layout (LIBERO's datasets, robomimic's readers, openpi's LIBERO converter)::
         obs/gripper_states     (T, g)  finger joints (Panda: 2) or gripper coordinate (CTAG2F90D: 1)
         obs/joint_states       (T, n)  arm joints (Panda: 7, AUBO-i5H: 6)
         obs/agentview_rgb      (T, H, W, 3) uint8, obs/eye_in_hand_rgb likewise (optional here)
+        timing/servo_tick      (T,)    int: the servo tick each action took effect on (recorders; optional)
+        scene/workpiece_pos    (T, N, 3), scene/workpiece_held (T, N) uint8: the workpieces (simulation; optional)
+        preference/satisfaction (T, k) each preference's satisfaction on the trace so far (optional)
 
 :func:`read_demos` opens a file read-only and checks every key and shape it needs before returning
 anything, so a malformed file is a clear error naming the demo, the key and what was expected, and is
@@ -56,6 +59,12 @@ class Demo:
     # (T,) the servo tick each action took effect on, -1 unknown (a recorder's timing/servo_tick); None: not
     # recorded (simulation data: each action held exactly one control period)
     servo_tick: np.ndarray | None = None
+    # (T, N, 3) / (T, N) each workpiece's centre and whether it is between the fingers (scene/, simulation only)
+    scene_pos: np.ndarray | None = None
+    scene_held: np.ndarray | None = None
+    # (T, k) the per-step satisfaction of each of the episode's k preferences (preference/satisfaction: the
+    # metric re-evaluated on the trace so far, NaN while undefined; src/preferences)
+    satisfaction: np.ndarray | None = None
 
     @property
     def num_samples(self) -> int:
@@ -162,7 +171,28 @@ def _read_demo(name: str, g: h5py.Group, images: bool) -> Demo:
             raise LiberoFormatError(f"{where}/timing: 'servo_tick' is {servo_tick.shape} {servo_tick.dtype}, "
                                     f"expected ({t},) integers")  # fmt: skip
         servo_tick = servo_tick.astype(np.int64)
-    return Demo(name, actions, ee_pos, ee_ori, gripper, joints, robot_states, pictures, attrs, servo_tick)
+    scene_pos = scene_held = satisfaction = None
+    if "scene" in g:
+        scene_pos = _array3(g["scene"], "workpiece_pos", f"{where}/scene", t)
+        scene_held = np.asarray(g["scene/workpiece_held"][()]).astype(bool)
+        if scene_held.shape != scene_pos.shape[:2]:
+            raise LiberoFormatError(f"{where}/scene: 'workpiece_held' is {scene_held.shape}, expected "
+                                    f"{scene_pos.shape[:2]}")  # fmt: skip
+    if "preference" in g and "satisfaction" in g["preference"]:
+        satisfaction = np.asarray(g["preference/satisfaction"][()], float)
+        if satisfaction.ndim != 2 or satisfaction.shape[0] != t:
+            raise LiberoFormatError(f"{where}/preference: 'satisfaction' is {satisfaction.shape}, expected ({t}, k)")
+    return Demo(name, actions, ee_pos, ee_ori, gripper, joints, robot_states, pictures, attrs, servo_tick,
+                scene_pos, scene_held, satisfaction)  # fmt: skip
+
+
+def _array3(group: h5py.Group, key: str, where: str, length: int) -> np.ndarray:
+    if key not in group:
+        raise LiberoFormatError(f"{where}: missing {key!r}")
+    a = np.asarray(group[key][()], float)
+    if a.ndim != 3 or a.shape[0] != length or a.shape[2] != 3:
+        raise LiberoFormatError(f"{where}: {key!r} has shape {a.shape}, expected ({length}, N, 3)")
+    return a
 
 
 def read_demos(path: str | Path, images: bool = False) -> DemoFile:
@@ -236,6 +266,11 @@ def write_demo(data: h5py.Group, demo: Demo, existing_obs: bool = False) -> h5py
     obs.create_dataset("joint_states", data=demo.joint_states)
     for key, img in demo.images.items():
         obs.create_dataset(key, data=img, **image_dataset_options(img.shape[1:]))
+    if demo.scene_pos is not None and demo.scene_held is not None:
+        g.create_dataset("scene/workpiece_pos", data=np.asarray(demo.scene_pos, float))
+        g.create_dataset("scene/workpiece_held", data=np.asarray(demo.scene_held, np.uint8))
+    if demo.satisfaction is not None:
+        g.create_dataset("preference/satisfaction", data=np.asarray(demo.satisfaction, float))
     return g
 
 

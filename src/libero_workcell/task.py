@@ -120,7 +120,11 @@ class TaskSpec:
     first_arrival: float = DEFAULT_FIRST_ARRIVAL
     seed: int = 0
     level: int = 1
-    preference: str | None = None
+    preference: str | None = None  # the prompt's preference language (LIBERO-PeRM)
+    preference_specs: tuple[str, ...] = ()  # the catalogue specs it came from (src/preferences/catalogue.py)
+    # "ordered": the instruction says which slot each workpiece goes in (slot_permutation); "free": it does not,
+    # any workpiece resting alone in any slot is placed (the choice a user-profile preference makes)
+    slot_rule: Literal["ordered", "free"] = "ordered"
     combination: int | None = None  # catalog index, when the workpieces come from COMBINATIONS
     t_complete: float = DEFAULT_T_COMPLETE
     t_buffer: float = DEFAULT_T_BUFFER
@@ -129,6 +133,9 @@ class TaskSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "workpieces", tuple(str(w) for w in self.workpieces))
         object.__setattr__(self, "slot_permutation", tuple(int(i) for i in self.slot_permutation))
+        object.__setattr__(self, "preference_specs", tuple(str(p) for p in self.preference_specs))
+        if self.slot_rule not in ("ordered", "free"):
+            raise ValueError(f"slot_rule must be 'ordered' or 'free', got {self.slot_rule!r}")
         n = len(self.workpieces)
         if n == 0 or n > layout.NUM_SLOTS:
             raise ValueError(f"a task needs 1..{layout.NUM_SLOTS} workpieces, got {n}")
@@ -214,6 +221,8 @@ class TaskSpec:
     @property
     def language_instruction(self) -> str:
         """LIBERO-style task sentence, derived from the spec."""
+        if self.slot_rule == "free":
+            return f"pick up the {_words(self.arriving_words)} from the moving conveyor and place them in the tray"
         return (
             f"pick up the {_words(self.arriving_words)} from the moving conveyor and place them in the tray "
             f"from left to right: {_words(self.tray_words)}"
@@ -239,6 +248,7 @@ class TaskSpec:
         d = asdict(self)
         d["workpieces"] = list(self.workpieces)
         d["slot_permutation"] = list(self.slot_permutation)
+        d["preference_specs"] = list(self.preference_specs)
         d["language_instruction"] = self.language_instruction
         d["horizon"] = self.horizon
         d["target_slots"] = list(self.target_slots)
