@@ -25,6 +25,7 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.xml")),
         (f"share/{PACKAGE}/config/teleop", glob("config/teleop/*.json")),
+        (f"share/{PACKAGE}/config/preferences", glob("config/preferences/*")),
     ],
     install_requires=["setuptools"],
     zip_safe=False,

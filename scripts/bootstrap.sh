@@ -19,6 +19,9 @@ ls /usr/lib/*/dri/swrast_dri.so /usr/lib/*/dri/*swrast* >/dev/null 2>&1 || need_
 ldconfig -p 2>/dev/null | grep -q 'libglib-2.0.so.0' || need_apt+=(libglib2.0-0)
 ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0' || need_apt+=(libusb-1.0-0)   # pyrealsense2
 command -v socat >/dev/null || need_apt+=(socat)   # pty pairs for the Modbus emulators
+if [ "$req" = requirements-dev.txt ]; then
+  command -v chromium >/dev/null || need_apt+=(chromium)   # headless browser for the preference report's test
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "bootstrap: apt-get install ${need_apt[*]}"

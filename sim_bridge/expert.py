@@ -226,7 +226,8 @@ class ScriptedExpert:
             self._grasp_R = self._yaw_with_base(R, tcp, self._yaw_anchor(wp))
         elif cfg.carry_yaw:
             turned = self.phase in (Phase.TRANSFER, Phase.LOWER, Phase.RELEASE)
-            self._grasp_R = Rotation.from_rotvec([0.0, 0.0, cfg.carry_yaw if turned else 0.0]).as_matrix() @ cfg.tcp_rotmat
+            yaw = Rotation.from_rotvec([0.0, 0.0, cfg.carry_yaw if turned else 0.0]).as_matrix()
+            self._grasp_R = yaw @ cfg.tcp_rotmat
         carrying = self.phase in (Phase.LIFT, Phase.TRANSFER, Phase.LOWER)
         speed = cfg.carry_speed if carrying else cfg.max_speed
         if self.phase in (Phase.DESCEND, Phase.GRASP) and cfg.descend_speed is not None:

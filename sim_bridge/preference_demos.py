@@ -122,7 +122,8 @@ def write_pairs(out: Path, preferences: Sequence[str], seeds: Sequence[int], ren
         path = out / f"{(specs or 'none').replace('+', '__').replace(':', '_')}.hdf5"
         tasks = [condition_for(s, specs, Catalogue.load())[0] for s in seeds]
         seed_of = {id(t): s for t, s in zip(tasks, seeds, strict=True)}
-        write_episodes(path, tasks, lambda t, name, sp=specs: record(seed_of[id(t)], sp, name, render), ENV_ARGS)
+        write_episodes(path, tasks, lambda t, name, sp=specs, so=seed_of: record(so[id(t)], sp, name, render),
+                       ENV_ARGS)  # fmt: skip
         paths.append(path)
     return paths
 

@@ -43,6 +43,7 @@ from libero_workcell.contract import CAMERA_HZ_DEFAULT, Params, Qos, QosSpec, Se
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import fixed_at_startup
 from libero_workcell.task import DEFAULT_ARRIVAL_INTERVAL, DEFAULT_BELT_SPEED, DEFAULT_FIRST_ARRIVAL, TaskSpec
+from preferences.catalogue import Catalogue
 from sim_bridge.link import SimLink
 from sim_bridge.replay import ReplayPlan, load_plan
 from sim_bridge.world import SimWorld
@@ -62,16 +63,16 @@ def spec_from_parameters(p: dict[str, Any]) -> TaskSpec:
     perm = [int(i) for i in (p.get("slot_permutation") or [])]
     if perm == [-1] or not perm:
         perm = []
-    preference = str(p.get("preference") or "") or None
-    return TaskSpec.from_seed(
+    spec = TaskSpec.from_seed(
         int(p["seed"]),
         belt_speed=float(p["belt_speed"]),
         combination=int(p["combination"]),
         slot_permutation=tuple(perm) or None,
         arrival_interval=float(p["arrival_interval"]),
         first_arrival=float(p["first_arrival"]),
-        preference=preference,
     )
+    # The preference (LIBERO-PeRM): catalogue specs, one or two joined by "+"; refused unless they can be scored
+    return Catalogue.load().condition(str(p.get("preference") or "")).apply(spec)
 
 
 class SimWorldNode(Node):

@@ -625,12 +625,12 @@ def test_deploy_launch_files_are_the_graph_with_the_policy_on(monkeypatch):
     assert nodes["policy_node"]["policy.url"] == f"ws://127.0.0.1:{nodes['policy_server']['port']}"
     assert nodes["policy_node"]["policy.task"] == "pick up the parts" and "sim_world" in nodes
     url = "ws://10.0.0.7:8000"
-    real = _run_launch_file(monkeypatch, {"policy_url": url, "preference": "left first"},
+    real = _run_launch_file(monkeypatch, {"policy_url": url, "preference": "speed_up"},
                             REPO / "launch" / "deploy_real.launch.py")  # fmt: skip
     real_nodes = {a.name: a.parameters[0] for a in real if type(a).__name__ == "Node"}
     assert "sim_world" not in real_nodes and "policy_server" not in real_nodes
     policy, bridge = real_nodes["policy_node"], real_nodes["aubo_bridge"]
-    assert policy["policy.url"] == url and policy["policy.preference"] == "left first"
+    assert policy["policy.url"] == url and policy["policy.preference"] == "speed_up"
     assert bridge["active_source"] == "policy" and bridge["auto_enable"] is False
     assert not {n.name for n in Graph.load().resolve([])} & {"policy_node", "policy_server"}  # off by default
 

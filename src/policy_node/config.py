@@ -11,6 +11,7 @@ from libero_workcell.contract import CONTROL_HZ_DEFAULT
 from libero_workcell.image_convention import POLICY_LIBERO, POLICY_VIEWS
 from policy_node.chunks import BLEND_OLD_DEFAULT
 from policy_node.observation import STATE_CONTRACT, STATE_FORMATS
+from preferences.catalogue import Catalogue, Condition, PreferenceError
 
 MODE_ASYNC: Final = "async"  # prefetch the next chunk while this one runs (policy_node.chunks)
 MODE_SYNC: Final = "sync"  # openpi's LIBERO client: stand still while each chunk is computed
@@ -38,7 +39,9 @@ class PolicyConfig(MappedConfig):
     image_view: str = POLICY_LIBERO  # what the checkpoint was trained to see (image_convention.POLICY_VIEWS)
     state_format: str = STATE_CONTRACT  # observation/state: contract 7-D or libero 8-D (policy_node.observation)
     task: str = ""  # the instruction; "" in sim: the world's
-    preference: str = ""  # LIBERO-PeRM: "Task: {task}. Preference: {preference}."
+    # LIBERO-PeRM: a catalogue spec, or two joined by "+" (a declared combination or conflict); the prompt becomes
+    # "Task: {task}. Preference: {language}." (preferences.catalogue)
+    preference: str = ""
     control_hz: float = CONTROL_HZ_DEFAULT
 
     def __post_init__(self) -> None:
@@ -63,6 +66,20 @@ class PolicyConfig(MappedConfig):
             raise PolicyConfigError(f"image_view must be one of {list(POLICY_VIEWS)}, got {self.image_view!r}")
         if self.state_format not in STATE_FORMATS:
             raise PolicyConfigError(f"state_format must be one of {list(STATE_FORMATS)}, got {self.state_format!r}")
+        try:
+            self.condition  # noqa: B018 - parsed now, so a preference that cannot be scored stops the start
+        except PreferenceError as exc:
+            raise PolicyConfigError(f"preference: {exc}") from None
+
+    @property
+    def condition(self) -> Condition:
+        """The preferences asked, from the catalogue (config/preferences/catalogue.yaml)."""
+        return Catalogue.load().condition(self.preference)
+
+    @property
+    def preference_text(self) -> str:
+        """The prompt's preference language ("" for none)."""
+        return self.condition.text
 
     @property
     def control_period(self) -> float:

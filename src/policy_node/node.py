@@ -83,7 +83,7 @@ class PolicyNode(Node):
         self.get_logger().info(
             f"policy from {c.url} as {SOURCE_POLICY!r} at {c.control_hz:g} Hz: {c.mode}, replan_steps "
             f"{c.replan_steps}, images {c.image_view}, state {c.state_format}, task {task!r}"
-            + (f", preference {c.preference!r}" if c.preference else "")
+            + (f", preference {c.condition.spec!r} ({c.condition.kind}: {c.preference_text!r})" if c.preference else "")
         )
 
     # ------------------------------------------------------------------ inputs

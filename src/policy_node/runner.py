@@ -149,7 +149,7 @@ class PolicyRunner:
 
     def _request(self, snap: Snapshot, task: str, age: float) -> None:
         obs = openpi_observation(snap, self.config.image_view, self.config.state_format, task,
-                                 self.config.preference)  # fmt: skip
+                                 self.config.preference_text)  # fmt: skip
         chunk, at = self.queue.request()
         req = _Request(chunk, at, obs, age * 1e3)
         self._in_flight = req

@@ -127,8 +127,8 @@ class Condition:
             if w is not None and w not in task.workpieces:
                 raise PreferenceError(f"{p.spec}: the task's workpieces are {list(task.workpieces)}, not {w!r}")
             if p.metric == "placement_slot" and task.slot_rule != "free":
-                raise PreferenceError(f"{p.spec}: the task already says which slot each workpiece goes in "
-                                      f"(slot_rule {task.slot_rule!r}); a slot preference needs slot_rule 'free'")  # fmt: skip
+                raise PreferenceError(f"{p.spec}: the task already says which slot each workpiece goes in (slot_rule "
+                                      f"{task.slot_rule!r}); a slot preference needs slot_rule 'free'")  # fmt: skip
             if p.metric == "first_pick" and task.num_workpieces < 2:
                 raise PreferenceError(f"{p.spec}: a task of one workpiece has no choice of which comes first")
 

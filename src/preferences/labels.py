@@ -75,7 +75,7 @@ class Calibration:
     def bins_for(self, key: str) -> Bins:
         if key not in self.bins:
             raise CalibrationError(f"no calibrated bins for {key!r} in {CALIBRATION_FILE}; calibrated: "
-                                   f"{sorted(self.bins)} (python -m sim_bridge.preference_demos calibrate)")  # fmt: skip
+                                   f"{sorted(self.bins)} (sim_bridge.preference_demos calibrate)")  # fmt: skip
         return self.bins[key]
 
     def to_json(self) -> str:

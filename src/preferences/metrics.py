@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from libero_workcell import layout
 from libero_workcell.task import WORKPIECE_CATALOG
@@ -209,10 +208,9 @@ METRICS: Final[dict[str, MetricDef]] = {
     "approach_angle": MetricDef(approach_angle, "deg", "lower", 3.0, what="approach angle from vertical"),
     "release_drop": MetricDef(release_drop, "m", "lower", 0.003, what="release height and speed"),
     "grasp_offset": MetricDef(grasp_offset, "m", "lower", 0.002, params=("part",), what="offset at the grasp"),
-    "first_pick": MetricDef(first_pick, "", "higher", 1.0, binary=True, params=("workpiece",),
-                            what="the named workpiece first"),  # fmt: skip
-    "placement_slot": MetricDef(placement_slot, "", "higher", 1.0, binary=True, params=("workpiece", "slot"),
-                                what="the named workpiece in the named slot"),  # fmt: skip
+    "first_pick": MetricDef(first_pick, "", "higher", 1.0, True, ("workpiece",), "the named workpiece first"),
+    "placement_slot": MetricDef(placement_slot, "", "higher", 1.0, True, ("workpiece", "slot"),
+                                "the named workpiece in the named slot"),
 }
 
 

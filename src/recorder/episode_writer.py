@@ -29,6 +29,7 @@ import h5py
 import numpy as np
 
 from libero_workcell.libero_format import Demo, image_dataset_options, write_demo, write_file_attrs
+from preferences.scoring import annotate
 from recorder.session_file import RecorderError, SessionFile, fsync_dir
 from recorder.step import RecordedStep
 
@@ -149,6 +150,10 @@ class EpisodeWriter:
             np.array([np.concatenate([[r.gripper], r.ee_pos, r.ee_ori]) for r in rows], float),
             attrs=attrs,
         )
+        try:  # the preferences asked and their per-step satisfaction (preference/satisfaction); never the episode
+            demo = annotate(demo, control_hz=1.0 / self.period)
+        except Exception as exc:
+            log.error("%s: preference satisfaction not stored: %s", self.name, exc)
         try:
             data = self._file["data"]
             write_demo(data, demo, existing_obs=True)
