@@ -23,7 +23,8 @@ def test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates(t
     out = tmp_path / "eval"
     cmd = [sys.executable, "-m", "evaluation", "sim", "--out", str(out), "--speeds", "0.05", "--trials-per-speed", "2",
            "--workers", "2", "--no-progress", "--checkpoint", "builtin:expert",
-           "--set", "sim_world.arrival_interval:=9.0"]  # a shorter schedule, for suite time  # fmt: skip
+           "--set", "sim_world.arrival_interval:=9.0",  # a shorter schedule, for suite time
+           "--preference", "keep_high"]  # fmt: skip
     env = {k: v for k, v in ros_env.items() if k != "ROS_DOMAIN_ID"}  # the runner picks one per worker
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
@@ -49,6 +50,21 @@ def test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates(t
     late = [t["trial"]["index"] for t in trials if t["world_overruns"]]
     assert all(isinstance(t["world_overruns"], int) for t in trials)
     assert not late or f"trials (indices {late}) the sim world fell behind" in run.stdout
+
+    # The preference: asked of every trial, stored with each rollout with its satisfaction curve, and scored from
+    # what the robot did (the built-in expert does not read prompts: whatever it scores is measured, not set)
+    prefs = doc["preferences"]
+    assert prefs["overall"]["N"] == 2 and prefs["unscored_trials"] == []
+    labels = [e["label"] for e in prefs["episodes"]]
+    successes = [all(t["outcome"]["placed"]) for t in trials]
+    assert prefs["overall"]["SA_all_preferences"] == pytest.approx(
+        sum(s * d for s, d in zip(successes, labels, strict=True)) / 2)  # fmt: skip
+    assert [e["success"] for e in prefs["episodes"]] == successes
+    for t in trials:
+        rollout = read_demos(t["rollout"]).demos[0]
+        assert rollout.attrs["preference"] == "keep the gripper high during lateral moves"
+        assert rollout.satisfaction is not None and rollout.satisfaction.shape == (rollout.num_samples, 1)
+    assert (out / "preferences" / "report.html").is_file() and "SA" in run.stdout
 
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)  # a rerun resumes: done
     assert again.returncode == 0 and json.loads((out / "results.json").read_text())["trials"] == trials

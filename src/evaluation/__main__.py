@@ -19,9 +19,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from evaluation.preference_scores import REPORT_DIR, sa_line, score_trials
 from evaluation.protocol import TRIALS_PER_SPEED, protocol_trials
 from evaluation.report import PLOT_FILE, plot, table, write_results
 from evaluation.runner import EvalSettings, run_real_trial, run_sim_trial, run_trials
+from preferences.catalogue import PreferenceError
 from recorder.collection_plan import SPEEDS
 
 
@@ -46,7 +48,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--policy-url", default="", help="sim: a policy server instead of the local one")
     ap.add_argument("--mode", choices=("async", "sync"), default="async")
     ap.add_argument("--replan-steps", type=int, default=5)
-    ap.add_argument("--preference", default="", help="LIBERO-PeRM preference for every trial")
+    ap.add_argument("--preference", default="",
+                    help="LIBERO-PeRM preference for every trial: a catalogue spec, or two joined by '+' (config/"
+                         "preferences/catalogue.yaml); SR and SA are scored from the recorded rollouts")  # fmt: skip
     ap.add_argument("--set", action="append", default=[], metavar="NAME:=VALUE", help="sim: a graph override")
     ap.add_argument(
         "--record", action="store_true", help="real: record each rollout (the graph runs with record_rollouts:=true)"
@@ -67,6 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     checkpoint = a.checkpoint or ("builtin:expert" if a.where == "sim" and not a.policy_url else "unnamed")
     settings = EvalSettings(checkpoint, a.policy_url, a.mode, a.replan_steps, a.preference, extra)
     trials = protocol_trials(tuple(a.speeds), a.trials_per_speed, a.preference)
+    try:
+        for trial in trials:  # a preference that cannot be scored, or does not fit a trial's task, stops it here
+            trial.spec  # noqa: B018
+    except PreferenceError as exc:
+        print(f"evaluation: --preference: {exc}", file=sys.stderr)
+        return 2
     a.out.mkdir(parents=True, exist_ok=True)
     if a.where == "sim":
         rows = run_trials(
@@ -88,6 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     plot(doc["metrics"], a.out / PLOT_FILE, f"{checkpoint} on the {a.where} workcell ({len(rows)} trials)")
     print(table(doc["metrics"]))
+    prefs = score_trials(rows, a.out) if (a.where == "sim" or a.record) else None
+    if prefs is not None:  # SR and SA from the recorded rollouts, beside the task metrics
+        doc = write_results(a.out, rows, doc["settings"], prefs)
+        print(sa_line(prefs) + f"; report {a.out / REPORT_DIR / 'report.html'}")
     late = [r["trial"]["index"] for r in rows if r.get("world_overruns")]
     if late:
         print(

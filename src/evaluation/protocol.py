@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from libero_workcell.task import COMBINATIONS, TaskSpec
+from preferences.catalogue import Catalogue
 from recorder.collection_plan import SPEEDS, held_out
 
 TRIALS_PER_SPEED: Final = 24
@@ -30,13 +31,10 @@ class Trial:
 
     @property
     def spec(self) -> TaskSpec:
-        return TaskSpec.from_seed(
-            self.seed,
-            self.belt_speed,
-            combination=self.combination,
-            slot_permutation=self.slot_permutation,
-            preference=self.preference or None,
+        spec = TaskSpec.from_seed(
+            self.seed, self.belt_speed, combination=self.combination, slot_permutation=self.slot_permutation
         )
+        return Catalogue.load().condition(self.preference).apply(spec)  # the preference, checked against the task
 
     @property
     def configuration(self) -> tuple[int, tuple[int, ...]]:

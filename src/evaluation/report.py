@@ -14,9 +14,13 @@ RESULTS_JSON = "results.json"
 PLOT_FILE = "results.png"
 
 
-def write_results(out_dir: Path, rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything in one JSON file (replaced atomically); returns what it holds."""
+def write_results(out_dir: Path, rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
+                  preferences: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Everything in one JSON file (replaced atomically); returns what it holds. ``preferences``: SR and SA of
+    the preferences the trials asked (evaluation.preference_scores)."""
     doc = {"settings": dict(settings), "metrics": by_speed(rows), "trials": list(rows)}
+    if preferences is not None:
+        doc["preferences"] = dict(preferences)
     tmp = out_dir / (RESULTS_JSON + ".partial")
     tmp.write_text(json.dumps(doc, indent=2))
     os.replace(tmp, out_dir / RESULTS_JSON)
