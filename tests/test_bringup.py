@@ -61,7 +61,7 @@ def test_default_nodes_and_parameters():
     assert specs["sim_world"].parameters == {
         "use_sim": True, "sim_link": "workcell", "real_time_factor": 1.0, "camera_hz": 20.0, "render": True,
         "seed": 0, "belt_speed": 0.03, "arrival_interval": 12.0, "first_arrival": 2.0, "combination": -1,
-        "slot_permutation": [-1], "demo_path": "", "demo": "", "pause_at_done": True,
+        "slot_permutation": [-1], "preference": "", "demo_path": "", "demo": "", "pause_at_done": True,
     }
     assert specs["aubo_bridge"].parameters == {
         "use_sim": True, "sim_link": "workcell", "control_hz": 20.0, "servo_hz": 100.0,
