@@ -26,12 +26,13 @@ pytestmark = pytest.mark.slow
 SEEDS = (0, 1)
 CAT = Catalogue.load()
 PREFS = sorted(CAT.definitions)
+PAIRS = ("keep_high+gentle_release", "keep_low+keep_high")  # a composition and a conflict, seed 0
 
 
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
     """Every preference and none, on seeds 0 and 1 (two processes), written and read back in LIBERO's layout."""
-    jobs = [(s, p) for p in (None, *PREFS) for s in SEEDS]
+    jobs = [(s, p) for p in (None, *PREFS) for s in SEEDS] + [(0, p) for p in PAIRS]
     recorded = record_many(jobs, workers=2)
     path = tmp_path_factory.mktemp("pairs") / "pairs.hdf5"
     named = [d.__class__(**{**d.__dict__, "name": f"demo_{i}"}) for i, (d, _) in enumerate(recorded)]
@@ -65,6 +66,19 @@ def test_each_preference_is_separated_by_its_own_metric_and_success_does_not_cha
     assert np.mean([r[5] for r in rows]) >= 0.9 and np.mean([r[3] for r in rows]) <= 0.15, rows
 
 
+def test_a_composition_is_honoured_whole_and_a_conflict_is_scored_by_the_side_followed(demos):
+    cal = Calibration.load()
+    both, m = demos[(0, "keep_high+gentle_release")]
+    e = score(Trajectory.from_demo(both), CAT.condition("keep_high+gentle_release"), CAT, cal)
+    assert m["SR"] == 1.0 and e.kind == "composition" and min(s.label for s in e.scores) == e.label >= 0.75
+    conflict, m = demos[(0, "keep_low+keep_high")]  # the expert asked both keeps the later: high
+    e = score(Trajectory.from_demo(conflict), CAT.condition("keep_low+keep_high"), CAT, cal)
+    assert m["SR"] == 1.0 and e.kind == "conflict" and e.followed == "keep_high"
+    assert [s.label for s in e.scores] == [0.0, 1.0] and e.label == 1.0
+    row = summarize([e])["conditions"][0]
+    assert row["followed"]["keep_high"] == 1 and row["pref_dom"] == 1.0 and row["SA"] == 1.0
+
+
 def test_demos_store_the_preference_and_its_satisfaction_curve(demos):
     honoured, _ = demos[(0, "keep_high")]
     assert honoured.attrs["preference"] == "keep the gripper high during lateral moves"
@@ -94,6 +108,8 @@ def test_the_report_of_the_paired_demos_renders_with_its_tables_and_curves(demos
     cal = Calibration.load()
     episodes, trajs = [], {}
     for (seed, pid), (demo, _) in demos.items():
+        if pid in PAIRS:
+            continue
         cond = CAT.condition(paired_spec(pid, preference_task(seed)) if pid else None)
         traj = Trajectory.from_demo(demo)
         traj = traj.__class__(**{**traj.__dict__, "name": f"{pid or 'none'}_s{seed}"})

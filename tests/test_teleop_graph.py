@@ -4,6 +4,7 @@ its recorded TCP path and outcome."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -15,11 +16,16 @@ from libero_workcell import launch_presets
 from libero_workcell.bringup import Graph
 from libero_workcell.launcher import NodeDiedError, launch
 from libero_workcell.libero_format import read_demos
+from preferences.catalogue import Catalogue
+from preferences.labels import Calibration
+from preferences.scoring import curves, score
+from preferences.trajectory import Trajectory
 from sim_bridge.replay import load_plan, recorded_placed, replay_in_process
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 RUNS = 2
 SESSION_S = 54.0  # the shipped session's length
+PREFERENCE = "keep_high+gentle_release"
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +34,8 @@ def recorded(tmp_path_factory, ros_env):
     path = out / "d2s.hdf5"
     overrides = {**{k: str(v) for k, v in launch_presets.TELEOP_COLLECT_SIM.items()},
                  "teleop_repeats": str(RUNS), "record_path": str(path), "sim_link": f"teleop_{os.getpid()}",
-                 "teleop_pico.exit_when_done": "true"}  # fmt: skip
+                 "teleop_pico.exit_when_done": "true",
+                 "preference": PREFERENCE}  # collected with a composition of two preferences  # fmt: skip
     graph = launch(Graph.load().resolve(overrides), env=ros_env, log_dir=out / "logs")
     try:
         deadline = time.monotonic() + RUNS * SESSION_S + 90
@@ -65,6 +72,15 @@ def test_the_scripted_session_records_demos_in_libero_layout(recorded) -> None:
         assert recorded_placed(d) == [True, True, True]
         assert d.attrs["belt_speed"] == 0.03 and d.attrs["arrival_interval"] == 18.0 and "task_spec" in d.attrs
         assert d.attrs["dropped_steps"] <= 0.02 * t and d.attrs["language_instruction"].startswith("pick up")
+        # the preference it was collected with, and its satisfaction per step, scored from what the arm did
+        assert d.attrs["preference"] == "keep the gripper high during lateral moves and set each workpiece down gently"
+        asked = json.loads(d.attrs["preferences"])
+        assert [p["id"] for p in asked] == ["keep_high", "gentle_release"]
+        assert d.attrs["preference_kind"] == "composition"
+        assert d.satisfaction.shape == (t, 2) and np.isfinite(d.satisfaction[-1]).all()
+        cat = Catalogue.load()
+        episode = score(Trajectory.from_demo(d), cat.condition(PREFERENCE), cat, Calibration.load())
+        np.testing.assert_allclose(d.satisfaction, curves(episode), equal_nan=True)
     with h5py.File(recorded) as h:
         assert h["data"].attrs["num_demos"] == RUNS and h["data"].attrs["total"] == sum(d.num_samples for d in f.demos)
         timing = h["data/demo_0/timing"]

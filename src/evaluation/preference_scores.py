@@ -13,11 +13,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evaluation.protocol import Trial
 from libero_workcell.libero_format import LiberoFormatError, read_demos
 from preferences.catalogue import Catalogue
 from preferences.labels import Calibration
 from preferences.report import write_report
-from preferences.scoring import EpisodeScore, score, summarize
+from preferences.scoring import EpisodeScore, score, summarize, unscored
 from preferences.trajectory import Trajectory
 
 REPORT_DIR = "preferences"
@@ -38,20 +39,24 @@ def score_trials(rows: Sequence[Mapping[str, Any]], out: Path) -> dict[str, Any]
         condition = catalogue.condition(spec)
         success = all(bool(p) for p in row["outcome"]["placed"])
         name = f"trial_{index:03d}"
+        t = row["trial"]
+        task = Trial(index, int(t["combination"]), tuple(t["slot_permutation"]), float(t["belt_speed"]),
+                     int(t["seed"]), spec).spec  # the trial's own task: a real rollout's recorder does not know it
         try:
             demo = read_demos(row["rollout"]).demos[-1]
-            traj = Trajectory.from_demo(demo, float(demo.attrs.get("control_hz", 20.0)))
-        except (KeyError, LiberoFormatError, ValueError):
+        except (KeyError, LiberoFormatError, OSError):
             missing.append(index)
-            episodes.append(EpisodeScore(name, success, condition.kind, condition.spec, (), 0.0))
+            episodes.append(unscored(name, success, condition))
             continue
-        traj = Trajectory(**{**traj.__dict__, "name": name, "success": success})
+        traj = Trajectory(demo.ee_pos, demo.ee_ori, demo.actions[:, 6], demo.gripper_states[:, 0], task, success,
+                          float(demo.attrs.get("control_hz", 20.0)),
+                          None if demo.scene_held is None else demo.scene_held.astype(bool), name)  # fmt: skip
         calibration = calibration or Calibration.load()
         episodes.append(score(traj, condition, catalogue, calibration))
         trajs[name] = traj
     if not episodes:
         return None
-    write_report(out / REPORT_DIR, [e for e in episodes if e.scores], trajs, title=f"Preferences: {out}")
+    write_report(out / REPORT_DIR, episodes, trajs, title=f"Preferences: {out}")
     summary = summarize(episodes)
     summary["unscored_trials"] = missing
     summary["episodes"] = [e.to_dict() for e in episodes]

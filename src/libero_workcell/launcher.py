@@ -69,6 +69,9 @@ class NodeDiedError(RuntimeError):
         self.exits = tuple(exits)
         super().__init__("\n".join(e.describe() for e in self.exits))
 
+    def __reduce__(self):  # crosses process boundaries whole (an evaluation worker's trial): rebuilt from the exits
+        return (type(self), (self.exits,))
+
 
 class _Child:
     """One node process, its log file and the thread that copies its output."""

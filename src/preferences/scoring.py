@@ -85,6 +85,15 @@ def score(traj: Trajectory, condition: Condition, catalogue: Catalogue,
     return EpisodeScore(traj.name, traj.success, condition.kind, condition.spec, tuple(scores), d, followed)
 
 
+def unscored(name: str, success: bool, condition: Condition) -> EpisodeScore:
+    """An episode whose recording is lost or unreadable: each preference d = 0 (a lost recording must never raise
+    SA), its value unknown."""
+    scores = tuple(PreferenceScore(p.spec, p.id, p.type, p.metric, float("nan"), 0.0, np.zeros(0))
+                   for p in condition.preferences)  # fmt: skip
+    followed = "neither" if condition.kind == "conflict" else None
+    return EpisodeScore(name, success, condition.kind, condition.spec, scores, 0.0, followed)
+
+
 def curves(episode: EpisodeScore) -> np.ndarray:
     """(T, k) the per-step satisfaction of each preference (what a demo stores as preference/satisfaction)."""
     return np.stack([s.curve for s in episode.scores], axis=1) if episode.scores else np.zeros((0, 0))

@@ -53,7 +53,7 @@ class Configuration:
         return {
             "combination": self.combination, "slot_permutation": list(self.slot_permutation),
             "belt_speed": self.belt_speed, "level": self.level, "workpieces": list(s.workpieces),
-            "language_instruction": s.language_instruction, "split": "train",
+            "language_instruction": s.language_instruction, "split": "train", "task_spec": s.to_json(),
         }  # fmt: skip
 
     def setup(self) -> str:

@@ -40,6 +40,8 @@ from libero_workcell.libero_format import CAMERA_IMAGE_KEYS
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import refuse_runtime_changes
 from libero_workcell.ros_qos import qos
+from libero_workcell.task import TaskSpec
+from preferences.catalogue import Catalogue
 from recorder.collection_plan import CollectionPlan
 from recorder.episode_writer import EpisodeWriter, SavedEpisode
 from recorder.session_file import RecorderError, SessionFile
@@ -47,6 +49,8 @@ from recorder.step import RecordedStep
 
 RATE_WARN: float = 0.9  # warn when steps arrive below this fraction of control_hz
 
+
+PREFERENCE_KEYS = ("preference", "preference_specs", "task_spec")  # set by the collection's preference at save
 
 def console_line(name: str, duration: float, steps: int, dropped: int, last_second: int, hz: float) -> tuple[str, bool]:
     """The once-a-second line while recording, and whether it is a warning: fewer steps in the last second
@@ -69,6 +73,7 @@ class RecorderNode(Node):
         self.declare_parameter("task", "")  # JSON task configuration (the collection plan's); "" in sim: /sim/episode
         self.declare_parameter("env_name", "libero_industry_workcell_d2s")
         self.declare_parameter("plan_per_config", 0)  # > 0: follow the collection plan, this many demos each
+        self.declare_parameter("preference", "")  # LIBERO-PeRM catalogue spec(s) the demos are collected with
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         self.hz = float(p(Params.CONTROL_HZ))
@@ -79,6 +84,8 @@ class RecorderNode(Node):
             raise ValueError(f"image_convention must be one of {list(CONVENTIONS)}, got {self.convention!r}")
         task = str(p("task"))
         self.task: dict[str, Any] = json.loads(task) if task else {}
+        # refused here unless it can be scored (preferences.catalogue): the node does not start on it
+        self.condition = Catalogue.load().condition(str(p("preference")))
         env_args = {"env_name": str(p("env_name")), "robot": "AUBO-i5H", "control_freq": self.hz,
                     "images": ENV_ARGS_TEXT[self.convention]}  # fmt: skip
         instruction = self.task.get("language_instruction", "")
@@ -118,6 +125,19 @@ class RecorderNode(Node):
             f"recording {self.source!r} actions into {self.session.path} ({self.session.num_demos} demos so far)"
         )
         self._publish_status()
+
+    def _asked(self, task: dict[str, Any]) -> dict[str, Any]:
+        """The task's attributes with the collection's preference: its language, its specs and the task
+        configuration that asks it (what the satisfaction curve is scored under when the demo is saved)."""
+        if not self.condition.preferences:
+            return task
+        asked = {**task, "preference": self.condition.text, "preference_specs": [p.spec for p in
+                                                                               self.condition.preferences]}  # fmt: skip
+        if "task_spec" in task:
+            raw = task["task_spec"]
+            spec = self.condition.apply(TaskSpec.from_dict(json.loads(raw) if isinstance(raw, str) else raw))
+            asked["task_spec"] = spec.to_json()
+        return asked
 
     # ------------------------------------------------------------------ inputs
     def _on_state(self, msg: JointState) -> None:
@@ -189,7 +209,8 @@ class RecorderNode(Node):
             self.task = config.attrs()
             self.get_logger().info(f"plan: recording {config.setup()}")
         try:
-            writer = EpisodeWriter(self.session, self.task, tuple(CAMERA_IMAGE_KEYS[c] for c in CAMERA_NAMES), self.hz)
+            keys = tuple(CAMERA_IMAGE_KEYS[c] for c in CAMERA_NAMES)
+            writer = EpisodeWriter(self.session, self._asked(self.task), keys, self.hz)
         except RecorderError as exc:
             res.success, res.message = False, str(exc)
             self._fail(str(exc))
@@ -208,8 +229,11 @@ class RecorderNode(Node):
         if writer is None:
             res.success, res.message = False, "not recording"
             return res
-        for key, value in self.task.items():  # the task may have become known after the start (sim discovery)
-            writer.attrs.setdefault(key, value)
+        for key, value in self._asked(self.task).items():  # the task may have become known after the start (sim)
+            if key in PREFERENCE_KEYS:
+                writer.attrs[key] = value
+            else:
+                writer.attrs.setdefault(key, value)
         if self._sim_metrics and "placed" in self._sim_metrics:  # sim: the outcome, as replay compares it
             m = self._sim_metrics
             writer.attrs.update({"placed": [bool(x) for x in m["placed"]], "SR": m.get("SR"), "PCR_T": m.get("PCR_T")})
