@@ -26,7 +26,8 @@ def test_sa_counts_the_trials_outcomes_and_a_lost_rollout_scores_zero(tmp_path) 
     high = pick_place(task=trials[0].spec, height=0.34)
     low = pick_place(task=trials[1].spec, height=0.20)
     paths = [rollout(tmp_path / "a.hdf5", high), rollout(tmp_path / "b.hdf5", low), str(tmp_path / "lost.hdf5")]
-    rows = [{"trial": t.as_dict(), "outcome": {"placed": [True] * 3}, "rollout": p} for t, p in zip(trials, paths, strict=True)]
+    rows = [{"trial": t.as_dict(), "outcome": {"placed": [True] * 3}, "rollout": p}
+            for t, p in zip(trials, paths, strict=True)]
     summary = score_trials(rows, tmp_path)
     labels = [e["label"] for e in summary["episodes"]]
     assert labels == [1.0, 0.0, 0.0] and summary["unscored_trials"] == [2]
