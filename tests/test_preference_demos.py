@@ -19,7 +19,13 @@ from preferences.metrics import METRICS
 from preferences.report import chromium_path, screenshot, write_report
 from preferences.scoring import score, summarize
 from preferences.trajectory import Trajectory
-from sim_bridge.preference_demos import calibration_values, paired_spec, record_many
+from sim_bridge.preference_demos import (
+    CALIBRATION_SEEDS,
+    calibration_from,
+    calibration_values,
+    paired_spec,
+    record_many,
+)
 from sim_bridge.preference_expert import preference_task
 
 pytestmark = pytest.mark.slow
@@ -33,6 +39,7 @@ PAIRS = ("keep_high+gentle_release", "keep_low+keep_high")  # a composition and 
 def demos(tmp_path_factory):
     """Every preference and none, on seeds 0 and 1 (two processes), written and read back in LIBERO's layout."""
     jobs = [(s, p) for p in (None, *PREFS) for s in SEEDS] + [(0, p) for p in PAIRS]
+    jobs += [(s, None) for s in CALIBRATION_SEEDS if s not in SEEDS]  # the rest of the calibration set
     recorded = record_many(jobs, workers=2)
     path = tmp_path_factory.mktemp("pairs") / "pairs.hdf5"
     named = [d.__class__(**{**d.__dict__, "name": f"demo_{i}"}) for i, (d, _) in enumerate(recorded)]
@@ -94,14 +101,18 @@ def test_demos_store_the_preference_and_its_satisfaction_curve(demos):
     assert plain.satisfaction is None and "preferences" not in plain.attrs
 
 
-def test_the_calibration_sets_statistics_come_out_as_stored(demos):
+def test_the_stored_bins_are_reproduced_from_the_calibration_set(demos):
+    """The calibration set re-recorded (its 8 seeds, as `preference_demos calibrate` records them) gives the
+    stored statistics and the stored bins."""
     cal = Calibration.load()
-    seeds = cal.calibration_set["seeds"]
-    values = calibration_values([demos[(s, None)][0] for s in SEEDS], CAT)
-    for key, vals in values.items():
-        for seed, v in zip(SEEDS, vals, strict=True):
-            assert v == pytest.approx(cal.statistics[key][seeds.index(seed)], rel=1e-6, abs=1e-9), key
-    assert all(not METRICS[b.metric].binary for b in cal.bins.values())
+    assert list(cal.calibration_set["seeds"]) == list(CALIBRATION_SEEDS)
+    again = calibration_from(calibration_values([demos[(s, None)][0] for s in CALIBRATION_SEEDS], CAT), CAT,
+                             CALIBRATION_SEEDS)  # fmt: skip
+    assert set(again.bins) == set(cal.bins) and all(not METRICS[b.metric].binary for b in cal.bins.values())
+    for key, b in cal.bins.items():
+        np.testing.assert_allclose(again.statistics[key], cal.statistics[key], rtol=1e-6, atol=1e-9, err_msg=key)
+        r = again.bins[key]
+        assert (r.median, r.spread, *r.thresholds) == pytest.approx((b.median, b.spread, *b.thresholds), rel=1e-6)
 
 
 def test_the_report_of_the_paired_demos_renders_with_its_tables_and_curves(demos, tmp_path):
