@@ -169,6 +169,10 @@ class ArmDriver:
         self._meas: ArmMeasurement = arm.read()
         self._grip_meas: GripperMeasurement = gripper.read()
         self._target = self._meas.q.copy()  # last servo target sent (or to send)
+        # The last target the arm was actually sent while streaming (None: no stream since the last hold): every
+        # next one is limited from it, so successive commands obey the limits even when the target re-anchors
+        # on a measurement one servo period old (home, a tracking-error re-anchor).
+        self._sent: np.ndarray | None = None
         self._libero = config.action_response == RESPONSE_LIBERO
         self._response = OscResponse(config.osc_gains, config.servo_period)
         self._goal_pos, self._goal_R = fk(self._target, config.tool_offset)
@@ -337,6 +341,7 @@ class ArmDriver:
                 return
             try:
                 self._arm.servo(target)
+                self._sent = target
             except Exception as exc:
                 error = f"servo command refused: {_text(exc)}"
         if error is not None:
@@ -430,30 +435,32 @@ class ArmDriver:
         (max_tcp_speed, max_tcp_rot_speed): however actions bunch up in time, whatever the
         re-anchoring or homing asked for, no servo target moves faster than these. The step
         is only ever shortened, never turned: clipping joints one by one would bend the TCP
-        off its line (out of the workspace box, into the table).
+        off its line (out of the workspace box, into the table). The step is from the last target sent
+        while streaming, where the arm is, not from a target re-anchored on an older measurement.
         """
         cfg = self.config
-        step = desired - self._target
+        base = self._target if self._sent is None else self._sent
+        step = desired - base
         if not np.any(step):  # holding still (the common tick): nothing to limit
-            return self._target.copy()
+            return base.copy()
         max_step = cfg.max_joint_speed * cfg.servo_period
         biggest = float(np.max(np.abs(step) / max_step))
         if biggest > 1.0:
             step = step / biggest
         max_d, max_r = cfg.max_tcp_speed * cfg.servo_period, cfg.max_tcp_rot_speed * cfg.servo_period
-        p0, R0 = fk(self._target, cfg.tool_offset)
+        p0, R0 = fk(base, cfg.tool_offset)
         for attempt in range(LIMITER_PASSES + 30):
-            p1, R1 = fk(self._target + step, cfg.tool_offset)
+            p1, R1 = fk(base + step, cfg.tool_offset)
             d = float(np.linalg.norm(p1 - p0))
             r = float(np.linalg.norm(rotation_error(R1, R0)))
             if d <= max_d * (1.0 + LIMIT_RTOL) and r <= max_r * (1.0 + LIMIT_RTOL):
-                return self._target + step
+                return base + step
             if attempt < LIMITER_PASSES:
                 scale = min(max_d / d if d > max_d else 1.0, max_r / r if r > max_r else 1.0)
                 step = step * (scale * (1.0 - LIMIT_MARGIN))
             else:
                 step = step * 0.5
-        return self._target.copy()  # unreachable in practice (30 halvings): never move faster than the limits
+        return base.copy()  # unreachable in practice (30 halvings): never move faster than the limits
 
     # -------------------------------------------------------------- internals
     def _apply(self, a: np.ndarray) -> ActionResult:
@@ -583,6 +590,7 @@ class ArmDriver:
         """
         self._generation += 1  # any target computed before this hold is void
         with self._io_lock:
+            self._sent = None  # the stream ends here: the next one starts from a measurement (enable, reset)
             try:
                 self._arm.hold()
                 self._hold_pending = False
