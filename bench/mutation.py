@@ -14,6 +14,7 @@ last figures and why each survivor left alive is harmless. Not part of CI: ~10-4
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import re
 import shutil
@@ -87,15 +88,19 @@ def previous_survivors(report: Path) -> list[str]:
     return re.findall(r"^=== (\S+) \[(?:survived|timeout|no tests)\]", report.read_text(), flags=re.M)
 
 
-def run(target: str, python: Path, recheck: bool = False) -> dict[str, int]:
+def run(target: str, python: Path, recheck: bool = False, patterns: list[str] | None = None) -> dict[str, int]:
+    """``patterns``: only the mutants whose names match (fnmatch, e.g. ``*ArmDriverǁ_limit_step__mutmut_*``: the
+    functions a change touched); report in mutation-<target>-only.txt."""
     source, tests = TARGETS[target]
     mutmut = _mutmut(python)
     out_dir = REPO / "bench-output"
     out_dir.mkdir(exist_ok=True)
     report = out_dir / f"mutation-{target}.txt"
-    only = previous_survivors(report) if recheck else []
+    only = previous_survivors(report) if recheck else list(patterns or [])
     if recheck:
         report = out_dir / f"mutation-{target}-recheck.txt"
+    elif patterns:
+        report = out_dir / f"mutation-{target}-only.txt"
     with tempfile.TemporaryDirectory(prefix=f"mutation-{target}-") as tmp:
         work = Path(tmp)
         _copy_tree(work)
@@ -108,8 +113,8 @@ def run(target: str, python: Path, recheck: bool = False) -> dict[str, int]:
         results = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True,
                                  text=True).stdout  # fmt: skip
         statuses = dict(re.findall(r"^\s*(\S+): (.+)$", results, flags=re.M))
-        if recheck:  # only the rechecked mutants count
-            statuses = {k: v for k, v in statuses.items() if k in set(only)}
+        if only:  # only the rechecked or selected mutants count
+            statuses = {k: v for k, v in statuses.items() if any(fnmatch.fnmatch(k, p) for p in only)}
         counts = Counter(statuses.values())
         # Everything not killed is listed: survivors, and timeouts / untested for the record.
         survivors = sorted((status, name) for name, status in statuses.items() if status != "killed")
@@ -149,12 +154,15 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the mutants the last full run left alive (from bench-output/mutation-<target>.txt), "
         "against today's tests; report in mutation-<target>-recheck.txt",
     )
+    parser.add_argument("--only", nargs="+", default=None, metavar="PATTERN",
+                        help="only the mutants whose names match (fnmatch), e.g. '*ArmDriverǁ_limit_step__mutmut_*'; "
+                             "report in mutation-<target>-only.txt")  # fmt: skip
     args = parser.parse_args(argv)
     unknown = sorted(set(args.targets) - set(TARGETS))
     if unknown:
         parser.error(f"unknown targets {unknown}; choose from {list(TARGETS)}")
     python = Path(sys.executable)
-    results = {t: run(t, python, args.recheck) for t in args.targets}
+    results = {t: run(t, python, args.recheck, args.only) for t in args.targets}
     print("\ntarget     mutants  killed  survived  timeout  untested")
     for t, r in results.items():
         print(f"{t:<10} {r['mutants']:>7} {r['killed']:>7} {r['survived']:>9} {r['timeout']:>8} {r['untested']:>9}")
