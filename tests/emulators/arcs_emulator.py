@@ -470,7 +470,10 @@ def _child_main(opts: dict[str, Any]) -> None:
 
     threading.Thread(target=accept, daemon=True).start()
     threading.Thread(target=physics, daemon=True).start()
-    print(json.dumps({"port": srv.getsockname()[1]}), flush=True)
+    from arcs_rtde import RtdeServer  # the RTDE side, on its own port (this folder is on the child's path)
+
+    rtde = RtdeServer(ctl, MODE_NAMES, SAFETY_NAMES).start()
+    print(json.dumps({"port": srv.getsockname()[1], "rtde_port": rtde.port}), flush=True)
     for line in sys.stdin:
         cmd = json.loads(line)
         out: Any = None
@@ -512,6 +515,8 @@ def _child_main(opts: dict[str, Any]) -> None:
             with ctl.lock:
                 out = list(ctl.servo_arrivals)
                 ctl.servo_arrivals.clear()
+        elif op.startswith("rtde_"):
+            out = rtde.op({"op": op, **cmd})
         elif op == "state":
             with ctl.lock:
                 out = {
@@ -557,6 +562,7 @@ class ArcsEmulator:
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
         self.port = 0
+        self.rtde_port = 0  # the RTDE side (tests/emulators/arcs_rtde.py)
 
     def start(self) -> ArcsEmulator:
         src = str(Path(__file__).resolve().parents[2] / "src")
@@ -572,7 +578,8 @@ class ArcsEmulator:
         line = self._proc.stdout.readline()
         if not line:
             raise RuntimeError("ARCS emulator failed to start")
-        self.port = int(json.loads(line)["port"])
+        ports = json.loads(line)
+        self.port, self.rtde_port = int(ports["port"]), int(ports["rtde_port"])
         return self
 
     def _cmd(self, op: str, **kw: Any) -> Any:
@@ -581,6 +588,23 @@ class ArcsEmulator:
             self._proc.stdin.write(json.dumps({"op": op, **kw}) + "\n")
             self._proc.stdin.flush()
             return json.loads(self._proc.stdout.readline())["out"]
+
+    # the RTDE side
+    def rtde_silence(self, on: bool = True) -> None:
+        """Keep the RTDE connections but push nothing: a stream gone stale."""
+        self._cmd("rtde_silence", on=bool(on))
+
+    def rtde_drop(self) -> None:
+        """Close every RTDE connection (the controller dropping its clients)."""
+        self._cmd("rtde_drop")
+
+    def rtde_no_greeting(self, on: bool = True) -> None:
+        """Accept RTDE connections and never greet (the SDK's connect() then blocks until the socket closes)."""
+        self._cmd("rtde_no_greeting", on=bool(on))
+
+    def rtde_state(self) -> dict[str, Any]:
+        """The recipes received (in order), keepalives counted, frames pushed per channel, clients."""
+        return self._cmd("rtde_state")
 
     # fault injection
     def protective_stop(self) -> None:
