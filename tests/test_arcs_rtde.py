@@ -12,6 +12,10 @@ import pytest
 from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
+from aubo_bridge.arcs_backend import ArcsArmBackend
+from aubo_bridge.arcs_config import ArcsConfig
+from aubo_bridge.config import ConfigError
+
 FIELDS = ["R1_actual_q", "R1_actual_qd", "R1_robot_mode", "R1_safety_mode", "runtime_state", "line_number",
           "R1_actual_TCP_pose"]  # AuboRobot/aubo_ros2_driver's, in its order  # fmt: skip
 
@@ -106,3 +110,59 @@ def test_the_client_pings_a_connection_that_went_quiet(emu) -> None:
         assert 2.5 < first < 6.0, first  # about 4 s of silence before the first, then one a second
     finally:
         sub.close()
+
+
+# ---- the backend's RTDE state source --------------------------------------------------------------------
+def rtde_backend(emu, **kw) -> ArcsArmBackend:
+    cfg = ArcsConfig.from_mapping({"ip": "127.0.0.1", "rpc_port": emu.port, "rtde_port": emu.rtde_port,
+                                   "state_source": "rtde", **kw})  # fmt: skip
+    b = ArcsArmBackend(cfg)
+    b.connect()
+    return b
+
+
+def test_the_backend_reads_the_arm_from_the_rtde_stream() -> None:
+    with ArcsEmulator(boot_delay=0.05, tcp_orientation="rotvec") as emu:
+        b = rtde_backend(emu, tcp_orientation="rotvec")
+        try:
+            n0, t0 = b.polls, time.monotonic()
+            time.sleep(0.5)
+            rate = (b.polls - n0) / (time.monotonic() - t0)
+            assert rate > 400, rate  # frames taken, at the 500 Hz asked
+            meas, state = b.read(), emu.state()
+            assert meas.fault is None and meas.ready and state["mode"] == "Running"
+            np.testing.assert_allclose(meas.q, state["q"], atol=1e-6)
+            assert emu.rtde_state()["recipes"][0]["frequency"] == 500.0
+            assert emu.state()["counts"].get("getJointPositions", 0) <= 3  # the state is not polled over RPC
+            emu.protective_stop()  # the modes come by RTDE too: a stop reads as a fault at once
+            assert wait_for(lambda: "ProtectiveStop" in (b.read().fault or ""), 0.5)
+        finally:
+            b.close()
+
+
+def test_a_silent_rtde_stream_is_a_fault_within_the_staleness_and_a_dropped_one_at_once() -> None:
+    with ArcsEmulator(boot_delay=0.05) as emu:
+        b = rtde_backend(emu, state_stale_after=0.1)
+        try:
+            assert wait_for(lambda: b.read().fault is None, 1.0)
+            emu.rtde_silence()
+            t0 = time.monotonic()
+            assert wait_for(lambda: "stale" in (b.read().fault or ""), 1.0)
+            assert time.monotonic() - t0 < 0.1 + 0.05  # within the staleness (plus the poll of this test)
+            assert not b.read().ready
+            emu.rtde_silence(False)
+            assert wait_for(lambda: b.read().fault is None, 1.0)
+            emu.rtde_drop()
+            assert wait_for(lambda: "RTDE stream" in (b.read().fault or ""), 1.0)
+            b.acknowledge_fault()  # the operator's reset: a new client, the recipe sent again
+            assert wait_for(lambda: b.read().fault is None, 1.0)
+            assert len(emu.rtde_state()["recipes"]) >= 2
+        finally:
+            b.close()
+
+
+def test_rtde_settings_are_checked_at_start() -> None:
+    with pytest.raises(ConfigError, match="state_source"):
+        ArcsConfig.from_mapping({"ip": "127.0.0.1", "state_source": "udp"})
+    with pytest.raises(ConfigError, match="two RTDE frame periods"):
+        ArcsConfig.from_mapping({"ip": "127.0.0.1", "state_source": "rtde", "rtde_hz": 10.0, "state_stale_after": 0.15})

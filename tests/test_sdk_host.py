@@ -272,3 +272,20 @@ def test_hosted_tool_gripper_dies_to_a_fault_and_reset_restarts_it(emu: ArcsEmul
         assert wait_for(lambda: gripper.read().coord < 0.01, 5.0), gripper.read()
     finally:
         gripper.close()
+
+
+def test_the_hosted_arm_takes_its_state_from_rtde_and_a_dead_stream_is_a_fault(emu: ArcsEmulator) -> None:
+    """arcs.state_source: rtde through the node's path: the state process subscribes, the node reads."""
+    a = hosted(emu, state_source="rtde", rtde_port=emu.rtde_port)
+    try:
+        assert wait_for(lambda: a.read().ready and a.read().fault is None, 2.0)
+        target = HOME_Q + 0.03
+        for _ in range(30):
+            a.servo(target)
+            time.sleep(0.01)
+        assert wait_for(lambda: np.allclose(a.read().q, target, atol=1e-6), 3.0)  # streamed back by RTDE
+        assert emu.rtde_state()["pushed"]["0"] > 100
+        emu.rtde_drop()
+        assert wait_for(lambda: "RTDE stream" in (a.read().fault or ""), 2.0)
+    finally:
+        a.close()

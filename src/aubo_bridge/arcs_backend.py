@@ -1,9 +1,11 @@
 """The real AUBO-i5H arm backend: the ARCS controller's JSON-RPC port through ``pyaubo_sdk``.
 
-State comes from RPC polling of the state getters on a background thread (the RTDE
-greeting is undocumented and could not be proven here, see HARDWARE.md); ``read()`` only
-returns the latest cached measurement, so the driver's 100 Hz tick never waits on the
-network. A poll that fails, or no successful poll for ``state_stale_after``, is a fault.
+State comes from RPC polling of the state getters on a background thread (``state_source: rpc``) or from the
+controller's RTDE stream (``rtde``: :mod:`aubo_bridge.arcs_rtde`, the controller pushes it at ``rtde_hz``; a
+background thread then only watches the link). ``read()`` only returns the latest cached measurement, so the
+driver's 100 Hz tick never waits on the network. A poll that fails, a stream that drops or a frame that does
+not parse, or no fresh state for ``state_stale_after``, is a fault: a silent stream never reads as a frozen
+pose.
 
 SDK behaviour this relies on (pyaubo_sdk 0.24.1, verified against the loopback emulator):
 
@@ -35,6 +37,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.arcs_config import ArcsConfig
+from aubo_bridge.arcs_rtde import RtdeFrame, RtdeState
 from aubo_bridge.arcs_session import ArcsSession, code_meaning
 from aubo_bridge.backend import ArmMeasurement, BackendError
 from aubo_bridge.description import JOINT_LIMITS
@@ -124,7 +127,9 @@ class ArcsArmBackend:
         self._stop = threading.Event()
         self._wake = threading.Event()  # ends a poll back-off early (stop, operator reset)
         self._poller: threading.Thread | None = None
-        self.polls = 0  # successful state polls, for rate measurements
+        self.polls = 0  # successful state polls (RTDE: frames taken), for rate measurements
+        self._rtde: RtdeState | None = None
+        self._notified = -np.inf  # RTDE: when on_update last ran (at most state_hz)
         # Called after every poll attempt on the poller thread (the process host pushes read() then).
         self.on_update: Callable[[], None] | None = None
 
@@ -150,9 +155,57 @@ class ArcsArmBackend:
         except BackendError:
             self._session.close()  # leave no half-open session behind a failed start-up
             raise
-        if poll:
+        if poll and self.config.state_source == "rtde":
+            self._open_rtde()
+            self._poller = threading.Thread(target=self._watch_rtde, name="arcs-rtde-watch", daemon=True)
+            self._poller.start()
+        elif poll:
             self._poller = threading.Thread(target=self._poll_loop, name="arcs-state-poll", daemon=True)
             self._poller.start()
+
+    # -------------------------------------------------------------- RTDE state
+    def _open_rtde(self) -> None:
+        """Subscribe the RTDE stream (again after a drop: the controller forgets the recipe)."""
+        if self._rtde is not None:
+            self._rtde.close()
+        c = self.config
+        self._rtde = RtdeState(c.ip, c.rtde_port, c.user, c.password, c.rtde_hz, c.connect_timeout, self._on_rtde)
+        try:
+            self._rtde.open()
+        except BackendError:
+            self._session.close()
+            raise
+
+    def _on_rtde(self, frame: RtdeFrame) -> None:
+        """One RTDE frame (on the SDK's thread): the latest measurement."""
+        pos, quat = pose_to_tcp(frame.pose, self.config.tcp_orientation)
+        ready, fault = classify(frame.mode, frame.safety, False)  # a collision stop shows as ProtectiveStop
+        self._modes = (frame.mode, frame.safety, False)
+        self._latest = ArmMeasurement(stamp=self._clock(), q=frame.q, qd=frame.qd, ready=ready, fault=fault,
+                                      tcp_pos=pos, tcp_quat=quat)  # fmt: skip
+        self._last_ok = frame.arrived
+        rtde = self._rtde
+        if self._link_error is not None and rtde is not None and rtde.connected() and rtde.error is None:
+            self._link_error = None  # the stream is back (after an operator reset reopened it)
+        self.polls += 1
+        if frame.arrived - self._notified >= 1.0 / self.config.state_hz:
+            self._notified = frame.arrived
+            self._notify()
+
+    def _watch_rtde(self) -> None:
+        """The link, at state_hz: a dropped stream or a frame that did not parse is a fault at once (a silent
+        one is, by its age, in read())."""
+        period = 1.0 / self.config.state_hz
+        while not self._stop.wait(period):
+            rtde = self._rtde
+            if rtde is None:
+                continue
+            if not rtde.connected():
+                self._link_error = f"RTDE stream from {rtde.where} lost"
+                self._notify()
+            elif rtde.error is not None:
+                self._link_error = rtde.error
+                self._notify()
 
     def _open_session(self) -> None:
         """Connect and log in (ArcsSession), then look up the arm's interfaces."""
@@ -327,6 +380,8 @@ class ArcsArmBackend:
             raise BackendError("ARCS backend not connected")
         if not self._connected():
             self._open_session()
+        if self._rtde is not None and (not self._rtde.connected() or self._rtde.error is not None):
+            self._open_rtde()  # a new client and the recipe sent again
         self._poll_once()
         mode, safety, collided = self._modes
         if collided or safety in SAFETY_UNLOCKABLE:
@@ -363,6 +418,8 @@ class ArcsArmBackend:
         self._wake.set()
         if self._poller is not None:
             self._poller.join(timeout=2.0)
+        if self._rtde is not None:
+            self._rtde.close()
         with self._lock:  # a servo tick may still be running on the driver's thread
             self._close_session()
 

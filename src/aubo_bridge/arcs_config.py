@@ -12,6 +12,7 @@ from aubo_bridge.config import ConfigError
 from libero_workcell.config_base import MappedConfig
 
 TCP_ORIENTATIONS = ("zyx_euler", "rotvec")
+STATE_SOURCES = ("rpc", "rtde")  # RPC polling of the state getters, or the RTDE subscription (arcs_rtde)
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,10 @@ class ArcsConfig(MappedConfig):
     lookahead_time: float = 0.1  # s, in [0.03, 0.2]
     gain: float = 200.0  # in [100, 200]
     queue_full_retries: int = 3  # servoJoint returned 2: retries within one servo period
-    state_hz: float = 100.0  # RPC state polling rate (background thread)
+    state_source: str = "rpc"  # "rpc": polling the state getters; "rtde": the controller pushes it (arcs_rtde)
+    rtde_port: int = 30010
+    rtde_hz: float = 500.0  # RTDE frame rate asked of the controller (AUBO's ROS 2 driver: 500)
+    state_hz: float = 100.0  # RPC state polling rate (background thread); under rtde, how often the link is checked
     state_stale_after: float = 0.25  # s without a successful poll -> fault
     hold_acc: float = 3.0  # rad/s^2, stopJoint deceleration
     steady_timeout: float = 1.0  # s to wait for isSteady before leaving servo mode on close
@@ -53,6 +57,7 @@ class ArcsConfig(MappedConfig):
             "servo_acc",
             "servo_vel",
             "state_hz",
+            "rtde_hz",
             "state_stale_after",
             "hold_acc",
             "steady_timeout",
@@ -78,6 +83,12 @@ class ArcsConfig(MappedConfig):
             raise ConfigError(f"tcp_orientation must be one of {TCP_ORIENTATIONS}, got {self.tcp_orientation!r}")
         if self.state_stale_after <= 1.0 / self.state_hz:
             raise ConfigError("state_stale_after must exceed one state poll period")
+        if self.state_source not in STATE_SOURCES:
+            raise ConfigError(f"state_source must be one of {STATE_SOURCES}, got {self.state_source!r}")
+        if not isinstance(self.rtde_port, int) or not 0 < self.rtde_port < 65536:
+            raise ConfigError(f"rtde_port must be a TCP port, got {self.rtde_port!r}")
+        if self.state_source == "rtde" and self.state_stale_after <= 2.0 / self.rtde_hz:
+            raise ConfigError("state_stale_after must exceed two RTDE frame periods")
 
     @property
     def servo_period(self) -> float:

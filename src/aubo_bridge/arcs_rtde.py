@@ -1,0 +1,105 @@
+"""The arm's state by RTDE subscription (pyaubo_sdk's ``RtdeClient``): the controller pushes it at a set rate.
+
+The fields and their order are AUBO's own ROS 2 driver's (joints, joint speeds, robot mode, safety mode, runtime
+state, program line, TCP pose); docs/rtde.md has the protocol as pyaubo_sdk 0.24.1 speaks it. Each frame goes
+to ``on_frame`` on the SDK's own thread, stamped with its arrival. A frame that does not parse is counted and
+reported, never guessed at.
+
+Hazard: a controller that accepts the connection and never greets blocks ``RtdeClient.connect()`` (and the GIL
+of its process) until the socket closes. The node runs this in the SDK host's child process, which its parent
+supervises, and reachability is probed with a plain socket first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from aubo_bridge.backend import BackendError
+
+FIELDS: Final = ("R1_actual_q", "R1_actual_qd", "R1_robot_mode", "R1_safety_mode", "runtime_state", "line_number",
+                 "R1_actual_TCP_pose")  # fmt: skip
+CHANNEL: Final = 0
+
+
+@dataclass(frozen=True)
+class RtdeFrame:
+    arrived: float  # time.monotonic() on arrival
+    q: np.ndarray
+    qd: np.ndarray
+    mode: int  # RobotModeType (type_def.h)
+    safety: int  # SafetyModeType
+    pose: list[float]  # TCP pose as the controller reports it (x, y, z, then its rotation triple)
+
+
+class RtdeState:
+    def __init__(self, ip: str, port: int, user: str, password: str, hz: float, connect_timeout: float,
+                 on_frame: Callable[[RtdeFrame], None]) -> None:  # fmt: skip
+        self.where = f"{ip}:{port} (RTDE)"
+        self._ip, self._port, self._user, self._password = ip, port, user, password
+        self._hz, self._connect_timeout, self._on_frame = hz, connect_timeout, on_frame
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self.frames = 0
+        self.bad_frames = 0
+        self.error: str | None = None  # the last frame that did not parse
+
+    def open(self) -> None:
+        """Connect, log in, send the recipe and subscribe; BackendError saying what failed."""
+        import pyaubo_sdk
+
+        try:
+            socket.create_connection((self._ip, self._port), timeout=self._connect_timeout).close()
+        except OSError as exc:
+            raise BackendError(f"RTDE port {self.where} unreachable: {exc}") from None
+        client = pyaubo_sdk.RtdeClient()
+        if client.connect(self._ip, self._port) != 0:
+            raise BackendError(f"RTDE connect to {self.where} failed (no greeting, or refused)")
+        if client.login(self._user, self._password) != 0:
+            client.disconnect()
+            raise BackendError(f"RTDE login to {self.where} refused")
+        channel = client.setTopic(False, list(FIELDS), float(self._hz), CHANNEL)
+        if channel < 0:
+            client.disconnect()
+            raise BackendError(f"{self.where} does not offer the fields {list(FIELDS)}: recipe refused")
+        client.subscribe(channel, self._frame)
+        with self._lock:
+            self._client = client
+
+    def connected(self) -> bool:
+        with self._lock:
+            client = self._client
+        return bool(client is not None and client.hasConnected() and client.hasLogined())
+
+    def _frame(self, parser: Any) -> None:
+        arrived = time.monotonic()
+        try:
+            q, qd = np.asarray(parser.popVectorDouble(), float), np.asarray(parser.popVectorDouble(), float)
+            mode, safety = int(parser.popRobotModeType()), int(parser.popSafetyModeType())
+            parser.popRuntimeState()
+            parser.popInt32()
+            pose = [float(x) for x in parser.popVectorDouble()]
+            if q.shape != (6,) or qd.shape != (6,) or len(pose) != 6 or not np.all(np.isfinite(q)):
+                raise ValueError(f"shapes q {q.shape}, qd {qd.shape}, pose {len(pose)}")
+        except Exception as exc:
+            self.bad_frames += 1
+            self.error = f"malformed RTDE frame from {self.where}: {type(exc).__name__}: {exc}"
+            return
+        self.frames += 1
+        self._on_frame(RtdeFrame(arrived, q, qd, mode, safety, pose))
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is None:
+            return
+        for step in (lambda: client.removeTopic(False, CHANNEL), client.logout, client.disconnect):
+            with contextlib.suppress(Exception):  # closing must reach every step
+                step()
