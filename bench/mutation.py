@@ -43,7 +43,9 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     "chunks": ("src/policy_node/chunks.py", ["tests/test_policy_chunks.py"]),
-    "arcs": ("src/aubo_bridge/arcs_backend.py", ["tests/test_arcs_backend.py", "tests/test_arcs_backend_branches.py"]),
+    "arcs": ("src/aubo_bridge/arcs_backend.py",
+             ["tests/test_arcs_backend.py", "tests/test_arcs_backend_branches.py", "tests/test_arcs_rtde.py"]),
+    "rtde": ("src/aubo_bridge/arcs_rtde.py", ["tests/test_arcs_rtde.py"]),  # the RTDE subscription's client side
     "conveyor": (
         "src/conveyor_driver/driver.py",
         [
