@@ -14,7 +14,9 @@ from emulators.arcs_emulator import ArcsEmulator
 
 from aubo_bridge.arcs_backend import ArcsArmBackend
 from aubo_bridge.arcs_config import ArcsConfig
+from aubo_bridge.backend import BackendError
 from aubo_bridge.config import ConfigError
+from libero_workcell.loopback import free_port
 
 FIELDS = ["R1_actual_q", "R1_actual_qd", "R1_robot_mode", "R1_safety_mode", "runtime_state", "line_number",
           "R1_actual_TCP_pose"]  # AuboRobot/aubo_ros2_driver's, in its order  # fmt: skip
@@ -166,3 +168,32 @@ def test_rtde_settings_are_checked_at_start() -> None:
         ArcsConfig.from_mapping({"ip": "127.0.0.1", "state_source": "udp"})
     with pytest.raises(ConfigError, match="two RTDE frame periods"):
         ArcsConfig.from_mapping({"ip": "127.0.0.1", "state_source": "rtde", "rtde_hz": 10.0, "state_stale_after": 0.15})
+
+
+def test_a_malformed_frame_is_a_fault_never_a_guess_and_a_refused_start_says_why() -> None:
+    with ArcsEmulator(boot_delay=0.05) as emu:
+        b = rtde_backend(emu)
+        try:
+            assert wait_for(lambda: b.read().fault is None, 1.0)
+            good = b._rtde.frames
+            emu.rtde_malformed()
+            assert wait_for(lambda: "malformed RTDE frame" in (b.read().fault or ""), 1.0)
+            assert "(5,)" in b.read().fault and not b.read().ready and b._rtde.bad_frames >= 1
+            frames = b._rtde.frames
+            time.sleep(0.1)
+            assert b._rtde.frames == frames >= good  # nothing malformed taken as state
+            emu.rtde_malformed(False)
+            time.sleep(0.1)
+            assert "malformed" in (b.read().fault or "")  # stays a fault until the operator resets
+            b.acknowledge_fault()
+            assert wait_for(lambda: b.read().fault is None, 1.0)
+        finally:
+            b.close()
+        state = emu.rtde_state()
+        assert state["recipes"][-1]["frequency"] == 0.0 and state["recipes"][-1]["segments"] == []  # removeTopic
+        b.close()  # twice: nothing more
+        emu.rtde_outputs(["R1_actual_q", "R1_actual_qd"])  # a controller without the modes
+        with pytest.raises(BackendError, match="does not offer the fields"):
+            rtde_backend(emu)
+    with ArcsEmulator(boot_delay=0.05) as emu, pytest.raises(BackendError, match=r"RTDE port .* unreachable"):
+        rtde_backend(emu, rtde_port=free_port())

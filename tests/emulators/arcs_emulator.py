@@ -602,6 +602,14 @@ class ArcsEmulator:
         """Accept RTDE connections and never greet (the SDK's connect() then blocks until the socket closes)."""
         self._cmd("rtde_no_greeting", on=bool(on))
 
+    def rtde_malformed(self, on: bool = True) -> None:
+        """Push five joints instead of six."""
+        self._cmd("rtde_malformed", on=bool(on))
+
+    def rtde_outputs(self, names: list[str]) -> None:
+        """Greet later clients offering only these output fields."""
+        self._cmd("rtde_outputs", names=list(names))
+
     def rtde_state(self) -> dict[str, Any]:
         """The recipes received (in order), keepalives counted, frames pushed per channel, clients."""
         return self._cmd("rtde_state")

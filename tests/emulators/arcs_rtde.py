@@ -48,6 +48,8 @@ class RtdeServer:
         self.lock = threading.Lock()
         self.silent = False
         self.greet = True
+        self.malformed = False  # push five joints instead of six (a frame the client must refuse)
+        self.outputs = dict(OUTPUTS)  # the greeting's output map (a controller without some field)
         self.conns: list[socket.socket] = []
         self.recipes: list[dict[str, Any]] = []  # every recipe frame received, in order
         self.pings = 0
@@ -64,6 +66,10 @@ class RtdeServer:
                 self.silent = bool(cmd.get("on", True))
             elif op == "rtde_no_greeting":
                 self.greet = not bool(cmd.get("on", True))
+            elif op == "rtde_malformed":
+                self.malformed = bool(cmd.get("on", True))
+            elif op == "rtde_outputs":
+                self.outputs = {k: v for k, v in OUTPUTS.items() if k in cmd["names"]}
             elif op == "rtde_drop":
                 for conn in self.conns:
                     _drop(conn)
@@ -82,7 +88,7 @@ class RtdeServer:
                 self.conns.append(conn)
                 greet = self.greet
             if greet:
-                greeting = {"protocol": "rtde", "version": 1, "input": INPUTS, "output": OUTPUTS}
+                greeting = {"protocol": "rtde", "version": 1, "input": INPUTS, "output": self.outputs}
                 conn.sendall(_json(greeting) + b"\n\n")
             threading.Thread(target=self._read, args=(conn,), daemon=True).start()
 
@@ -155,6 +161,8 @@ class RtdeServer:
                 "R1_safety_mode": self.safety_names.get(ctl.safety, "Fault"),
                 "runtime_state": "Stopped", "line_number": 0,
             }  # fmt: skip
+        if self.malformed:
+            state["R1_actual_q"] = state["R1_actual_q"][:5]
         return [state[n] for n in names if n in state]
 
 
