@@ -66,15 +66,15 @@ class PolicyConfig(MappedConfig):
             raise PolicyConfigError(f"image_view must be one of {list(POLICY_VIEWS)}, got {self.image_view!r}")
         if self.state_format not in STATE_FORMATS:
             raise PolicyConfigError(f"state_format must be one of {list(STATE_FORMATS)}, got {self.state_format!r}")
-        try:
-            self.condition  # noqa: B018 - parsed now, so a preference that cannot be scored stops the start
+        try:  # parsed once, now: a preference that cannot be scored stops the start, and no request re-parses it
+            object.__setattr__(self, "_condition", Catalogue.load().condition(self.preference))
         except PreferenceError as exc:
             raise PolicyConfigError(f"preference: {exc}") from None
 
     @property
     def condition(self) -> Condition:
         """The preferences asked, from the catalogue (config/preferences/catalogue.yaml)."""
-        return Catalogue.load().condition(self.preference)
+        return self._condition
 
     @property
     def preference_text(self) -> str:

@@ -9,7 +9,7 @@ the report says which: LIBERO-PeRM's preference-preference conflicts).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -152,8 +152,6 @@ def annotate(demo, catalogue: Catalogue | None = None, control_hz: float | None 
     """``demo`` with its preferences stored beside it: the ``preferences`` attribute (each one's spec, type,
     metric, parameters and language) and ``satisfaction`` (T, k), each one's curve on the trace so far. A demo
     asked no preference is returned as it is. What a recorder calls before writing a demo or a rollout."""
-    from dataclasses import replace as _replace
-
     task = demo.attrs.get("task_spec")
     if task is None:
         return demo
@@ -166,4 +164,4 @@ def annotate(demo, catalogue: Catalogue | None = None, control_hz: float | None 
     satisfaction = np.stack([satisfaction_curve(traj, p.metric, p.params, catalogue.named, segs)
                              for p in condition.preferences], axis=1)  # fmt: skip
     attrs = {**demo.attrs, "preferences": condition.to_list(), "preference_kind": condition.kind}
-    return _replace(demo, attrs=attrs, satisfaction=satisfaction)
+    return replace(demo, attrs=attrs, satisfaction=satisfaction)

@@ -472,7 +472,7 @@ def _child_main(opts: dict[str, Any]) -> None:
     threading.Thread(target=physics, daemon=True).start()
     from arcs_rtde import RtdeServer  # the RTDE side, on its own port (this folder is on the child's path)
 
-    rtde = RtdeServer(ctl, MODE_NAMES, SAFETY_NAMES).start()
+    rtde = RtdeServer(ctl, MODE_NAMES, SAFETY_NAMES, _drop).start()
     print(json.dumps({"port": srv.getsockname()[1], "rtde_port": rtde.port}), flush=True)
     for line in sys.stdin:
         cmd = json.loads(line)

@@ -16,10 +16,12 @@ a stream gone stale), ``rtde_drop`` (close every RTDE connection), ``rtde_no_gre
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import cbor2
@@ -38,8 +40,10 @@ INPUTS = {"set_recipe": 100}
 class RtdeServer:
     """Serves RTDE topics from the controller model ``ctl`` (its q, qd, modes, TCP pose)."""
 
-    def __init__(self, ctl: Any, mode_names: dict[int, str], safety_names: dict[int, str]) -> None:
-        self.ctl, self.mode_names, self.safety_names = ctl, mode_names, safety_names
+    def __init__(self, ctl: Any, mode_names: dict[int, str], safety_names: dict[int, str],
+                 drop: Callable[[socket.socket], None]) -> None:  # fmt: skip
+        """``drop``: how the emulator drops a client (its RPC side's, so both sides drop alike)."""
+        self.ctl, self.mode_names, self.safety_names, self._drop = ctl, mode_names, safety_names, drop
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -72,7 +76,7 @@ class RtdeServer:
                 self.outputs = {k: v for k, v in OUTPUTS.items() if k in cmd["names"]}
             elif op == "rtde_drop":
                 for conn in self.conns:
-                    _drop(conn)
+                    self._drop(conn)
                 self.conns.clear()
             elif op == "rtde_state":
                 return {"recipes": list(self.recipes), "pings": self.pings,
@@ -89,7 +93,7 @@ class RtdeServer:
                 greet = self.greet
             if greet:
                 greeting = {"protocol": "rtde", "version": 1, "input": INPUTS, "output": self.outputs}
-                conn.sendall(_json(greeting) + b"\n\n")
+                conn.sendall(json.dumps(greeting).encode() + b"\n\n")
             threading.Thread(target=self._read, args=(conn,), daemon=True).start()
 
     def _read(self, conn: socket.socket) -> None:
@@ -183,16 +187,3 @@ def _take_frame(buf: bytes) -> tuple[bytes | None, bytes]:
         return None, buf
     return buf[head : head + n], buf[head + n :]
 
-
-def _json(obj: Any) -> bytes:
-    import json
-
-    return json.dumps(obj).encode()
-
-
-def _drop(conn: socket.socket) -> None:
-    try:
-        conn.shutdown(socket.SHUT_RDWR)
-        conn.close()
-    except OSError:
-        pass
