@@ -23,7 +23,7 @@ import numpy as np
 from libero_workcell.bringup import find_config_file
 from libero_workcell.libero_format import Demo
 from libero_workcell.task import TaskSpec
-from preferences.catalogue import Catalogue, Condition
+from preferences.catalogue import Catalogue, Condition, Preference
 from preferences.labels import CALIBRATION_FILE, Calibration, calibrate
 from preferences.metrics import METRICS, satisfaction_curve
 from preferences.segment import subtasks
@@ -73,12 +73,9 @@ def record_many(jobs: Sequence[tuple[int, str | None]], workers: int = 2) -> lis
         return pool.map(_record_job, jobs, chunksize=1)
 
 
-def calibration_values(demos: Sequence[Demo], catalogue: Catalogue) -> dict[str, list[float]]:
-    """Each continuous preference's value on each no-preference demo, by bin key (every choice of the named
-    things it looks at: each part, each region)."""
-    out: dict[str, list[float]] = {}
-    trajs = [Trajectory.from_demo(d) for d in demos]
-    segs = [subtasks(t) for t in trajs]
+def calibrated_preferences(catalogue: Catalogue) -> dict[str, Preference]:
+    """Every continuous preference by bin key: each choice of the named things it looks at (each part, region)."""
+    out: dict[str, Preference] = {}
     for d in catalogue.definitions.values():
         if METRICS[d.metric].binary:
             continue
@@ -87,15 +84,24 @@ def calibration_values(demos: Sequence[Demo], catalogue: Catalogue) -> dict[str,
         for combo in itertools.product(*choices):
             spec = d.id + (":" + ",".join(f"{n}={v}" for n, v in zip(named, combo, strict=True)) if named else "")
             pref = catalogue.preference(spec)
-            out[pref.bin_key] = [float(satisfaction_curve(t, pref.metric, pref.params, catalogue.named, s)[-1])
-                                 for t, s in zip(trajs, segs, strict=True)]  # fmt: skip
+            out[pref.bin_key] = pref
     return out
 
 
+def calibration_values(demos: Sequence[Demo], catalogue: Catalogue) -> dict[str, list[float]]:
+    """Each continuous preference's value on each no-preference demo, by bin key."""
+    trajs = [Trajectory.from_demo(d) for d in demos]
+    segs = [subtasks(t) for t in trajs]
+    return {key: [float(satisfaction_curve(t, pref.metric, pref.params, catalogue.named, s)[-1])
+                  for t, s in zip(trajs, segs, strict=True)]
+            for key, pref in calibrated_preferences(catalogue).items()}  # fmt: skip
+
+
 def calibration_from(values: dict[str, list[float]], catalogue: Catalogue, seeds: Sequence[int]) -> Calibration:
+    prefs = calibrated_preferences(catalogue)
     bins = {}
     for key, vals in values.items():
-        pref = catalogue.preference(key.split("(")[0] + (":" + key.split("(")[1].rstrip(")") if "(" in key else ""))
+        pref = prefs[key]
         bins[key] = calibrate(key, pref.metric, pref.better, vals, METRICS[pref.metric].resolution)
     described = {"seeds": list(seeds), "task": "sim_bridge.preference_expert.preference_task",
                  "style": "sim_bridge.preference_expert.no_preference_style",
