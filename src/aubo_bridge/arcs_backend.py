@@ -129,7 +129,6 @@ class ArcsArmBackend:
         self._poller: threading.Thread | None = None
         self.polls = 0  # successful state polls (RTDE: frames taken), for rate measurements
         self._rtde: RtdeState | None = None
-        self._notified = -np.inf  # RTDE: when on_update last ran (at most state_hz)
         # Called after every poll attempt on the poller thread (the process host pushes read() then).
         self.on_update: Callable[[], None] | None = None
 
@@ -188,9 +187,7 @@ class ArcsArmBackend:
         if self._link_error is not None and rtde is not None and rtde.connected() and rtde.error is None:
             self._link_error = None  # the stream is back (after an operator reset reopened it)
         self.polls += 1
-        if frame.arrived - self._notified >= 1.0 / self.config.state_hz:
-            self._notified = frame.arrived
-            self._notify()
+        self._notify()  # every frame: hosted, the driver sees the stream at its own rate
 
     def _watch_rtde(self) -> None:
         """The link, at state_hz: a dropped stream or a frame that did not parse is a fault at once (a silent

@@ -69,11 +69,11 @@ class HostedArcsArm:
     def pids(self) -> dict[str, int | None]:
         return {"servo": self._motion.pid, "state": self._state.pid}
 
-    def connect(self) -> None:
-        """Start both processes: the state session powers on and starts up the arm, then the servo
-        session attaches (errors as ArcsArmBackend's)."""
+    def connect(self, startup: bool = True) -> None:
+        """Start both processes: the state session powers on and starts up the arm (unless not ``startup``:
+        re-attaching only), then the servo session attaches (errors as ArcsArmBackend's)."""
         c = self.config
-        self._state.start(c, True, True, timeout=c.connect_timeout + c.startup_timeout + 20 * c.request_timeout)
+        self._state.start(c, startup, True, timeout=c.connect_timeout + c.startup_timeout + 20 * c.request_timeout)
         try:
             self._motion.start(c, False, False, timeout=self._t_attach)
         except BaseException:

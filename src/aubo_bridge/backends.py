@@ -36,8 +36,12 @@ def make_backends(
     gripper: dict[str, Any],
     gripper_path: str = "modbus",
     gripper_tool: dict[str, Any] | None = None,
+    startup: bool = True,
 ) -> tuple[ArmBackend, GripperBackend]:
-    """Connected backends, or an exception that says what is wrong (the node exits with it)."""
+    """Connected backends, or an exception that says what is wrong (the node exits with it).
+
+    ``startup=False`` re-attaches to the arm without powering it on (a restarted driver process).
+    """
     if use_sim:
         from aubo_bridge.sim_backend import SimArmBackend, SimGripperBackend
         from sim_bridge.link import SimLink
@@ -52,7 +56,7 @@ def make_backends(
     # The SDK holds the GIL for every RPC: each SDK device runs in a process of its own (sdk_host).
     arm_values = {**arcs, **{k: getattr(arm_config, k) for k in _FROM_ARM_CONFIG}}
     arm = HostedArcsArm(arcs_config.ArcsConfig.from_mapping(arm_values), priority=CONTROL_PRIORITY)
-    arm.connect()
+    arm.connect(startup=startup)
     try:
         grip: GripperBackend
         if gripper_path == "tool":

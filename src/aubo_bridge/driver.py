@@ -299,6 +299,10 @@ class ArmDriver:
                 return self._reject("mode", f"arm is {self._mode.value}: not accepting actions")
             return self._apply(a)
 
+    def select_source(self, source: str) -> None:
+        """Make ``source`` the one that drives (ArbiterError with the reason if it is not a source)."""
+        self.arbiter.select(source)
+
     def reject_message(self, source: str, reason: str) -> ActionResult:
         """An action message that could not even be decoded (wrong field names, ...): rejected as an
         invalid action of ``source``, so the active source's arm holds and the reason is reported."""

@@ -22,9 +22,11 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from aubo_bridge.backend import BackendError
 from aubo_bridge.backends import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS, make_backends
 from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode
+from aubo_bridge.driver_host import DRIVER_HOSTS, DriverSpec, HostedDriver, LoopStats
 from libero_workcell import ros_msgs
 from libero_workcell.arbiter import ArbiterError
 from libero_workcell.contract import (
@@ -58,20 +60,43 @@ class AuboBridgeNode(Node):
         self.declare_parameter("gripper_path", "modbus")  # modbus (own RS-485) or tool (arm's tool flange)
         for name, default in ARM_PARAMS.items():
             self.declare_parameter(name, default)
+        self.declare_parameter("driver_host", "process")  # process (the driver in a child of its own) or node
         self.config = ArmConfig.from_mapping({n: self.get_parameter(n).value for n in ARM_PARAMS})
         self.use_sim = bool(self.get_parameter(Params.USE_SIM).value)
-        arm, gripper = make_backends(
+        self.driver_host = str(self.get_parameter("driver_host").value)
+        if self.driver_host not in DRIVER_HOSTS:
+            raise ConfigError(f"driver_host must be one of {DRIVER_HOSTS}, got {self.driver_host!r}")
+        spec = DriverSpec(
+            config=self.config,
             use_sim=self.use_sim,
             sim_link=str(self.get_parameter(Params.SIM_LINK).value),
-            arm_config=self.config,
             arcs=declare_config(self, "arcs", ARCS_PARAMS),
             gripper=declare_config(self, "gripper", GRIPPER_PARAMS),
             gripper_path=str(self.get_parameter("gripper_path").value),
             gripper_tool=declare_config(self, "gripper_tool", GRIPPER_TOOL_PARAMS),
+            active_source=str(self.get_parameter(Params.ACTIVE_SOURCE).value),
         )
-        self.driver = ArmDriver(
-            self.config, arm, gripper, active_source=str(self.get_parameter(Params.ACTIVE_SOURCE).value)
-        )
+        self._stop = threading.Event()
+        self.driver: ArmDriver | HostedDriver
+        if self.driver_host == "process":
+            # The servo loop out of this process's GIL: the executor, timers and callbacks here cannot delay it.
+            self.driver = HostedDriver(spec)
+            self.driver.start()
+            self._loop_stats = self.driver.loop_stats
+            devices: tuple[object, ...] = (self.driver,)
+        else:
+            arm, gripper = make_backends(spec.use_sim, spec.sim_link, spec.config, spec.arcs, spec.gripper,
+                                         spec.gripper_path, spec.gripper_tool)  # fmt: skip
+            self.driver = ArmDriver(self.config, arm, gripper, active_source=spec.active_source)
+            servo_thread, servo_loop = run_loop(
+                self.config.servo_hz, self.driver.tick, self._stop, "servo", priority=CONTROL_PRIORITY
+            )
+            self._servo_thread = servo_thread
+            self._loop_stats = lambda: LoopStats.of(servo_loop, servo_thread)
+            devices = (arm, gripper)
+        note = self._loop_stats().priority_note
+        if note:
+            self.get_logger().warning(f"servo thread: {note}")
         self.add_on_set_parameters_callback(self._on_params)
 
         self._pub_joints = self.create_publisher(JointState, Topics.JOINT_STATES, qos(Qos.STATE))
@@ -92,12 +117,6 @@ class AuboBridgeNode(Node):
 
         self._auto_enable = bool(self.get_parameter("auto_enable").value)
         self._latency_ms: list[float] = []
-        self._stop = threading.Event()
-        self._servo_thread, self.servo_loop = run_loop(
-            self.config.servo_hz, self.driver.tick, self._stop, "servo", priority=CONTROL_PRIORITY
-        )
-        if self.servo_loop.priority_note:
-            self.get_logger().warning(f"servo thread: {self.servo_loop.priority_note}")
         self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish_state)
         self.create_timer(1.0, self._publish_diagnostics)
         if self._auto_enable:
@@ -105,10 +124,11 @@ class AuboBridgeNode(Node):
         self._publish_source()
         self.get_logger().info(
             f"aubo_bridge up: backend={'sim' if self.use_sim else 'real'}, control {self.config.control_hz} Hz, "
-            f"servo {self.config.servo_hz} Hz, watchdog {self.config.watchdog_timeout * 1e3:.0f} ms, "
-            f"active source {self.driver.arbiter.active!r}"
+            f"servo {self.config.servo_hz} Hz in the {self.driver_host}, "
+            f"watchdog {self.config.watchdog_timeout * 1e3:.0f} ms, "
+            f"active source {self.driver.status().active_source!r}"
         )
-        for device in (arm, gripper):  # the SDK-hosting child processes, for ps / top / kill
+        for device in devices:  # the driver's and the SDKs' child processes, for ps / top / kill
             for role, pid in getattr(device, "pids", {}).items():
                 self.get_logger().info(f"{type(device).__name__} {role} session in process {pid}")
 
@@ -135,7 +155,7 @@ class AuboBridgeNode(Node):
             return SetParametersResult(successful=False, reason=refusal)
         for p in params:
             try:
-                self.driver.arbiter.select(str(p.value))
+                self.driver.select_source(str(p.value))
             except ArbiterError as exc:
                 return SetParametersResult(successful=False, reason=str(exc))
             self.get_logger().info(f"active action source -> {p.value!r}")
@@ -166,10 +186,13 @@ class AuboBridgeNode(Node):
         )
 
     def _publish_source(self, source: str | None = None) -> None:
-        self._pub_source.publish(String(data=source or self.driver.arbiter.active))
+        self._pub_source.publish(String(data=source or self.driver.status().active_source))
 
     def _publish_state(self) -> None:
-        st = self.driver.status()
+        try:
+            st = self.driver.status()
+        except BackendError:  # no status from a driver process yet: nothing to publish
+            return
         if st.measurement_stamp <= 0:
             return
         t = ros_msgs.wall_from_monotonic(st.measurement_stamp)
@@ -180,13 +203,17 @@ class AuboBridgeNode(Node):
         self._pub_state.publish(ros_msgs.state_msg(st.state7, t))
 
     def _publish_diagnostics(self) -> None:
-        st = self.driver.status()
-        loop = self.servo_loop.period_error_stats()
+        try:
+            st, loop = self.driver.status(), self._loop_stats()
+        except BackendError as exc:
+            error = ros_msgs.diagnostics_msg("aubo_bridge", TCP_FRAME, ros_msgs.DIAG_ERROR, str(exc), {})
+            self._pub_diag.publish(error)
+            return
         level = {
             ArmMode.FAULT: ros_msgs.DIAG_ERROR,
             ArmMode.DISABLED: ros_msgs.DIAG_WARN,
         }.get(st.mode, ros_msgs.DIAG_OK)
-        alive = self._servo_thread.is_alive()
+        alive = loop.alive
         if not alive or not st.hold_confirmed:
             level = ros_msgs.DIAG_ERROR
         lat = np.asarray(self._latency_ms[-200:])
@@ -196,23 +223,25 @@ class AuboBridgeNode(Node):
             "last_error": st.last_error or "",
             "active_source": st.active_source,
             "servo_hz": self.config.servo_hz,
-            "servo_period_error_p99_ms": f"{loop['p99_ms']:.3f}",
-            "servo_overruns": self.servo_loop.overruns,
+            "driver_host": self.driver_host,
+            "servo_period_error_p99_ms": f"{loop.p99_ms:.3f}",
+            "servo_overruns": loop.overruns,
             "servo_thread_alive": alive,
-            "servo_loop_errors": self.servo_loop.errors,
+            "servo_loop_errors": loop.errors,
             "hold_confirmed": st.hold_confirmed,
             "action_age_p50_ms": f"{np.percentile(lat, 50):.2f}" if lat.size else "n/a",
             **{f"count_{k}": v for k, v in st.counters.items()},
         }
         message = st.fault or st.last_error or st.mode.value
         if not alive:
-            message = f"servo thread is not running: nothing is streamed to the arm ({message})"
+            message = f"servo loop is not running: nothing is streamed to the arm ({message})"
         self._pub_diag.publish(ros_msgs.diagnostics_msg("aubo_bridge", TCP_FRAME, level, message, values))
         del self._latency_ms[:-200]
 
     def shutdown(self) -> None:
         self._stop.set()
-        self._servo_thread.join(timeout=1.0)
+        if self.driver_host == "node":
+            self._servo_thread.join(timeout=1.0)
         self.driver.close()
 
 

@@ -44,7 +44,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from aubo_bridge.backend import BackendError
-from libero_workcell.rate import set_realtime_priority
+from libero_workcell.rate import set_normal_priority, set_realtime_priority
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,8 @@ def _child_main(cmd: Connection, state: Connection) -> None:
         note = set_realtime_priority(priority)
         if note:
             log.warning("%s", note)
+    else:  # spawned from a real-time thread (the driver process's), this process would be real-time too
+        set_normal_priority()
     push_lock = threading.Lock()
     backend: Any = None
 

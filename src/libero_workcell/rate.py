@@ -10,6 +10,7 @@ period error percentiles.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -89,6 +90,13 @@ def set_realtime_priority(priority: int) -> str | None:
     # The woken thread still needs the GIL: make other threads hand it over within 1 ms.
     sys.setswitchinterval(0.001)
     return None
+
+
+def set_normal_priority() -> None:
+    """Give the calling thread the normal time-sharing policy (a process spawned by a real-time thread inherits
+    SCHED_FIFO: its busy threads would then starve everything else on the machine)."""
+    with contextlib.suppress(AttributeError, PermissionError, OSError):
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
 def run_loop(

@@ -1,0 +1,271 @@
+"""The arm driver and its servo loop in a process of their own, out of reach of the node's Python threads.
+
+Why: in the node's process the servo thread shares one GIL with the rclpy executor, the
+diagnostics timer, the action subscription and whatever else the node runs; measured in the
+simulated graph, its period error reached p99 11.8 ms at 100 Hz. Here the whole
+:class:`~aubo_bridge.driver.ArmDriver` (validation, source arbitration, the action response, the
+per-tick limiter, the watchdog, the fault latch) runs unchanged in a child process
+(:mod:`aubo_bridge.sdk_host` hosts it), its servo loop at real-time priority, and the node
+only forwards to it:
+
+* every action goes to the child as it arrived, and the child validates and applies it exactly as
+  the in-node driver does; the node waits for the verdict (about a millisecond) only to publish
+  it, and the servo loop never waits for an action;
+* the child pushes the driver's status ``push_hz`` times a second; the node's ``status()`` never
+  waits on anything, and ages it by its own clock: a hung or dead driver process reads as FAULT
+  within ``stale_after``, never as a frozen good state;
+* a node that disappears (its pipe ends) or terminates the child makes the child stop the arm
+  (``ArmDriver.stop``: a hold) and close the devices; a driver process that dies leaves its own
+  SDK processes orphaned, and they hold the arm as they exit (sdk_host's orphan calls);
+* the operator's reset restarts a dead driver process, re-attaching to the arm without powering
+  it on; the new driver starts DISABLED.
+
+The devices are built in the child (``backends.make_backends``), so the arm's SDK sessions and
+the gripper's bus are the child's: nothing that moves the arm passes through the node's GIL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from aubo_bridge.backend import BackendError
+from aubo_bridge.backends import make_backends
+from aubo_bridge.config import ArmConfig
+from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode, ArmStatus
+from aubo_bridge.sdk_host import SdkProcess
+from libero_workcell.arbiter import ArbiterError
+from libero_workcell.rate import CONTROL_PRIORITY, RateLoop, run_loop
+
+DRIVER_HOSTS = ("process", "node")  # the node parameter driver_host: a child process (default), or the node's thread
+PUSH_HZ = 100.0  # status pushes per second: the node publishes at publish_hz (50) from the latest
+
+
+@dataclass(frozen=True)
+class LoopStats:
+    """The servo loop as diagnostics report it, wherever it runs."""
+
+    p99_ms: float
+    overruns: int
+    errors: int
+    alive: bool
+    priority_note: str | None = None
+
+    @classmethod
+    def of(cls, loop: RateLoop, thread: threading.Thread) -> LoopStats:
+        return cls(loop.period_error_stats()["p99_ms"], loop.overruns, loop.errors, thread.is_alive(),
+                   loop.priority_note)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DriverSpec:
+    """Everything the child needs to build the devices and the driver (the node's parameters)."""
+
+    config: ArmConfig
+    use_sim: bool
+    sim_link: str
+    arcs: dict[str, Any]
+    gripper: dict[str, Any]
+    gripper_path: str
+    gripper_tool: dict[str, Any]
+    active_source: str
+    startup: bool = True  # power on and start up the arm (False: a restart re-attaches only)
+
+
+@dataclass(frozen=True)
+class DriverSnapshot:
+    """What the child pushes: the driver's status and its servo loop's health."""
+
+    stamp: float  # the child's clock when taken (the node replaces it with its own on read)
+    status: ArmStatus
+    loop: LoopStats
+    fault: str | None = None  # the link's view, set on the node side (dead, hung, silent child)
+    pids: dict[str, int | None] = field(default_factory=dict)  # the child's own SDK processes
+
+
+class DriverService:
+    """Child side: the devices, the driver and its servo loop; sdk_host calls these methods."""
+
+    def __init__(self, spec: DriverSpec, push_hz: float = PUSH_HZ) -> None:
+        self.config = spec.config
+        arm, gripper = make_backends(spec.use_sim, spec.sim_link, spec.config, spec.arcs, spec.gripper,
+                                     spec.gripper_path, spec.gripper_tool, startup=spec.startup)  # fmt: skip
+        self.driver = ArmDriver(spec.config, arm, gripper, active_source=spec.active_source)
+        self._pids = {**getattr(arm, "pids", {}), **getattr(gripper, "pids", {})}
+        self.on_update: Any = None  # sdk_host's push
+        self._stop = threading.Event()
+        self._thread, self._loop = run_loop(
+            spec.config.servo_hz, self.driver.tick, self._stop, "servo", priority=CONTROL_PRIORITY
+        )
+        self._push_period = 1.0 / push_hz
+        self._pusher = threading.Thread(target=self._push_loop, name="driver-status", daemon=True)
+        self._pusher.start()
+
+    def _push_loop(self) -> None:
+        while not self._stop.wait(self._push_period):
+            push = self.on_update
+            if push is not None:
+                push()
+
+    def read(self) -> DriverSnapshot:
+        return DriverSnapshot(time.monotonic(), self.driver.status(), LoopStats.of(self._loop, self._thread),
+                              pids=self._pids)  # fmt: skip
+
+    def submit_action(self, action: Any, source: str) -> ActionResult:
+        return self.driver.submit_action(action, source)
+
+    def reject_message(self, source: str, reason: str) -> ActionResult:
+        return self.driver.reject_message(source, reason)
+
+    def enable(self) -> tuple[bool, str]:
+        return self.driver.enable()
+
+    def stop(self) -> tuple[bool, str]:
+        return self.driver.stop()
+
+    def home(self) -> tuple[bool, str]:
+        return self.driver.home()
+
+    def reset_fault(self) -> tuple[bool, str]:
+        return self.driver.reset_fault()
+
+    def select_source(self, source: str) -> None:
+        try:
+            self.driver.arbiter.select(source)
+        except ArbiterError as exc:
+            raise BackendError(str(exc)) from None
+
+    def close(self) -> None:
+        """Stop the servo loop, then hold and release the devices (ArmDriver.close)."""
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+        self._pusher.join(timeout=1.0)
+        self.driver.close()
+
+
+def open_driver(spec: DriverSpec) -> DriverService:
+    """Child-side factory (sdk_host builds it from this module-level function)."""
+    return DriverService(spec)
+
+
+class HostedDriver:
+    """Node side: the ArmDriver's interface, served by the driver process.
+
+    Calls that change the driver (actions, enable, stop, home, reset, the source) wait for the
+    child's answer with a deadline; a missed deadline or a dead child is the answer "no", with the
+    reason, never a silent success. ``status()`` is the latest push, aged by the node.
+    """
+
+    def __init__(self, spec: DriverSpec, call_timeout: float = 1.0, reset_timeout: float = 60.0) -> None:
+        self.config = spec.config
+        self._spec = spec
+        self._host = SdkProcess("arm-driver", open_driver, spec.config.state_stale_after,
+                                orphan_calls=("stop",))  # fmt: skip  (only its servo thread is real-time)
+        self._t_call = call_timeout
+        self._t_reset = reset_timeout  # a reset may reconnect, restart the safety board and start the arm up
+
+    @property
+    def pid(self) -> int | None:
+        return self._host.pid
+
+    @property
+    def pids(self) -> dict[str, int | None]:
+        """The driver process and its own SDK processes (for ps / top / kill)."""
+        try:
+            children = self._host.read().pids
+        except BackendError:
+            children = {}
+        return {"driver": self._host.pid, **children}
+
+    def start(self) -> None:
+        """Start the child, which connects the devices (powering the arm on if the spec says so)."""
+        self._host.start(self._spec, timeout=self._t_reset)
+
+    def snapshot(self) -> DriverSnapshot:
+        """The latest push; a dead, hung or silent child shows as FAULT with the reason."""
+        try:
+            snap = self._host.read()
+        except BackendError as exc:
+            raise BackendError(f"arm driver: {exc}") from None
+        if snap.fault is None:
+            return snap
+        status = replace(snap.status, mode=ArmMode.FAULT, fault=snap.fault, last_error=snap.fault,
+                         hold_confirmed=False)  # fmt: skip
+        return replace(snap, status=status, loop=replace(snap.loop, alive=False))
+
+    def status(self) -> ArmStatus:
+        return self.snapshot().status
+
+    @property
+    def mode(self) -> ArmMode:
+        return self.status().mode
+
+    @property
+    def active_source(self) -> str:
+        return self.status().active_source
+
+    def loop_stats(self) -> LoopStats:
+        return self.snapshot().loop
+
+    def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+        return self._host.call(method, *args, timeout=self._t_call if timeout is None else timeout)
+
+    def submit_action(self, action: object, source: str) -> ActionResult:
+        try:
+            return self._call("submit_action", action, source)  # validated in the child, as in the node
+        except BackendError as exc:
+            return ActionResult(False, f"arm driver: {exc}")
+
+    def reject_message(self, source: str, reason: str) -> ActionResult:
+        try:
+            return self._call("reject_message", source, reason)
+        except BackendError as exc:
+            return ActionResult(False, f"arm driver: {exc}")
+
+    def _trigger(self, method: str, timeout: float | None = None) -> tuple[bool, str]:
+        try:
+            return self._call(method, timeout=timeout)
+        except BackendError as exc:
+            return False, f"arm driver: {exc}"
+        finally:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """Fetch the status now: what a command did shows in the next status(), not a push later."""
+        with contextlib.suppress(BackendError):
+            self._host.refresh(timeout=self._t_call)
+
+    def enable(self) -> tuple[bool, str]:
+        return self._trigger("enable")
+
+    def stop(self) -> tuple[bool, str]:
+        return self._trigger("stop")
+
+    def home(self) -> tuple[bool, str]:
+        return self._trigger("home")
+
+    def reset_fault(self) -> tuple[bool, str]:
+        """The driver's reset; a dead driver process is restarted first (re-attaching, not powering on)."""
+        if not self._host.alive:
+            try:
+                self._host.start(replace(self._spec, startup=False), timeout=self._t_reset)
+            except BackendError as exc:
+                return False, f"arm driver process could not be restarted: {exc}"
+        return self._trigger("reset_fault", timeout=self._t_reset)
+
+    def select_source(self, source: str) -> None:
+        """Raises ArbiterError with the driver's reason when refused."""
+        try:
+            self._call("select_source", source)
+        except BackendError as exc:
+            raise ArbiterError(str(exc)) from None
+        finally:
+            self._refresh()
+
+    def close(self) -> None:
+        """The child stops its servo loop, holds and releases the devices, then exits."""
+        self._host.stop(timeout=self._t_reset)
+
