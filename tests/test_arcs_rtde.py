@@ -197,3 +197,19 @@ def test_a_malformed_frame_is_a_fault_never_a_guess_and_a_refused_start_says_why
             rtde_backend(emu)
     with ArcsEmulator(boot_delay=0.05) as emu, pytest.raises(BackendError, match=r"RTDE port .* unreachable"):
         rtde_backend(emu, rtde_port=free_port())
+
+
+def test_a_controller_that_never_greets_is_refused_within_the_connect_timeout() -> None:
+    with ArcsEmulator(boot_delay=0.05) as emu:
+        emu.rtde_no_greeting()
+        t0 = time.monotonic()
+        with pytest.raises(BackendError, match=r"accepted the connection but sent no greeting within 0.5 s"):
+            rtde_backend(emu, connect_timeout=0.5)  # the SDK's own connect() would block until the socket closed
+        assert time.monotonic() - t0 < 0.5 + 2.0  # the RPC session's start-up, then the probe's 0.5 s
+        assert emu.rtde_state()["recipes"] == []  # refused before any subscription
+        emu.rtde_no_greeting(False)
+        b = rtde_backend(emu, connect_timeout=0.5)  # and a greeting one is taken as before
+        try:
+            assert wait_for(lambda: b.read().fault is None, 1.0)
+        finally:
+            b.close()

@@ -26,6 +26,7 @@ import pytest
 from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
+from aubo_bridge.backend import BackendError
 from aubo_bridge.backends import ARCS_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmMode
@@ -198,8 +199,6 @@ def test_a_hung_driver_process_goes_stale_and_refuses_within_its_deadline(
 
 
 def test_start_up_errors_keep_their_text(emu: ArcsEmulator) -> None:
-    from aubo_bridge.backend import BackendError
-
     emu.reject_logins()
     d = HostedDriver(spec(emu.port, connect_timeout=1.0))
     with pytest.raises(BackendError, match="login"):
@@ -244,3 +243,33 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_a_silent_rtde_controller_stops_the_start_with_the_reason_and_leaves_no_process(emu: ArcsEmulator) -> None:
+    emu.rtde_no_greeting()
+    d = HostedDriver(spec(emu.port, state_source="rtde", rtde_port=emu.rtde_port, connect_timeout=0.5))
+    t0 = time.monotonic()
+    with pytest.raises(BackendError, match="sent no greeting"):
+        d.start()
+    assert time.monotonic() - t0 < 15.0  # never the SDK's endless connect()
+    assert d.pid is None or not _alive(d.pid)
+    assert count(emu, "servoJoint") == 0
+
+
+def test_the_driver_process_reads_the_rtde_stream_at_its_rate(emu: ArcsEmulator) -> None:
+    d = HostedDriver(spec(emu.port, state_source="rtde", rtde_port=emu.rtde_port))
+    d.start()
+    try:
+        def pushed() -> int:
+            return sum(emu.rtde_state()["pushed"].values())
+
+        n0, p0 = d.state_stats()["updates"], pushed()
+        time.sleep(1.0)
+        n1, p1 = d.state_stats()["updates"], pushed()
+        assert p1 - p0 > 300  # the emulator's stream at (nearly) the 500 Hz asked
+        assert n1 - n0 >= 0.9 * (p1 - p0)  # every frame is passed on to the driver, not one per poll period
+        enabled(d)
+        emu.protective_stop()  # the modes come by RTDE: the driver faults within frames
+        assert wait_for(lambda: "ProtectiveStop" in (d.status().fault or ""), 0.5), d.status()
+    finally:
+        d.close()

@@ -69,6 +69,19 @@ class HostedArcsArm:
     def pids(self) -> dict[str, int | None]:
         return {"servo": self._motion.pid, "state": self._state.pid}
 
+    def state_stats(self) -> dict[str, float]:
+        """The state path's figures: measurements received, and their age (ms, from the state process's stamp:
+        the RTDE frame's arrival or the poll's end) when they reached this process and when the driver read them."""
+        host = self._state
+
+        def p(ages: object, q: float) -> float:
+            values = list(ages)  # type: ignore[call-overload]
+            return float(np.percentile(values, q) * 1e3) if values else float("nan")
+
+        return {"updates": float(host.updates),
+                "arrival_age_p50_ms": p(host.arrival_ages, 50), "arrival_age_p99_ms": p(host.arrival_ages, 99),
+                "read_age_p50_ms": p(host.read_ages, 50), "read_age_p99_ms": p(host.read_ages, 99)}  # fmt: skip
+
     def connect(self, startup: bool = True) -> None:
         """Start both processes: the state session powers on and starts up the arm (unless not ``startup``:
         re-attaching only), then the servo session attaches (errors as ArcsArmBackend's)."""

@@ -6,8 +6,9 @@ to ``on_frame`` on the SDK's own thread, stamped with its arrival. A frame that 
 reported, never guessed at.
 
 Hazard: a controller that accepts the connection and never greets blocks ``RtdeClient.connect()`` (and the GIL
-of its process) until the socket closes. The node runs this in the SDK host's child process, which its parent
-supervises, and reachability is probed with a plain socket first.
+of its process) until the socket closes. So a plain socket first checks that the port is reachable and greets
+within ``connect_timeout``; the node runs this in the SDK host's child process, which its parent supervises,
+should a greeting come on the probe and not on the SDK's own connection.
 """
 
 from __future__ import annotations
@@ -55,10 +56,7 @@ class RtdeState:
         """Connect, log in, send the recipe and subscribe; BackendError saying what failed."""
         import pyaubo_sdk
 
-        try:
-            socket.create_connection((self._ip, self._port), timeout=self._connect_timeout).close()
-        except OSError as exc:
-            raise BackendError(f"RTDE port {self.where} unreachable: {exc}") from None
+        self._probe()
         client = pyaubo_sdk.RtdeClient()
         if client.connect(self._ip, self._port) != 0:
             raise BackendError(f"RTDE connect to {self.where} failed (no greeting, or refused)")
@@ -72,6 +70,24 @@ class RtdeState:
         client.subscribe(channel, self._frame)
         with self._lock:
             self._client = client
+
+    def _probe(self) -> None:
+        """A plain connection first: reachable, and greeting (the SDK's connect() would block for ever if not)."""
+        timeout = self._connect_timeout
+        try:
+            probe = socket.create_connection((self._ip, self._port), timeout=timeout)
+        except OSError as exc:
+            raise BackendError(f"RTDE port {self.where} unreachable: {exc}") from None
+        with probe:
+            try:
+                greeted = bool(probe.recv(1))
+            except TimeoutError:
+                raise BackendError(f"RTDE port {self.where} accepted the connection but sent no greeting within "
+                                   f"{timeout:g} s (not an RTDE server, or a hung one)") from None  # fmt: skip
+            except OSError as exc:
+                raise BackendError(f"RTDE port {self.where} dropped the connection: {exc}") from None
+        if not greeted:
+            raise BackendError(f"RTDE port {self.where} closed the connection without a greeting")
 
     def connected(self) -> bool:
         with self._lock:

@@ -95,6 +95,7 @@ class DriverService:
                                      spec.gripper_path, spec.gripper_tool, startup=spec.startup)  # fmt: skip
         self.driver = ArmDriver(spec.config, arm, gripper, active_source=spec.active_source)
         self._pids = {**getattr(arm, "pids", {}), **getattr(gripper, "pids", {})}
+        self._arm_stats = getattr(arm, "state_stats", dict)
         self.on_update: Any = None  # sdk_host's push
         self._stop = threading.Event()
         self._thread, self._loop = run_loop(
@@ -116,6 +117,10 @@ class DriverService:
 
     def submit_action(self, action: Any, source: str) -> ActionResult:
         return self.driver.submit_action(action, source)
+
+    def state_stats(self) -> dict[str, float]:
+        """The arm backend's state-path figures (HostedArcsArm.state_stats), where it has them."""
+        return self._arm_stats()
 
     def reject_message(self, source: str, reason: str) -> ActionResult:
         return self.driver.reject_message(source, reason)
@@ -209,6 +214,10 @@ class HostedDriver:
 
     def loop_stats(self) -> LoopStats:
         return self.snapshot().loop
+
+    def state_stats(self) -> dict[str, float]:
+        """The arm's state path as the driver process sees it (benchmarks)."""
+        return self._call("state_stats")
 
     def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
         return self._host.call(method, *args, timeout=self._t_call if timeout is None else timeout)

@@ -2,9 +2,11 @@
 
 Parameters -> ArmConfig, action messages -> driver.submit_action, driver
 status -> JointState / PoseStamped / 7-D state / diagnostics, services ->
-enable/stop/home/reset_fault. The servo loop runs on its own thread at the
-servo rate (absolute deadlines), not on the ROS executor, so message traffic
-cannot delay servo targets. No physics, protocol or math lives here.
+enable/stop/home/reset_fault. The driver and its servo loop run in a process
+of their own (``driver_host: process``, :mod:`aubo_bridge.driver_host`), so
+neither the executor nor any other thread of this node can delay servo
+targets; ``driver_host: node`` keeps them on a thread here. No physics,
+protocol or math lives here.
 """
 
 from __future__ import annotations

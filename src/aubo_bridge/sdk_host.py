@@ -167,6 +167,10 @@ class SdkProcess:
         self._received_at = -float("inf")
         self._link_error: str | None = "not started"
         self.updates = 0  # measurements received, for rate figures
+        # How old each measurement was (s, its stamp on the child's CLOCK_MONOTONIC) when it arrived here, and when
+        # read(): what the latency figures of the state path are made of (benchmarks, diagnostics).
+        self.arrival_ages: deque[float] = deque(maxlen=8192)
+        self.read_ages: deque[float] = deque(maxlen=8192)
 
     @property
     def alive(self) -> bool:
@@ -298,6 +302,7 @@ class SdkProcess:
             if self._latest is None or meas.stamp >= self._latest.stamp:  # child clock: keep the newest
                 self._latest, self._received_at = meas, time.monotonic()
                 self.updates += 1
+                self.arrival_ages.append(self._received_at - meas.stamp)
 
     def _receive(self, proc: subprocess.Popen[bytes], conn: Connection) -> None:
         while True:
@@ -321,7 +326,9 @@ class SdkProcess:
             meas, received_at, link_error = self._latest, self._received_at, self._link_error
         if meas is None:
             raise BackendError(link_error or f"{self.name}: no measurement yet")
-        age = time.monotonic() - received_at
+        now = time.monotonic()
+        self.read_ages.append(now - meas.stamp)
+        age = now - received_at
         fault = link_error or meas.fault
         if fault is None and age > self._stale_after:
             fault = f"no state from the {self.name} process for {age:.2f} s"

@@ -610,6 +610,10 @@ class ArcsEmulator:
         """Greet later clients offering only these output fields."""
         self._cmd("rtde_outputs", names=list(names))
 
+    def rtde_sent(self) -> list[float]:
+        """time.monotonic() (the caller's clock) at which each RTDE frame went out, since last asked."""
+        return list(self._cmd("rtde_sent"))
+
     def rtde_state(self) -> dict[str, Any]:
         """The recipes received (in order), keepalives counted, frames pushed per channel, clients."""
         return self._cmd("rtde_state")

@@ -21,6 +21,7 @@ import socket
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -58,6 +59,7 @@ class RtdeServer:
         self.recipes: list[dict[str, Any]] = []  # every recipe frame received, in order
         self.pings = 0
         self.pushed: dict[int, int] = {}  # channel -> frames sent
+        self.sent: deque[float] = deque(maxlen=100_000)  # time.monotonic() after each frame went out (benchmarks)
 
     def start(self) -> RtdeServer:
         threading.Thread(target=self._accept, daemon=True).start()
@@ -78,6 +80,10 @@ class RtdeServer:
                 for conn in self.conns:
                     self._drop(conn)
                 self.conns.clear()
+            elif op == "rtde_sent":  # and forget them
+                out = list(self.sent)
+                self.sent.clear()
+                return out
             elif op == "rtde_state":
                 return {"recipes": list(self.recipes), "pings": self.pings,
                         "pushed": {str(k): v for k, v in self.pushed.items()}, "clients": len(self.conns)}  # fmt: skip
@@ -153,8 +159,10 @@ class RtdeServer:
                 conn.sendall(SOF + b"\x00" + struct.pack(">H", len(body)) + body)
             except OSError:
                 return
+            sent = time.monotonic()
             with self.lock:
                 self.pushed[channel] = self.pushed.get(channel, 0) + 1
+                self.sent.append(sent)
 
     def _values(self, names: list[str]) -> list[Any]:
         ctl = self.ctl
