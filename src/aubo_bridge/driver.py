@@ -187,24 +187,23 @@ class ArmDriver:
 
     # ------------------------------------------------------------------ state
     def status(self) -> ArmStatus:
-        with self._lock:
-            pos, R = fk(self._meas.q, self.config.tool_offset)
-            return ArmStatus(
+        with self._lock:  # a consistent copy; the kinematics after, so the servo tick never waits for them
+            meas, target = self._meas, self._target.copy()
+            fields = dict(
                 mode=self._mode,
                 fault=self._fault,
                 last_error=self._last_error,
                 active_source=self.arbiter.active,
-                q=self._meas.q.copy(),
-                tcp_pos=pos,
-                tcp_rotvec=Rotation.from_matrix(R).as_rotvec(),
                 gripper=self._grip_meas.coord,
                 goal_pos=self._goal_pos.copy(),
-                servo_target=self._target.copy(),
-                measurement_stamp=self._meas.stamp,
+                measurement_stamp=meas.stamp,
                 last_action_stamp=self._last_action_t,
                 counters=dict(self.counters),
                 hold_confirmed=not self._hold_pending,
             )
+        pos, R = fk(meas.q, self.config.tool_offset)
+        return ArmStatus(q=meas.q.copy(), tcp_pos=pos, tcp_rotvec=Rotation.from_matrix(R).as_rotvec(),
+                         servo_target=target, **fields)  # fmt: skip
 
     @property
     def mode(self) -> ArmMode:
@@ -320,37 +319,53 @@ class ArmDriver:
         Never raises: an unexpected error latches a fault (and is reported),
         so the servo loop cannot die and leave the arm on a stale target.
         """
-        try:
-            self._tick_once()
-        except Exception as exc:  # the last line of defence: even fault handling failed
-            self.counters["tick_errors"] += 1
-            self._last_error = f"servo tick error: {_text(exc)}"
+        self.send_tick(self.prepare_tick())
 
-    def _tick_once(self) -> None:
-        with self._lock:
-            try:
-                target = self._tick()
-            except Exception as exc:
-                self._enter_fault(f"servo tick failed: {_text(exc)}")
-                return
-            generation = self._generation
-        if target is None:
-            return
-        # The command goes out without the state lock: a slow device round trip must not
-        # block actions. The I/O lock orders it against holds; a stop or fault that came
-        # after this target was computed (generation changed) means it is never sent.
-        error = None
-        with self._io_lock:
-            if generation != self._generation:
-                return
-            try:
-                self._arm.servo(target)
-                self._sent = target
-            except Exception as exc:
-                error = f"servo command refused: {_text(exc)}"
-        if error is not None:
+    def prepare_tick(self) -> tuple[np.ndarray, int] | None:
+        """The first half of :meth:`tick`: the state machine's period and the target to send (with the hold
+        generation it was computed in), or None. A loop may send it a little later, on its deadline
+        (:meth:`send_tick`): a hold in between voids it. Never raises."""
+        try:
             with self._lock:
-                self._enter_fault(error)
+                try:
+                    target = self._tick()
+                except Exception as exc:
+                    self._enter_fault(f"servo tick failed: {_text(exc)}")
+                    return None
+                return None if target is None else (target, self._generation)
+        except Exception as exc:  # the last line of defence: even fault handling failed
+            self._tick_error(exc)
+            return None
+
+    def send_tick(self, prepared: tuple[np.ndarray, int] | None) -> None:
+        """The second half of :meth:`tick`: send what :meth:`prepare_tick` computed. Never raises.
+
+        The command goes out without the state lock: a slow device round trip must not
+        block actions. The I/O lock orders it against holds; a stop or fault that came
+        after this target was computed (generation changed) means it is never sent.
+        """
+        if prepared is None:
+            return
+        target, generation = prepared
+        try:
+            error = None
+            with self._io_lock:
+                if generation != self._generation:
+                    return
+                try:
+                    self._arm.servo(target)
+                    self._sent = target
+                except Exception as exc:
+                    error = f"servo command refused: {_text(exc)}"
+            if error is not None:
+                with self._lock:
+                    self._enter_fault(error)
+        except Exception as exc:  # the last line of defence: even fault handling failed
+            self._tick_error(exc)
+
+    def _tick_error(self, exc: BaseException) -> None:
+        self.counters["tick_errors"] += 1
+        self._last_error = f"servo tick error: {_text(exc)}"
 
     def _tick(self) -> np.ndarray | None:
         """Update the state machine; return the servo target to send this period, or None."""

@@ -27,6 +27,7 @@ the gripper's bus are the child's: nothing that moves the arm passes through the
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -38,10 +39,15 @@ from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode, ArmStatus
 from aubo_bridge.sdk_host import SdkProcess
 from libero_workcell.arbiter import ArbiterError
-from libero_workcell.rate import CONTROL_PRIORITY, RateLoop, run_loop
+from libero_workcell.rate import CONTROL_PRIORITY, RateLoop, set_realtime_priority, sleep_until
 
 DRIVER_HOSTS = ("process", "node")  # the node parameter driver_host: a child process (default), or the node's thread
-PUSH_HZ = 100.0  # status pushes per second: the node publishes at publish_hz (50) from the latest
+PUSH_HZ = 50.0  # status pushes per second: the node publishes at publish_hz (50) from the latest
+# The servo thread waits for the GIL at most this long when another thread of the driver process runs Python
+# (the interpreter's default is 5 ms; set_realtime_priority's 1 ms is a whole servo tick's margin).
+SWITCH_INTERVAL = 0.0002  # s
+# Each target is computed at its servo tick and sent this share of a servo period later, on its own deadline.
+SEND_LEAD = 0.25
 
 
 @dataclass(frozen=True)
@@ -55,9 +61,10 @@ class LoopStats:
     priority_note: str | None = None
 
     @classmethod
-    def of(cls, loop: RateLoop, thread: threading.Thread) -> LoopStats:
-        return cls(loop.period_error_stats()["p99_ms"], loop.overruns, loop.errors, thread.is_alive(),
-                   loop.priority_note)  # fmt: skip
+    def of(cls, loop: RateLoop, thread: threading.Thread, sends: RateLoop | None = None) -> LoopStats:
+        """``sends``: where the loop records when targets went out, if not at its own ticks."""
+        timing = (sends or loop).period_error_stats()["p99_ms"]
+        return cls(timing, loop.overruns, loop.errors, thread.is_alive(), loop.priority_note)
 
 
 @dataclass(frozen=True)
@@ -98,12 +105,38 @@ class DriverService:
         self._arm_stats = getattr(arm, "state_stats", dict)
         self.on_update: Any = None  # sdk_host's push
         self._stop = threading.Event()
-        self._thread, self._loop = run_loop(
-            spec.config.servo_hz, self.driver.tick, self._stop, "servo", priority=CONTROL_PRIORITY
-        )
+        self._loop = RateLoop(spec.config.servo_hz)  # when each target is computed
+        self._sends = RateLoop(spec.config.servo_hz)  # when each goes out: what the arm feels
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(started,), name="servo", daemon=True)
+        self._thread.start()
+        started.wait(timeout=1.0)
         self._push_period = 1.0 / push_hz
         self._pusher = threading.Thread(target=self._push_loop, name="driver-status", daemon=True)
         self._pusher.start()
+
+    def _serve(self, started: threading.Event) -> None:
+        """The servo loop: compute each target at its tick, send it SEND_LEAD later, on a deadline of its own.
+
+        Computing takes a varying share of the period (IK, the limiter, an action applied meanwhile); sent
+        as soon as computed, that variation would be the stream's jitter. A hold that comes between the two
+        halves voids the target (ArmDriver.send_tick), as in ArmDriver.tick.
+        """
+        self._loop.priority_note = set_realtime_priority(CONTROL_PRIORITY)
+        sys.setswitchinterval(SWITCH_INTERVAL)  # after set_realtime_priority, which sets 1 ms
+        started.set()
+        lead = SEND_LEAD * self.config.servo_period
+        while self._loop.sleep(self._stop):
+            try:
+                prepared = self.driver.prepare_tick()
+                deadline = self._loop.deadline
+                if not sleep_until(lead + (deadline if deadline is not None else 0.0), stop=self._stop):
+                    break
+                self._sends.record(time.perf_counter())
+                self.driver.send_tick(prepared)
+            except Exception as exc:  # never raised by the driver's halves; the loop must not die regardless
+                self._loop.errors += 1
+                self._loop.last_error = f"{type(exc).__name__}: {exc}"
 
     def _push_loop(self) -> None:
         while not self._stop.wait(self._push_period):
@@ -112,8 +145,8 @@ class DriverService:
                 push()
 
     def read(self) -> DriverSnapshot:
-        return DriverSnapshot(time.monotonic(), self.driver.status(), LoopStats.of(self._loop, self._thread),
-                              pids=self._pids)  # fmt: skip
+        return DriverSnapshot(time.monotonic(), self.driver.status(),
+                              LoopStats.of(self._loop, self._thread, sends=self._sends), pids=self._pids)  # fmt: skip
 
     def submit_action(self, action: Any, source: str) -> ActionResult:
         return self.driver.submit_action(action, source)
@@ -168,7 +201,7 @@ class HostedDriver:
         self.config = spec.config
         self._spec = spec
         self._host = SdkProcess("arm-driver", open_driver, spec.config.state_stale_after,
-                                orphan_calls=("stop",))  # fmt: skip  (only its servo thread is real-time)
+                                priority=CONTROL_PRIORITY, orphan_calls=("stop",))  # fmt: skip
         self._t_call = call_timeout
         self._t_reset = reset_timeout  # a reset may reconnect, restart the safety board and start the arm up
 

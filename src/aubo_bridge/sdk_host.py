@@ -6,7 +6,7 @@ reply: the ROS executor, the driver's servo loop and watchdog, the gripper's bus
 Hosted in a child, the SDK holds only the child's GIL; the node waits on a pipe, which
 releases its own.
 
-The child is a fresh interpreter (``python -m aubo_bridge.sdk_host``: a process running DDS
+The child is a fresh interpreter (``python -m aubo_bridge.sdk_child``: a process running DDS
 threads is never forked, and unlike multiprocessing's spawn it never re-imports the node's
 main module). It receives a module-level factory and its arguments, builds the backend
 and then:
@@ -44,7 +44,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from aubo_bridge.backend import BackendError
-from libero_workcell.rate import set_normal_priority, set_realtime_priority
+from libero_workcell.rate import set_realtime_priority
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +79,6 @@ def _child_main(cmd: Connection, state: Connection) -> None:
         note = set_realtime_priority(priority)
         if note:
             log.warning("%s", note)
-    else:  # spawned from a real-time thread (the driver process's), this process would be real-time too
-        set_normal_priority()
     push_lock = threading.Lock()
     backend: Any = None
 
@@ -194,7 +192,7 @@ class SdkProcess:
         env = dict(os.environ)  # the child imports what this process imports
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "aubo_bridge.sdk_host", str(fds[0]), str(fds[1]), self.name],
+            [sys.executable, "-m", "aubo_bridge.sdk_child", str(fds[0]), str(fds[1]), self.name],
             pass_fds=fds, env=env, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         child_cmd.close()  # the node keeps only its own ends: EOF as soon as the child dies
@@ -366,10 +364,3 @@ class SdkProcess:
                 return
             except subprocess.TimeoutExpired:
                 continue
-
-
-if __name__ == "__main__":  # the child: python -m aubo_bridge.sdk_host CMD_FD STATE_FD NAME
-    from aubo_bridge import sdk_host  # the importable module, not this __main__ copy (one _Terminated)
-
-    multiprocessing.current_process().name = sys.argv[3]
-    sdk_host._child_main(Connection(int(sys.argv[1])), Connection(int(sys.argv[2]), readable=False))

@@ -10,7 +10,6 @@ period error percentiles.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
@@ -19,6 +18,24 @@ from collections import deque
 from collections.abc import Callable
 
 import numpy as np
+
+
+def sleep_until(deadline: float, clock: Callable[[], float] = time.perf_counter,
+                stop: threading.Event | None = None) -> bool:  # fmt: skip
+    """Wait until ``clock()`` reaches ``deadline``; False if ``stop`` was set while waiting.
+
+    Coarse sleep, then a short spin: time.sleep alone overshoots by ~0.1-1 ms.
+    """
+    while True:
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return True
+        if stop is not None and stop.is_set():
+            return False
+        if remaining > 0.002:
+            time.sleep(remaining - 0.0015)
+        elif remaining > 0.0002:
+            time.sleep(0.0001)
 
 
 class RateLoop:
@@ -45,22 +62,21 @@ class RateLoop:
             if now - self._next > self.period:  # fell behind: skip, do not burst
                 self.overruns += 1
                 self._next = now + self.period
-        # Coarse sleep, then a short spin: time.sleep alone overshoots by ~0.1-1 ms.
-        while True:
-            remaining = self._next - self._clock()
-            if remaining <= 0:
-                break
-            if stop is not None and stop.is_set():
-                return False
-            if remaining > 0.002:
-                time.sleep(remaining - 0.0015)
-            elif remaining > 0.0002:
-                time.sleep(0.0001)
-        tick = self._clock()
+        if not sleep_until(self._next, self._clock, stop):
+            return False
+        self.record(self._clock())
+        return not (stop is not None and stop.is_set())
+
+    @property
+    def deadline(self) -> float | None:
+        """The deadline the last :meth:`sleep` waited for (the loop's clock), None before the first."""
+        return self._next
+
+    def record(self, tick: float) -> None:
+        """Count one tick at ``tick`` (the loop's clock) in the period figures; :meth:`sleep` calls it."""
         if self._last_tick is not None:
             self.periods.append(tick - self._last_tick)
         self._last_tick = tick
-        return not (stop is not None and stop.is_set())
 
     def period_error_stats(self) -> dict[str, float]:
         """|measured period - nominal| percentiles in ms."""
@@ -90,13 +106,6 @@ def set_realtime_priority(priority: int) -> str | None:
     # The woken thread still needs the GIL: make other threads hand it over within 1 ms.
     sys.setswitchinterval(0.001)
     return None
-
-
-def set_normal_priority() -> None:
-    """Give the calling thread the normal time-sharing policy (a process spawned by a real-time thread inherits
-    SCHED_FIFO: its busy threads would then starve everything else on the machine)."""
-    with contextlib.suppress(AttributeError, PermissionError, OSError):
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
 def run_loop(

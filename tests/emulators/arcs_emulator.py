@@ -444,6 +444,9 @@ def _child_main(opts: dict[str, Any]) -> None:
     if opts.get("realtime"):  # model a real-time controller (benchmarks): every thread inherits SCHED_FIFO
         with contextlib.suppress(AttributeError, PermissionError, OSError):
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(opts["realtime"])))
+        # and a request is stamped on arrival without waiting out the physics thread's GIL slice (5 ms by default):
+        # a controller's C++ is not what is measured
+        sys.setswitchinterval(0.0001)
     ctl = _Controller(opts)
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
