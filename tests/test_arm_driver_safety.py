@@ -363,3 +363,48 @@ def test_a_disabled_arm_that_is_not_ready_is_not_a_fault() -> None:
     assert driver.mode is ArmMode.DISABLED
     ok, msg = driver.enable()
     assert not ok and "not ready" in msg
+
+
+@pytest.mark.parametrize("between", ["nothing", "stop", "fault"])
+def test_a_target_prepared_before_a_hold_is_never_sent_after_it(between: str) -> None:
+    """The driver process computes a target at its tick and sends it a little later (prepare_tick, send_tick):
+    a stop or a fault in between (from another thread: a service, an action's gripper error; or the next tick's
+    own fault) voids it, as a hold voids a target inside one tick."""
+    driver, arm, _, clock = make(goal_delta_config())
+    assert driver.enable()[0]
+    driver.submit_action(np.array([0.5, 0, 0, 0, 0, 0, -1.0]), SOURCE_POLICY)
+    clock.t += driver.config.servo_period
+    prepared = driver.prepare_tick()
+    assert prepared is not None
+    target = prepared[0]
+    calls, q_before, holds = arm.servo_calls, arm.q.copy(), arm.holds
+    if between == "stop":
+        driver.stop()
+    elif between == "fault":
+        arm.fault = "protective stop"
+        assert driver.prepare_tick() is None  # the next tick reads the fault and holds
+    driver.send_tick(prepared)
+    if between == "nothing":  # the prepared target goes out as it was computed
+        assert arm.servo_calls == calls + 1 and np.array_equal(arm.q, target)
+        assert not np.array_equal(target, q_before)
+    else:
+        assert arm.holds > holds
+        assert arm.servo_calls == calls and np.array_equal(arm.q, q_before)
+    calls = arm.servo_calls
+    driver.send_tick(None)  # a tick with nothing to send (disabled, fault): nothing happens
+    assert arm.servo_calls == calls
+
+
+def test_a_refused_send_faults_and_neither_half_ever_raises() -> None:
+    driver, arm, _, clock = make(goal_delta_config())
+    assert driver.enable()[0]
+    clock.t += driver.config.servo_period
+    prepared = driver.prepare_tick()
+    arm.refuse = True
+    driver.send_tick(prepared)
+    assert driver.mode is ArmMode.FAULT and "servo command refused" in driver.status().fault
+    driver.send_tick(object())  # type: ignore[arg-type]  # not even a pair: counted, never raised
+    assert driver.status().counters["tick_errors"] == 1
+    driver._arm = None  # type: ignore[assignment]  # even reading the arm fails: counted, never raised
+    assert driver.prepare_tick() is None
+    assert driver.mode is ArmMode.FAULT

@@ -346,8 +346,8 @@ class ArmDriver:
         """
         if prepared is None:
             return
-        target, generation = prepared
         try:
+            target, generation = prepared
             error = None
             with self._io_lock:
                 if generation != self._generation:
