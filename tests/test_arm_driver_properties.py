@@ -114,21 +114,44 @@ class Session:
 def test_limits_hold_in_every_random_session(setup, events) -> None:
     s = Session(*setup)
     for kind, value, n in events:
-        if kind == "act":
-            s.driver.submit_action(np.array(value), SOURCE_POLICY)
-        elif kind == "stop":
-            s.driver.stop()
-        elif kind == "enable":
-            s.driver.enable()
-        elif kind == "home":
-            s.driver.home()
-        elif kind == "fault":
-            s.arm.fault = "protective stop"
-        elif kind == "clear":
-            s.arm.fault = None
-        elif kind == "reset":
-            s.driver.reset_fault()
+        command(s, kind, value)
         s.tick(n)
+
+
+def command(s: Session, kind: str, value: object) -> None:
+    if kind == "act":
+        s.driver.submit_action(np.array(value), SOURCE_POLICY)
+    elif kind == "stop":
+        s.driver.stop()
+    elif kind == "enable":
+        s.driver.enable()
+    elif kind == "home":
+        s.driver.home()
+    elif kind == "fault":
+        s.arm.fault = "protective stop"
+    elif kind == "clear":
+        s.arm.fault = None
+    elif kind == "reset":
+        s.driver.reset_fault()
+
+
+@PROPERTY_SETTINGS
+@given(start(), st.lists(event, max_size=25))
+def test_limits_hold_when_commands_land_between_computing_a_target_and_sending_it(setup, events) -> None:
+    """The driver process's loop computes each target at its tick and sends it later (prepare_tick, send_tick):
+    every command lands there instead of between ticks. The limits hold, and nothing is sent after a stop."""
+    s = Session(*setup)
+    for kind, value, n in events:
+        for i in range(max(n, 1)):
+            q_before, calls_before, mode_before = s.arm.q.copy(), s.arm.servo_calls, s.driver.mode
+            s.clock.t += s.cfg.servo_period
+            prepared = s.driver.prepare_tick()
+            if i == 0:
+                command(s, kind, value)
+            s.driver.send_tick(prepared)
+            s.check(q_before, calls_before, mode_before)
+            if i == 0 and kind == "stop":
+                assert s.arm.servo_calls == calls_before, "a target computed before a stop was sent after it"
 
 
 @PROPERTY_SETTINGS
