@@ -405,6 +405,13 @@ def test_a_refused_send_faults_and_neither_half_ever_raises() -> None:
     assert driver.mode is ArmMode.FAULT and "servo command refused" in driver.status().fault
     driver.send_tick(object())  # type: ignore[arg-type]  # not even a pair: counted, never raised
     assert driver.status().counters["tick_errors"] == 1
-    driver._arm = None  # type: ignore[assignment]  # even reading the arm fails: counted, never raised
-    assert driver.prepare_tick() is None
+    driver._arm = None  # type: ignore[assignment]  # reading the arm fails, and so does latching the fault:
+
+    def broken_latch(reason: str) -> None:
+        raise RuntimeError(f"cannot latch ({reason})")
+
+    driver._enter_fault = broken_latch  # type: ignore[method-assign]
+    assert driver.prepare_tick() is None  # counted and reported, never raised
+    status = driver.status()
+    assert status.counters["tick_errors"] == 2 and "RuntimeError: cannot latch" in status.last_error
     assert driver.mode is ArmMode.FAULT
