@@ -273,3 +273,22 @@ def test_the_driver_process_reads_the_rtde_stream_at_its_rate(emu: ArcsEmulator)
         assert wait_for(lambda: "ProtectiveStop" in (d.status().fault or ""), 0.5), d.status()
     finally:
         d.close()
+
+
+def test_a_killed_servo_process_is_a_fault_and_the_state_session_stops_the_arm(
+    emu: ArcsEmulator, driver: HostedDriver
+) -> None:
+    enabled(driver)
+    stream(driver, MOVE_X, 2)
+    stops = count(emu, "stopJoint")
+    os.kill(driver.pids["servo"], signal.SIGKILL)  # no orphan hold from it: it is simply gone
+    assert wait_for(lambda: driver.mode is ArmMode.FAULT, 2.0)
+    status = driver.status()
+    assert "arcs-arm-servo process exited" in status.fault
+    assert wait_for(lambda: count(emu, "stopJoint") > stops, 2.0)  # sent by the other logged-in session
+    assert driver.status().hold_confirmed  # the hold landed: nothing left to retry
+    assert still(emu)
+    ok, message = driver.reset_fault()  # restarts the servo process
+    assert ok, message
+    enabled(driver)
+    assert all(stream(driver, MOVE_X, 2))

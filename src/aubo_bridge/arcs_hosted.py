@@ -105,8 +105,17 @@ class HostedArcsArm:
         self._motion.cast("servo", np.asarray(q, dtype=float), deadline=self._t_servo)
 
     def hold(self) -> None:
-        """stopJoint after every target sent before; waits for it."""
-        self._motion.call("hold", timeout=self._t_servo + self._t_short)  # queued targets go first
+        """stopJoint after every target sent before; waits for it.
+
+        With the servo process dead, the state session sends the stopJoint: the arm is held by the other
+        logged-in client (the servo process's death stays a fault in read() until a reset restarts it).
+        """
+        try:
+            self._motion.call("hold", timeout=self._t_servo + self._t_short)  # queued targets go first
+        except BackendError:
+            if self._motion.alive:
+                raise  # a refusal or a hung process: the driver retries the hold every tick
+            self._state.call("hold", timeout=self._t_short)
         self._motion.forget_cast_errors()  # refusals of targets this hold supersedes
 
     def ping(self) -> float:
