@@ -63,6 +63,8 @@ def rtde_wire(seconds: float = 3.0) -> dict[str, Any]:
         try:
             time.sleep(seconds)
         finally:
+            emu.rtde_silence()  # pyaubo_sdk may crash a process whose client closes mid-stream (docs/rtde.md)
+            time.sleep(0.05)
             rtde.close()
         time.sleep(0.05)
         sent = emu.rtde_sent()

@@ -3,8 +3,10 @@ at 500 Hz with the enums decoded, a stream gone silent, a dropped connection, th
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pyaubo_sdk
@@ -14,6 +16,7 @@ from emulators.arcs_emulator import ArcsEmulator
 
 from aubo_bridge.arcs_backend import ArcsArmBackend
 from aubo_bridge.arcs_config import ArcsConfig
+from aubo_bridge.arcs_rtde import retire
 from aubo_bridge.backend import BackendError
 from aubo_bridge.config import ConfigError
 from libero_workcell.loopback import free_port
@@ -47,9 +50,21 @@ class Subscriber:
             return len(self.frames)
 
     def close(self) -> None:
-        self.cli.removeTopic(False, 0)
-        self.cli.logout()
-        self.cli.disconnect()
+        """As the backend closes (other ways crash the SDK: arcs_rtde._RETIRED)."""
+        retire(self.cli)
+
+
+@contextlib.contextmanager
+def silenced(emu) -> Iterator[None]:
+    """The emulator's stream paused while an SDK client in this process closes: pyaubo_sdk 0.24.1 can crash its
+    process when a client closes while frames arrive (docs/rtde.md). In the node that happens in the state
+    child process, where it is a fault and a restart; here it would end the test run."""
+    emu.rtde_silence()
+    time.sleep(0.05)
+    try:
+        yield
+    finally:
+        emu.rtde_silence(False)
 
 
 @pytest.fixture
@@ -76,8 +91,9 @@ def test_the_sdk_subscribes_and_reads_the_state_at_500_hz_with_string_enums_deco
         assert {k: recipe[k] for k in ("chanel", "frequency", "segments", "to_server")} == {
             "chanel": 0, "frequency": 500.0, "segments": FIELDS, "to_server": False}  # fmt: skip
     finally:
-        sub.close()
-    assert wait_for(lambda: emu.rtde_state()["recipes"][-1]["frequency"] == 0.0, 1.0)  # removeTopic: frequency 0
+        with silenced(emu):
+            sub.close()
+    assert wait_for(lambda: emu.rtde_state()["clients"] == 0, 1.0)  # the connection closed: the stream ends
 
 
 def test_a_silent_stream_delivers_nothing_and_a_dropped_one_says_so(emu) -> None:
@@ -94,7 +110,8 @@ def test_a_silent_stream_delivers_nothing_and_a_dropped_one_says_so(emu) -> None
         emu.rtde_drop()
         assert wait_for(lambda: not sub.cli.hasConnected(), 2.0)
     finally:
-        sub.cli.disconnect()
+        with silenced(emu):
+            sub.close()
 
 
 @pytest.mark.slow
@@ -111,7 +128,8 @@ def test_the_client_pings_a_connection_that_went_quiet(emu) -> None:
         assert wait_for(lambda: emu.rtde_state()["pings"] >= 3, 4.0)
         assert 2.5 < first < 6.0, first  # about 4 s of silence before the first, then one a second
     finally:
-        sub.close()
+        with silenced(emu):
+            sub.close()
 
 
 # ---- the backend's RTDE state source --------------------------------------------------------------------
@@ -139,7 +157,8 @@ def test_the_backend_reads_the_arm_from_the_rtde_stream() -> None:
             emu.protective_stop()  # the modes come by RTDE too: a stop reads as a fault at once
             assert wait_for(lambda: "ProtectiveStop" in (b.read().fault or ""), 0.5)
         finally:
-            b.close()
+            with silenced(emu):
+                b.close()
 
 
 def test_a_silent_rtde_stream_is_a_fault_within_the_staleness_and_a_dropped_one_at_once() -> None:
@@ -160,7 +179,8 @@ def test_a_silent_rtde_stream_is_a_fault_within_the_staleness_and_a_dropped_one_
             assert wait_for(lambda: b.read().fault is None, 1.0)
             assert len(emu.rtde_state()["recipes"]) >= 2
         finally:
-            b.close()
+            with silenced(emu):
+                b.close()
 
 
 def test_rtde_settings_are_checked_at_start() -> None:
@@ -185,12 +205,13 @@ def test_a_malformed_frame_is_a_fault_never_a_guess_and_a_refused_start_says_why
             emu.rtde_malformed(False)
             time.sleep(0.1)
             assert "malformed" in (b.read().fault or "")  # stays a fault until the operator resets
-            b.acknowledge_fault()
+            with silenced(emu):  # the old client closes on a silent stream (see silenced)
+                b.acknowledge_fault()
             assert wait_for(lambda: b.read().fault is None, 1.0)
         finally:
-            b.close()
-        state = emu.rtde_state()
-        assert state["recipes"][-1]["frequency"] == 0.0 and state["recipes"][-1]["segments"] == []  # removeTopic
+            with silenced(emu):
+                b.close()
+        assert wait_for(lambda: emu.rtde_state()["clients"] == 0, 1.0)  # closed: the controller ends the stream
         b.close()  # twice: nothing more
         emu.rtde_outputs(["R1_actual_q", "R1_actual_qd"])  # a controller without the modes
         with pytest.raises(BackendError, match="does not offer the fields"):
@@ -212,4 +233,5 @@ def test_a_controller_that_never_greets_is_refused_within_the_connect_timeout() 
         try:
             assert wait_for(lambda: b.read().fault is None, 1.0)
         finally:
-            b.close()
+            with silenced(emu):
+                b.close()

@@ -25,6 +25,23 @@ import numpy as np
 
 from aubo_bridge.backend import BackendError
 
+# Every RtdeClient this process made, kept alive. pyaubo_sdk 0.24.1 crashes the process (SIGSEGV on its own
+# thread) when a client that streamed is destroyed or reused, and when removeTopic or disconnect race the frames
+# still arriving (each reproduced on loopback at 500 Hz: within 60 open/close cycles, and removeTopic once in a
+# suite run even after the stream had been drained). logout, then disconnect, with every client kept: none in 150
+# cycles. The controller ends the stream when the connection closes (it forgets recipes on a new connection
+# anyway). The cost is one idle SDK thread per client made: one at start, one per reset that reopened the stream.
+_RETIRED: list[Any] = []
+
+
+def retire(client: Any) -> None:
+    """Close an RtdeClient the one way that did not crash the SDK (see _RETIRED); never raises."""
+    for step in (client.logout, client.disconnect):
+        with contextlib.suppress(Exception):  # closing must reach every step
+            step()
+    if client not in _RETIRED:
+        _RETIRED.append(client)
+
 FIELDS: Final = ("R1_actual_q", "R1_actual_qd", "R1_robot_mode", "R1_safety_mode", "runtime_state", "line_number",
                  "R1_actual_TCP_pose")  # fmt: skip
 CHANNEL: Final = 0
@@ -58,14 +75,15 @@ class RtdeState:
 
         self._probe()
         client = pyaubo_sdk.RtdeClient()
+        _RETIRED.append(client)  # from here on never destroyed (see _RETIRED)
         if client.connect(self._ip, self._port) != 0:
             raise BackendError(f"RTDE connect to {self.where} failed (no greeting, or refused)")
         if client.login(self._user, self._password) != 0:
-            client.disconnect()
+            retire(client)
             raise BackendError(f"RTDE login to {self.where} refused")
         channel = client.setTopic(False, list(FIELDS), float(self._hz), CHANNEL)
         if channel < 0:
-            client.disconnect()
+            retire(client)
             raise BackendError(f"{self.where} does not offer the fields {list(FIELDS)}: recipe refused")
         client.subscribe(channel, self._frame)
         with self._lock:
@@ -114,8 +132,5 @@ class RtdeState:
     def close(self) -> None:
         with self._lock:
             client, self._client = self._client, None
-        if client is None:
-            return
-        for step in (lambda: client.removeTopic(False, CHANNEL), client.logout, client.disconnect):
-            with contextlib.suppress(Exception):  # closing must reach every step
-                step()
+        if client is not None:
+            retire(client)

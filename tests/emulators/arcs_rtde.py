@@ -128,6 +128,9 @@ class RtdeServer:
         finally:
             for stop in topics.values():
                 stop.set()
+            with self.lock:  # "clients": the connections still open
+                if conn in self.conns:
+                    self.conns.remove(conn)
 
     def _recipe(self, conn: socket.socket, recipe: dict[str, Any], topics: dict[int, threading.Event]) -> None:
         with self.lock:
