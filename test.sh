@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # The test suite: lint + pytest (unit, integration on real rclpy, colcon build). Sets itself up.
-#   ./test.sh                everything
-#   ./test.sh -m "not slow"  quick subset; other arguments go to pytest
+#   ./test.sh                everything, in two phases (below)
+#   ./test.sh -m "not slow"  quick subset; with arguments, one plain pytest run with them
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/bootstrap.sh --dev
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest "$@"
+if [ $# -gt 0 ]; then
+  exec .venv/bin/python -m pytest "$@"
+fi
+# Phase 1: the modules that run in one process on sim time (tests/conftest.py PARALLEL_MODULES), two at a
+# time. Phase 2: everything with a wall clock (ROS graphs, emulators, loops), alone. Both always run.
+status=0
+.venv/bin/python -m pytest -m parallel -n 2 --dist loadfile || status=$?
+.venv/bin/python -m pytest -m "not parallel" || status=$?
+exit $status

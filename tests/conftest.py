@@ -158,3 +158,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="largest TCP position RMS error accepted, m (default 0.01)")
     group.addoption("--replay-max-rot-rms", type=float, default=2.0, metavar="DEG",
                     help="largest TCP rotation RMS error accepted, degrees (default 2)")
+
+
+# --------------------------------------------------------------------------
+# test.sh runs the suite in two phases: the modules below first, two at a time (pytest-xdist, a module per
+# worker), then everything else alone. These run in one process on sim time or none at all: no ROS graph, no
+# emulator, no wall-clock figure, so a neighbour cannot disturb them. Anything with a clock stays out.
+# --------------------------------------------------------------------------
+PARALLEL_MODULES = frozenset({
+    "test_action_response.py", "test_arm_driver.py", "test_arm_driver_libero.py", "test_arm_driver_properties.py",
+    "test_collection_plan.py", "test_contract_docs.py", "test_convert.py", "test_conveyor_driver.py",
+    "test_evaluation_preferences.py", "test_evaluation_protocol.py", "test_expert_episodes.py",
+    "test_expert_options.py", "test_export_lerobot.py", "test_image_convention.py", "test_kinematics.py",
+    "test_libero_format.py", "test_panda_demos.py", "test_panda_osc.py", "test_policy_chunks.py",
+    "test_preference_demos.py", "test_preferences.py", "test_replay.py", "test_retarget.py", "test_sim_scene.py",
+    "test_sim_task_metrics.py", "test_teleop_core.py", "test_teleop_sources.py", "test_world_agreement.py",
+})  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in PARALLEL_MODULES:
+            item.add_marker(pytest.mark.parallel)
+

@@ -66,6 +66,7 @@ def test_default_nodes_and_parameters():
     assert specs["aubo_bridge"].parameters == {
         "use_sim": True, "sim_link": "workcell", "control_hz": 20.0, "servo_hz": 100.0,
         "watchdog_timeout": 0.075, "action_response": "libero", "auto_enable": True, "active_source": "expert",
+        "driver_host": "node",
     }
     assert specs["conveyor_driver"].parameters == {
         "use_sim": True, "sim_link": "workcell", "belt_speed": 0.03, "autostart": True,
@@ -648,3 +649,11 @@ def test_the_demo_can_run_the_deploy_loop_instead_of_the_expert():
     assert policy["aubo_bridge"].parameters["active_source"] == "policy"
     with pytest.raises(ValueError, match="source must be one of"):
         source_overrides("teleop", 0)
+
+
+def test_the_real_arms_driver_runs_in_a_process_of_its_own_and_the_simulated_one_in_the_node() -> None:
+    graph = Graph.load()
+    (real,) = [s for s in graph.resolve(["use_sim:=false"]) if s.name == "aubo_bridge"]
+    (sim,) = [s for s in graph.resolve([]) if s.name == "aubo_bridge"]
+    assert "driver_host" not in real.parameters  # the node's default: process
+    assert sim.parameters["driver_host"] == "node"

@@ -11,6 +11,7 @@ protocol or math lives here.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -84,6 +85,9 @@ class AuboBridgeNode(Node):
             # The servo loop out of this process's GIL: the executor, timers and callbacks here cannot delay it.
             self.driver = HostedDriver(spec)
             self.driver.start()
+            # Actions pass through this process on their way to the driver: hand the GIL over within 1 ms, as a
+            # node whose servo thread is real-time does (the interpreter's default is 5 ms).
+            sys.setswitchinterval(0.001)
             self._loop_stats = self.driver.loop_stats
             devices: tuple[object, ...] = (self.driver,)
         else:
