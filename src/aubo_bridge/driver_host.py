@@ -47,6 +47,7 @@ DRIVER_HOSTS = ("process", "node")  # the node parameter driver_host: a child pr
 SWITCH_INTERVAL = 0.0002  # s
 # Each target is computed at its servo tick and sent this share of a servo period later, on its own deadline.
 SEND_LEAD = 0.25
+LOOP_STATS_PERIOD = 0.5  # s between the servo loop's figures in the pushed status (diagnostics read them at 1 Hz)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class DriverService:
         self._stop = threading.Event()
         self._loop = RateLoop(spec.config.servo_hz)  # when each target is computed
         self._sends = RateLoop(spec.config.servo_hz)  # when each goes out: what the arm feels
+        self._stats, self._stats_at = LoopStats(float("nan"), 0, 0, True), -float("inf")
         started = threading.Event()
         self._thread = threading.Thread(target=self._serve, args=(started,), name="servo", daemon=True)
         self._thread.start()
@@ -139,8 +141,11 @@ class DriverService:
                 self._loop.last_error = f"{type(exc).__name__}: {exc}"
 
     def read(self) -> DriverSnapshot:
-        return DriverSnapshot(time.monotonic(), self.driver.status(),
-                              LoopStats.of(self._loop, self._thread, sends=self._sends), pids=self._pids)  # fmt: skip
+        now = time.monotonic()
+        if now - self._stats_at >= LOOP_STATS_PERIOD:  # percentiles over thousands of periods: not every tick
+            self._stats, self._stats_at = LoopStats.of(self._loop, self._thread, sends=self._sends), now
+        return DriverSnapshot(now, self.driver.status(), replace(self._stats, alive=self._thread.is_alive()),
+                              pids=self._pids)  # fmt: skip
 
     def submit_action(self, action: Any, source: str) -> ActionResult:
         return self.driver.submit_action(action, source)
