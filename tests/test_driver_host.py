@@ -284,9 +284,9 @@ def test_a_killed_servo_process_is_a_fault_and_the_state_session_stops_the_arm(
     os.kill(driver.pids["servo"], signal.SIGKILL)  # no orphan hold from it: it is simply gone
     assert wait_for(lambda: driver.mode is ArmMode.FAULT, 2.0)
     status = driver.status()
-    assert "arcs-arm-servo process exited" in status.fault
+    assert "arcs-arm-servo process" in status.fault  # exited (read) or gone (the next target), whichever is first
     assert wait_for(lambda: count(emu, "stopJoint") > stops, 2.0)  # sent by the other logged-in session
-    assert driver.status().hold_confirmed  # the hold landed: nothing left to retry
+    assert wait_for(lambda: driver.status().hold_confirmed, 1.0)  # the hold landed: nothing left to retry
     assert still(emu)
     ok, message = driver.reset_fault()  # restarts the servo process
     assert ok, message

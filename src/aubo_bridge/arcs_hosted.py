@@ -114,7 +114,9 @@ class HostedArcsArm:
             self._motion.call("hold", timeout=self._t_servo + self._t_short)  # queued targets go first
         except BackendError:
             if self._motion.alive:
-                raise  # a refusal or a hung process: the driver retries the hold every tick
+                # A refusal, or a hung process whose queued targets would still go out after another session's
+                # stop: the driver retries every tick (once the process is gone, the state session stops the arm).
+                raise
             self._state.call("hold", timeout=self._t_short)
         self._motion.forget_cast_errors()  # refusals of targets this hold supersedes
 
