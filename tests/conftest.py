@@ -51,6 +51,29 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, interval: float
         time.sleep(interval)
 
 
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def children_of_a_killed_node(script: str, *args: str) -> list[int]:
+    """Run ``script`` (a stand-in node that prints its children's pids as JSON, then SIGKILLs itself) from the
+    repository; the pids it printed. Fails unless it died by SIGKILL."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60,
+                         env=env, cwd=repo)  # fmt: skip
+    assert out.returncode == -9, out.stderr
+    return [int(p) for p in json.loads(out.stdout.strip().splitlines()[-1]).values() if p is not None]
+
+
 def output_dir_for(request: pytest.FixtureRequest) -> Path:
     """``test-output/<test name>/``, emptied at the start of the test."""
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name).strip("_")

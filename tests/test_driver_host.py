@@ -11,11 +11,8 @@ powering the arm on again.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -23,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import wait_for
+from conftest import children_of_a_killed_node, process_alive, wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
 from aubo_bridge.backend import BackendError
@@ -170,7 +167,7 @@ def test_a_killed_driver_process_is_a_fault_at_once_the_arm_stops_and_reset_rest
     assert not driver.loop_stats().alive
     assert not driver.submit_action(MOVE_X, SOURCE_POLICY).accepted
     assert not driver.enable()[0]
-    assert wait_for(lambda: not any(_alive(p) for p in sdk), 10.0), "the SDK processes outlived their driver"
+    assert wait_for(lambda: not any(process_alive(p) for p in sdk), 10.0), "the SDK processes outlived their driver"
     assert count(emu, "stopJoint") > stops and emu.state()["servo_mode"] == 0  # they held the arm as they exited
     assert still(emu)
 
@@ -203,7 +200,7 @@ def test_start_up_errors_keep_their_text(emu: ArcsEmulator) -> None:
     d = HostedDriver(spec(emu.port, connect_timeout=1.0))
     with pytest.raises(BackendError, match="login"):
         d.start()
-    assert d.pid is None or not _alive(d.pid)
+    assert d.pid is None or not process_alive(d.pid)
 
 
 _ORPHAN = textwrap.dedent(
@@ -226,23 +223,11 @@ _ORPHAN = textwrap.dedent(
 
 
 def test_a_vanished_node_leaves_the_arm_stopped_and_every_child_gone(emu: ArcsEmulator) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    out = subprocess.run(
-        [sys.executable, "-c", _ORPHAN, str(emu.port)], capture_output=True, text=True, timeout=60, env=env, cwd=REPO
-    )
-    assert out.returncode == -signal.SIGKILL, out.stderr
-    children = json.loads(out.stdout.strip().splitlines()[-1]).values()
-    assert wait_for(lambda: not any(_alive(p) for p in children), 10.0), "the driver outlived its node"
+    children = children_of_a_killed_node(_ORPHAN, str(emu.port))
+    assert wait_for(lambda: not any(process_alive(p) for p in children), 10.0), "the driver outlived its node"
     assert count(emu, "stopJoint") >= 1 and emu.state()["servo_mode"] == 0
     assert still(emu), "the arm kept moving after its node vanished"
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_a_silent_rtde_controller_stops_the_start_with_the_reason_and_leaves_no_process(emu: ArcsEmulator) -> None:
@@ -252,7 +237,7 @@ def test_a_silent_rtde_controller_stops_the_start_with_the_reason_and_leaves_no_
     with pytest.raises(BackendError, match="sent no greeting"):
         d.start()
     assert time.monotonic() - t0 < 15.0  # never the SDK's endless connect()
-    assert d.pid is None or not _alive(d.pid)
+    assert d.pid is None or not process_alive(d.pid)
     assert count(emu, "servoJoint") == 0
 
 

@@ -8,11 +8,8 @@ whose node vanished stops the arm and logs out by itself.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -21,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import wait_for
+from conftest import children_of_a_killed_node, process_alive, wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
 from aubo_bridge.arcs_config import ArcsConfig
@@ -220,23 +217,8 @@ _ORPHAN = textwrap.dedent(
 
 
 def test_a_vanished_node_leaves_the_arm_stopped_and_logged_out(emu: ArcsEmulator) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    out = subprocess.run(
-        [sys.executable, "-c", _ORPHAN, str(emu.port)], capture_output=True, text=True, timeout=60, env=env, cwd=REPO
-    )
-    assert out.returncode == -signal.SIGKILL, out.stderr
-    children = json.loads(out.stdout.strip().splitlines()[-1]).values()
-
-    def children_gone() -> bool:
-        for child in children:
-            try:
-                os.kill(child, 0)
-                return False
-            except ProcessLookupError:
-                pass
-        return True
-
-    assert wait_for(children_gone, 10.0), "the hosted SDK outlived its node"
+    children = children_of_a_killed_node(_ORPHAN, str(emu.port))
+    assert wait_for(lambda: not any(process_alive(p) for p in children), 10.0), "the hosted SDK outlived its node"
     state = emu.state()
     assert sum(n for m, n in state["counts"].items() if m.endswith("stopJoint")) >= 1  # held first ...
     assert state["servo_mode"] == 0  # ... then left servo mode and logged out
