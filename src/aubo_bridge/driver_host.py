@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aubo_bridge.backend import BackendError
+from aubo_bridge.backend import ArmBackend, BackendError, GripperBackend
 from aubo_bridge.backends import make_backends
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode, ArmStatus
@@ -81,6 +81,12 @@ class DriverSpec:
     active_source: str
     startup: bool = True  # power on and start up the arm (False: a restart re-attaches only)
 
+    def build(self) -> tuple[ArmDriver, ArmBackend, GripperBackend]:
+        """Connect the devices and put a driver on them (in the driver process, or in the node)."""
+        arm, gripper = make_backends(self.use_sim, self.sim_link, self.config, self.arcs, self.gripper,
+                                     self.gripper_path, self.gripper_tool, startup=self.startup)  # fmt: skip
+        return ArmDriver(self.config, arm, gripper, active_source=self.active_source), arm, gripper
+
 
 @dataclass(frozen=True)
 class DriverSnapshot:
@@ -98,9 +104,7 @@ class DriverService:
 
     def __init__(self, spec: DriverSpec) -> None:
         self.config = spec.config
-        arm, gripper = make_backends(spec.use_sim, spec.sim_link, spec.config, spec.arcs, spec.gripper,
-                                     spec.gripper_path, spec.gripper_tool, startup=spec.startup)  # fmt: skip
-        self.driver = ArmDriver(spec.config, arm, gripper, active_source=spec.active_source)
+        self.driver, arm, gripper = spec.build()
         self._pids = {**getattr(arm, "pids", {}), **getattr(gripper, "pids", {})}
         self._arm_stats = getattr(arm, "state_stats", dict)
         self.on_update: Any = None  # sdk_host's push

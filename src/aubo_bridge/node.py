@@ -26,7 +26,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from aubo_bridge.backend import BackendError
-from aubo_bridge.backends import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS, make_backends
+from aubo_bridge.backends import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS
 from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode
 from aubo_bridge.driver_host import DRIVER_HOSTS, DriverSpec, HostedDriver, LoopStats
@@ -91,9 +91,7 @@ class AuboBridgeNode(Node):
             self._loop_stats = self.driver.loop_stats
             devices: tuple[object, ...] = (self.driver,)
         else:
-            arm, gripper = make_backends(spec.use_sim, spec.sim_link, spec.config, spec.arcs, spec.gripper,
-                                         spec.gripper_path, spec.gripper_tool)  # fmt: skip
-            self.driver = ArmDriver(self.config, arm, gripper, active_source=spec.active_source)
+            self.driver, arm, gripper = spec.build()
             servo_thread, servo_loop = run_loop(
                 self.config.servo_hz, self.driver.tick, self._stop, "servo", priority=CONTROL_PRIORITY
             )
