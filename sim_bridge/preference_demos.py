@@ -22,6 +22,7 @@ import numpy as np
 
 from libero_workcell.bringup import find_config_file
 from libero_workcell.libero_format import Demo
+from libero_workcell.provenance import produced_by
 from libero_workcell.task import TaskSpec
 from preferences.catalogue import Catalogue, Condition, Preference
 from preferences.labels import CALIBRATION_FILE, Calibration, calibrate
@@ -107,7 +108,8 @@ def calibration_from(values: dict[str, list[float]], catalogue: Catalogue, seeds
                  "style": "sim_bridge.preference_expert.no_preference_style",
                  "styles": [{k: (v.tolist() if isinstance(v, np.ndarray) else v)
                              for k, v in no_preference_style(s).items()} for s in seeds],
-                 "command": "python -m sim_bridge.preference_demos calibrate"}  # fmt: skip
+                 "command": "python -m sim_bridge.preference_demos calibrate",
+                 "produced_by": produced_by()}  # fmt: skip
     return Calibration(bins, described, values)
 
 

@@ -101,18 +101,35 @@ def test_demos_store_the_preference_and_its_satisfaction_curve(demos):
     assert plain.satisfaction is None and "preferences" not in plain.attrs
 
 
-def test_the_stored_bins_are_reproduced_from_the_calibration_set(demos):
-    """The calibration set re-recorded (its 8 seeds, as `preference_demos calibrate` records them) gives the
-    stored statistics and the stored bins."""
+def test_the_calibration_set_is_reproduced_bit_for_bit_within_one_run(demos):
+    """Two seeds of the calibration set recorded again, in other processes of this run: the same values exactly.
+    Reproduction is a property of the code on one machine; across machines the BLAS kernel changes the last bit
+    (next test)."""
+    again = record_many([(0, None), (7, None)], workers=2)
+    first = calibration_values([demos[(0, None)][0], demos[(7, None)][0]], CAT)
+    assert calibration_values([d for d, _ in again], CAT) == first
+
+
+# How far the calibration statistics of one BLAS kernel lie from another's: contact-rich physics amplifies the
+# last bit (OPENBLAS_CORETYPE=Haswell against SkylakeX on one CPU moved gentle_release's median by 0.17 of its
+# spread and its spread by a factor 1.52; docs/preferences.md). The stored bins must hold within these bounds.
+MEDIAN_TOL_SPREADS = 0.5
+SPREAD_RATIO = (0.5, 2.0)
+
+
+def test_the_stored_bins_hold_on_this_machine_within_what_blas_kernels_change(demos):
+    """The calibration set re-recorded (its 8 seeds, as `preference_demos calibrate` records them) gives bins
+    within the cross-machine tolerance of the stored ones; the file says what produced it."""
     cal = Calibration.load()
     assert list(cal.calibration_set["seeds"]) == list(CALIBRATION_SEEDS)
+    assert {"numpy", "mujoco", "cpu", "blas_core"} <= set(cal.calibration_set["produced_by"])
     again = calibration_from(calibration_values([demos[(s, None)][0] for s in CALIBRATION_SEEDS], CAT), CAT,
                              CALIBRATION_SEEDS)  # fmt: skip
     assert set(again.bins) == set(cal.bins) and all(not METRICS[b.metric].binary for b in cal.bins.values())
     for key, b in cal.bins.items():
-        np.testing.assert_allclose(again.statistics[key], cal.statistics[key], rtol=1e-6, atol=1e-9, err_msg=key)
         r = again.bins[key]
-        assert (r.median, r.spread, *r.thresholds) == pytest.approx((b.median, b.spread, *b.thresholds), rel=1e-6)
+        assert abs(r.median - b.median) <= MEDIAN_TOL_SPREADS * b.spread, (key, r.median, b.median, b.spread)
+        assert SPREAD_RATIO[0] <= r.spread / b.spread <= SPREAD_RATIO[1], (key, r.spread, b.spread)
 
 
 def test_the_report_of_the_paired_demos_renders_with_its_tables_and_curves(demos, tmp_path):
