@@ -1,8 +1,10 @@
 """scripted_expert node: the scripted expert as an action source on the ROS graph.
 
-Reads the sim-only ground truth topic and the contract's 7-D state, and
-publishes the 7-D action as source ``expert`` at the control rate, from its
-own thread on absolute deadlines. It never talks to the arm any other way.
+Reads the sim-only ground truth topic and the contract's 7-D state, and publishes the 7-D action as source
+``expert`` once per control step. In lockstep (the sim graph's default) a step is the world's control step:
+it takes the state and the ground truth stamped with that step's sim time exactly, and the world waits for
+its action; otherwise it runs on the wall clock with the newest inputs. It never talks to the arm any other
+way.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import json
 import threading
 import time
 
-import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -21,71 +22,92 @@ from libero_workcell import ros_msgs
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, Params, Qos, Topics
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import refuse_runtime_changes
-from libero_workcell.rate import CONTROL_PRIORITY, run_loop
+from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
+from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
+
+STATE, TRUTH = "state", "truth"
 
 
 class ExpertNode(Node):
     def __init__(self) -> None:
         super().__init__("scripted_expert")
         self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
-        self.declare_parameter("max_input_age", 0.25)  # s: older ground truth or state -> no action
+        self.declare_parameter("max_input_age", 0.25)  # s since receipt (wall clock): older inputs -> no action
         self.declare_parameter("exit_on_done", False)
         self.declare_parameter("action_response", RESPONSE_LIBERO)  # the arm's (aubo_bridge.action_response)
+        self.declare_parameter(Params.USE_SIM, True)
+        self.declare_parameter(Params.SIM_LINK, "workcell")
+        self.declare_parameter(Params.LOCKSTEP, True)
         refuse_runtime_changes(self)
-        hz = float(self.get_parameter(Params.CONTROL_HZ).value)
-        self.max_age = float(self.get_parameter("max_input_age").value)
-        self.exit_on_done = bool(self.get_parameter("exit_on_done").value)
-        response = str(self.get_parameter("action_response").value)
+        p = lambda name: self.get_parameter(name).value  # noqa: E731
+        hz = float(p(Params.CONTROL_HZ))
+        self.max_age_ns = round(float(p("max_input_age")) * 1e9)
+        self.exit_on_done = bool(p("exit_on_done"))
+        response = str(p("action_response"))
         if response not in ACTION_RESPONSES:
             raise ValueError(f"action_response must be one of {list(ACTION_RESPONSES)}, got {response!r}")
         self.expert = ScriptedExpert(ExpertConfig(control_hz=hz, action_response=response))
-        self._lock = threading.Lock()
-        self._scene: tuple[float, SceneView] | None = None
-        self._state: tuple[float, np.ndarray] | None = None
+        self.inputs = StampedInputs((STATE, TRUTH))
         self._episode: int | None = None
         self.done = threading.Event()
         self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
         self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
-        self._stop = threading.Event()
-        self._thread, self.loop = run_loop(hz, self._step, self._stop, "expert", priority=CONTROL_PRIORITY)
-        if self.loop.priority_note:
-            self.get_logger().warning(f"action loop: {self.loop.priority_note}")
-        self.get_logger().info(f"scripted expert publishing actions as {SOURCE_EXPERT!r} at {hz} Hz")
+        lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
+        self.steps = StepRunner(self.get_name(), hz, self._step, lockstep=lockstep, sim_link=str(p(Params.SIM_LINK)),
+                                source=SOURCE_EXPERT, ready=self._matched, priority=CONTROL_PRIORITY)  # fmt: skip
+        self.steps.start()
+        if self.steps.priority_note:
+            self.get_logger().warning(f"action loop: {self.steps.priority_note}")
+        clock = "the world's control steps (lockstep)" if self.steps.lockstep else f"{hz} Hz"
+        self.get_logger().info(f"scripted expert publishing actions as {SOURCE_EXPERT!r} at {clock}")
+
+    def _matched(self) -> bool:
+        """Its inputs and its output are connected (lockstep registers only then: no step may lose a message)."""
+        return (self.count_publishers(Topics.ROBOT_STATE) > 0 and self.count_publishers(Topics.SIM_GROUND_TRUTH) > 0
+                and self._pub.get_subscription_count() > 0)  # fmt: skip
 
     def _on_truth(self, msg: String) -> None:
         gt = json.loads(msg.data)
-        with self._lock:
-            self._scene = (time.monotonic(), SceneView.from_ground_truth(gt))
+        stamp = int(gt["clock_ns"]) if "clock_ns" in gt else time.time_ns()
+        self.inputs.put(TRUTH, stamp, (time.time_ns(), int(gt.get("episode", 0)), SceneView.from_ground_truth(gt)))
 
     def _on_state(self, msg: JointState) -> None:
         state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
-        if state is None:
-            return
-        with self._lock:
-            self._state = (time.monotonic(), state)
+        if state is not None:
+            self.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), (time.time_ns(), state))
 
     def _on_episode(self, msg: String) -> None:
         info = json.loads(msg.data)
-        episode = info.get("episode")
-        if episode != self._episode:  # a reset: start the script over
-            self._episode = episode
-            self.expert.reset()
         if info.get("done") and not self.done.is_set():
             self.get_logger().info(f"episode done: {json.dumps(info.get('metrics', {}))}")
             self.done.set()
 
-    def _step(self) -> None:
-        now = time.monotonic()
-        with self._lock:
-            scene, state = self._scene, self._state
-        if scene is None or state is None or now - scene[0] > self.max_age or now - state[0] > self.max_age:
-            return  # stale inputs: send nothing, the arm's watchdog holds it
-        action = self.expert.act(scene[1], state[1])
-        self._pub.publish(ros_msgs.action_msg(action, SOURCE_EXPERT))
+    def _step(self, step: Step) -> bool:
+        if step.lockstep:
+            got = self.inputs.wait({STATE: step.time_ns, TRUTH: step.time_ns}, self.steps.stopping)
+            if got is None:
+                return False
+            (_, state), (_, episode, scene) = got[STATE], got[TRUTH]
+        else:  # the newest inputs, if they arrived recently enough (wall clock)
+            s, t = self.inputs.latest(STATE), self.inputs.latest(TRUTH)
+            if s is None or t is None or step.time_ns - min(s[1][0], t[1][0]) > self.max_age_ns:
+                return False  # stale inputs: send nothing, the arm's watchdog holds it
+            (_, state), (_, episode, scene) = s[1], t[1]
+        if episode != self._episode:  # a new episode: the script starts over (its ground truth says so)
+            self._episode = episode
+            self.expert.reset()
+        action = self.expert.act(scene, state)
+        self._pub.publish(ros_msgs.action_msg(action, SOURCE_EXPERT, ros_msgs.stamp_from_ns(step.time_ns)))
+        return True
+
+    @property
+    def loop(self):
+        """The wall-clock loop's timing (None in lockstep)."""
+        return self.steps.loop
 
     @property
     def finished(self) -> bool:
@@ -93,8 +115,8 @@ class ExpertNode(Node):
         return self.exit_on_done and self.done.is_set()
 
     def shutdown(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=1.0)
+        self.steps.stop()
+        self.inputs.notify()
 
 
 def main(args: list[str] | None = None) -> None:

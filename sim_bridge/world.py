@@ -129,6 +129,9 @@ class SimWorld:
         self.render_enabled = bool(render)
         self.camera_hz = float(camera_hz)
         self.velocity_feedforward = velocity_feedforward
+        # Frames are rendered inside step() and reset() when due; a lockstep clock renders them itself, after
+        # the tick's state is out (sim_bridge.world_clock), so the nodes' work overlaps the rendering.
+        self.auto_render = True
         self._home_q_override = None if home_q is None else np.asarray(home_q, float)
         self.model: mujoco.MjModel | None = None
         self.data: mujoco.MjData | None = None
@@ -228,7 +231,8 @@ class SimWorld:
         self._initial_pieces = self._piece_states()
         self._next_frame = 0.0
         self._write_state()
-        self._maybe_render()
+        if self.auto_render:
+            self._maybe_render()
 
     def _reset_arm(self) -> None:
         """Arm at home with its servo holding home, gripper open."""
@@ -260,7 +264,8 @@ class SimWorld:
                 self._arrivals()
             mujoco.mj_step(m, d)
             self._write_state()
-            self._maybe_render()
+            if self.auto_render:
+                self._maybe_render()
             if d.time >= self._next_monitor - 1e-9:
                 self._monitor()
 
@@ -403,13 +408,22 @@ class SimWorld:
         """Rewrite the current state with a fresh wall-clock stamp (world alive but paused)."""
         self._write_state()
 
-    def _maybe_render(self) -> None:
+    def frames_due(self) -> bool:
+        """Whether the cameras are due a frame now (at ``camera_hz`` of sim time)."""
         if not self.render_enabled or self.camera_hz <= 0:
-            return
+            return False
+        assert self.data is not None
+        return self.data.time >= self._next_frame - 1e-9
+
+    def _maybe_render(self) -> None:
+        if self.frames_due():
+            self.render_due()
+
+    def render_due(self) -> None:
+        """Render both cameras for this moment and publish them to the link; the next frame falls due one
+        camera period later (``auto_render`` False: the caller decides when, :mod:`sim_bridge.world_clock`)."""
         d = self.data
         assert d is not None
-        if d.time < self._next_frame - 1e-9:
-            return
         period = 1.0 / self.camera_hz
         self._next_frame += period
         if self._next_frame <= d.time:  # never burst to catch up
@@ -440,6 +454,11 @@ class SimWorld:
         rgb = self._renderer.render().copy()
         self._last_frames[camera] = rgb
         return rgb
+
+    @property
+    def frame_counts(self) -> tuple[int, ...]:
+        """Frames rendered so far, per camera (CAMERA_NAMES order)."""
+        return tuple(self._frame_count)
 
     @property
     def last_frames(self) -> dict[str, np.ndarray]:
@@ -485,6 +504,15 @@ class SimWorld:
             self.done = True
             self.final_metrics = self.evaluate()
             self._event_done()
+
+    def abort(self, reason: str) -> None:
+        """End the episode now, as failed for ``reason`` (a node of the loop stopped answering): the outcome is
+        what the world holds at this moment, with the reason."""
+        if self.done:
+            return
+        self.done = True
+        self.final_metrics = {**self.evaluate(), "aborted": reason}
+        self._event_done()
 
     def _event_done(self) -> None:
         assert self.data is not None and self.final_metrics is not None

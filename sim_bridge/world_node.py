@@ -1,26 +1,25 @@
-"""``sim_world``: the rclpy node that runs the simulated workcell.
+"""``sim_world``: the rclpy node that runs the simulated workcell, and its clock.
 
-A thin adapter around :class:`sim_bridge.world.SimWorld`. It creates the
-shared-memory link the drivers' sim backends attach to, steps the world on
-its own thread paced to the wall clock with absolute deadlines (sim time t
-is due at ``anchor_wall + (t - anchor_sim) / real_time_factor``, so pacing
-never drifts; 0 = as fast as possible), and publishes:
+A thin adapter around :class:`sim_bridge.world.SimWorld`. It creates the shared-memory link the drivers'
+sim backends attach to and, with ``lockstep`` (the default), the barrier beside it
+(:mod:`sim_bridge.lockstep`); its world thread advances the world one servo tick at a time
+(:class:`sim_bridge.world_clock.WorldClock`), waiting at each for the nodes that have a part in it, paced
+to ``real_time_factor`` (0: as fast as the machine allows). It publishes:
 
-- ``Topics.SIM_GROUND_TRUTH`` (std_msgs/String, JSON of ``ground_truth()``,
-  ~20 Hz wall time, STATE QoS);
-- ``Topics.SIM_EPISODE`` (std_msgs/String, JSON: episode counter, task spec,
-  sim time, done flag and ``evaluate()`` metrics, ~2 Hz, on every reset and
-  once when the horizon is reached; LATCHED QoS).
+- ``/clock`` (rosgraph_msgs/Clock) at every control step: the sim clock every node runs on (``use_sim_time``);
+- ``Topics.SIM_GROUND_TRUTH`` (std_msgs/String, JSON of ``ground_truth()`` with ``clock_ns``, at every control
+  step by default, STATE QoS);
+- ``Topics.SIM_EPISODE`` (std_msgs/String, JSON: episode counter, task spec, sim time, done flag and
+  ``evaluate()`` metrics, at ``episode_hz`` of sim time, on every reset and when the horizon is reached or a
+  node of the loop stopped answering (``aborted``); LATCHED QoS).
 
-``Services.SIM_RESET`` (std_srvs/Trigger) starts a new episode from the
-current parameters (they may be changed at run time). With ``demo_path`` set
-(sim-in-the-loop replay, :mod:`sim_bridge.replay`) every episode is that demo's
-task, and the arm starts on the demo's first pose. When the horizon is
-reached the physics pauses (``pause_at_done``) while the state stays fresh
-for the drivers (same state, new wall stamps; frames re-rendered).
+``Services.SIM_RESET`` (std_srvs/Trigger) starts a new episode from the current parameters (they may be
+changed at run time); it starts on the next control step. With ``demo_path`` set (sim-in-the-loop replay,
+:mod:`sim_bridge.replay`) every episode is that demo's task, and the arm starts on the demo's first pose.
+When the horizon is reached the physics stands still (``pause_at_done``) while the clock runs on.
 
-Every world call (construction, reset, step, render) happens on the world
-thread: the offscreen GL context stays on the thread that made it.
+Every world call (construction, reset, step, render) happens on the world thread: the offscreen GL context
+stays on the thread that made it.
 """
 
 from __future__ import annotations
@@ -35,22 +34,30 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
+from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from libero_workcell import ros_qos
-from libero_workcell.contract import CAMERA_HZ_DEFAULT, Params, Qos, QosSpec, Services, Topics
+from libero_workcell import ros_msgs, ros_qos
+from libero_workcell.contract import (
+    CAMERA_HZ_DEFAULT,
+    CONTROL_HZ_DEFAULT,
+    SIM_SERVO_HZ_DEFAULT,
+    Params,
+    Qos,
+    QosSpec,
+    Services,
+    Topics,
+)
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import fixed_at_startup
 from libero_workcell.task import DEFAULT_ARRIVAL_INTERVAL, DEFAULT_BELT_SPEED, DEFAULT_FIRST_ARRIVAL, TaskSpec
 from preferences.catalogue import Catalogue
 from sim_bridge.link import SimLink
+from sim_bridge.lockstep import LockstepWorld
 from sim_bridge.replay import ReplayPlan, load_plan
 from sim_bridge.world import SimWorld
-
-SERVO_PERIOD = 0.01  # s: state refresh period while paused
-MAX_LAG = 0.25  # s behind the wall clock before the pacing re-anchors (and says so)
-MAX_PACING_SLEEP = 0.05  # s: one pacing sleep at most (stays responsive to stop and parameter changes)
+from sim_bridge.world_clock import ClockPlan, WorldClock, period_ns
 
 
 def qos_profile(spec: QosSpec) -> QoSProfile:
@@ -84,9 +91,16 @@ class SimWorldNode(Node):
         self.declare_parameter(Params.USE_SIM, True)  # injected into every node; the world ignores it
         self.declare_parameter(Params.SIM_LINK, "workcell")
         self.declare_parameter("real_time_factor", 1.0)
+        self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
+        self.declare_parameter(Params.SERVO_HZ, SIM_SERVO_HZ_DEFAULT)
+        # Lockstep (sim_bridge/lockstep.py): each tick waits for the nodes that close the loop; "participants"
+        # (comma-separated node names, from the graph) must all be up before the first tick.
+        self.declare_parameter(Params.LOCKSTEP, True)
+        self.declare_parameter("participants", "")
+        self.declare_parameter("start_timeout", 60.0)  # s (wall) for the participants to come up
+        self.declare_parameter("stall_timeout", 30.0)  # s (wall) a participant may stay silent in one tick
         self.declare_parameter(Params.CAMERA_HZ, CAMERA_HZ_DEFAULT)
         self.declare_parameter("render", True)
-        self.declare_parameter("ground_truth_hz", 20.0)
         self.declare_parameter("episode_hz", 2.0)
         self.declare_parameter("pause_at_done", True)
         self.declare_parameter("seed", 0)
@@ -107,7 +121,13 @@ class SimWorldNode(Node):
         self.rtf = max(0.0, float(self._param("real_time_factor")))
         self._pending_rtf: float | None = None
         self.link_name = str(self._param(Params.SIM_LINK))
+        self.lockstep: LockstepWorld | None = None
+        if self._param(Params.LOCKSTEP):  # before the link: a driver that finds the link finds the lockstep too
+            plan = ClockPlan.of(float(self._param(Params.SERVO_HZ)), float(self._param(Params.CONTROL_HZ)))
+            self.lockstep = LockstepWorld(self.link_name, plan.servo_ns, plan.control_ns,
+                                          float(self._param("stall_timeout")))  # fmt: skip
         self.link = SimLink.create(self.link_name)
+        self._clock_pub = self.create_publisher(Clock, Topics.CLOCK, qos_profile(Qos.CLOCK))
         self.world: SimWorld | None = None
         self._gt_pub = self.create_publisher(String, Topics.SIM_GROUND_TRUTH, qos_profile(Qos.STATE))
         self._ep_pub = self.create_publisher(String, Topics.SIM_EPISODE, qos_profile(Qos.LATCHED))
@@ -118,8 +138,8 @@ class SimWorldNode(Node):
         self._error: BaseException | None = None
         self._reset_lock = threading.Lock()
         self._reset_request: tuple[TaskSpec, threading.Event, list] | None = None
-        self._reanchor = True
-        self.overruns = 0
+        self.stalls: list[str] = []  # participants that died or stopped answering, with when
+        self.clock: WorldClock | None = None
         self._thread = threading.Thread(target=self._run, name="sim_world", daemon=True)
         self._thread.start()
         try:
@@ -127,10 +147,10 @@ class SimWorldNode(Node):
                 raise RuntimeError("sim world did not start within 120 s")
         except BaseException:  # Ctrl-C / SIGTERM during start-up: leave no link behind
             self._stop.set()
-            self.link.close()
+            self._close_links()
             raise
         if self._error is not None:
-            self.link.close()
+            self._close_links()
             raise RuntimeError(f"sim world failed to start: {self._error}") from self._error
         cameras = f"{float(self._param(Params.CAMERA_HZ)):g} Hz" if self._param("render") else "off"
         self.get_logger().info(
@@ -224,77 +244,76 @@ class SimWorldNode(Node):
             self.world.close()
 
     def _loop(self, world: SimWorld) -> None:
-        gt_period = 1.0 / max(1e-3, float(self._param("ground_truth_hz")))
-        ep_period = 1.0 / max(1e-3, float(self._param("episode_hz")))
-        dt = world.model.opt.timestep
+        plan = ClockPlan.of(float(self._param(Params.SERVO_HZ)), float(self._param(Params.CONTROL_HZ)))
+        clock = WorldClock(world, plan, self.lockstep, self.rtf)
+        clock.pause_at_done = bool(self._param("pause_at_done"))
+        self.clock = clock
+        ep_period_ns = period_ns(float(self._param("episode_hz")))
+        if self.lockstep is not None:
+            self._await_participants(world)
         self._announce(world)
-        next_gt = next_ep = time.monotonic()
-        next_touch = next_frame = 0.0
-        anchor_wall = anchor_sim = 0.0
+        next_ep_ns = 0
         was_done = False
         while not self._stop.is_set():
             with self._reset_lock:
                 request, self._reset_request = self._reset_request, None
             if request is not None:
-                self._do_reset(world, *request)
+                self._do_reset(clock, *request)
                 was_done = False
-                next_gt = next_ep = time.monotonic()
-            if self._pending_rtf is not None:  # a new pace starts from here, never against the old anchor
+            if self._pending_rtf is not None:  # a new pace starts from here
                 self.rtf, self._pending_rtf = self._pending_rtf, None
-                self._reanchor = True
-            if self._reanchor:
-                self._reanchor = False
-                anchor_wall, anchor_sim = time.monotonic(), world.sim_time
-            paused = world.done and bool(self._param("pause_at_done"))
-            now = time.monotonic()
-            if paused:
-                if now >= next_touch:
-                    world.touch()
-                    next_touch = now + SERVO_PERIOD
-                if world.render_enabled and world.camera_hz > 0 and now >= next_frame:
-                    world.refresh_frames()
-                    next_frame = now + 1.0 / world.camera_hz
-                self._reanchor = True
-            else:
-                world.step(1 if self.rtf > 0 else 10)
+                clock.set_rtf(self.rtf)
+            tick = clock.advance()
+            if tick.paused:
+                world.touch()  # a paused world's state stays fresh for drivers on the wall clock
+            if tick.index == clock.episode_tick:
+                next_ep_ns = tick.time_ns
             for event in world.pop_events():
                 self._log_event(event)
-            now = time.monotonic()
+            if tick.control_step is not None:  # the sources' observation of this step, then its time
+                self._publish(self._gt_pub, {**world.ground_truth(), "clock_ns": tick.time_ns})
+                self._publish_clock(tick.time_ns)
             if world.done and not was_done:
                 was_done = True
                 self._publish_episode(world)
-                next_ep = now + ep_period
-            if now >= next_gt:
-                self._publish(self._gt_pub, world.ground_truth())
-                next_gt = max(next_gt + gt_period, now)
-            if now >= next_ep:
+                next_ep_ns = tick.time_ns + ep_period_ns
+            elif tick.time_ns >= next_ep_ns:
                 self._publish_episode(world)
-                next_ep = max(next_ep + ep_period, now)
-            # Pacing: sim time t is due at anchor_wall + (t - anchor_sim) / rtf.
-            if paused:
-                self._stop.wait(min(SERVO_PERIOD, max(0.0, next_touch - time.monotonic())))
-            elif self.rtf > 0:
-                due = anchor_wall + (world.sim_time - anchor_sim) / self.rtf
-                lag = time.monotonic() - due
-                if lag > MAX_LAG:
-                    self.overruns += 1
-                    self.get_logger().warning(
-                        f"sim world {lag:.2f} s behind the wall clock at real_time_factor {self.rtf:g}: re-anchoring",
-                        throttle_duration_sec=5.0,
-                    )
-                    self._reanchor = True
-                elif lag < -dt * 0.25:
-                    self._stop.wait(min(-lag, MAX_PACING_SLEEP))
-            else:
-                time.sleep(0)  # let the executor thread in
+                next_ep_ns = tick.time_ns + ep_period_ns
+            clock.publish(tick)
+            rendered = clock.render(tick)  # while the nodes that need only the state work on this tick
+            if rendered is not tick:
+                clock.publish(rendered)
+            for stall in clock.wait(self._stop):
+                self._on_stall(world, str(stall))
+            clock.pace(self._stop)
 
-    def _do_reset(self, world: SimWorld, spec: TaskSpec, done: threading.Event, result: list) -> None:
+    def _await_participants(self, world: SimWorld) -> None:
+        """The first tick waits until every node of the loop is there (each registers once its topics are
+        matched), so no episode starts without one of them; a node that never comes ends the first episode."""
+        assert self.lockstep is not None
+        expected = [n.strip() for n in str(self._param("participants")).split(",") if n.strip()]
+        if not expected:
+            return
+        self.get_logger().info(f"lockstep: waiting for {expected}")
+        missing = self.lockstep.wait_for(expected, float(self._param("start_timeout")), self._stop)
+        if missing:
+            self._on_stall(world, f"{missing} did not come up within {self._param('start_timeout')} s")
+        else:
+            self.get_logger().info(f"lockstep: {len(expected)} participants up; the world starts")
+
+    def _on_stall(self, world: SimWorld, reason: str) -> None:
+        """A node of the loop died or stopped answering: name it and end the episode, never hang."""
+        self.get_logger().error(f"lockstep: {reason}: episode {world.episode} ends here")
+        world.abort(reason)
+        self.stalls.append(reason)
+
+    def _do_reset(self, clock: WorldClock, spec: TaskSpec, done: threading.Event, result: list) -> None:
         try:
-            world.reset(spec)
+            clock.reset(spec)
             self.spec = spec
-            result[:] = [None, world.episode]
-            self._reanchor = True
-            self._announce(world)
+            result[:] = [None, clock.world.episode]
+            self._announce(clock.world)
         except Exception as exc:  # reported to the service caller
             result[:] = [exc, None]
             self.get_logger().error(f"reset failed: {exc!r}")
@@ -320,9 +339,15 @@ class SimWorldNode(Node):
             "horizon": world.horizon,
             "spec": world.spec.to_dict(),
             "metrics": metrics,
-            "overruns": self.overruns,
+            "overruns": self.clock.overruns if self.clock is not None else 0,
+            "lockstep": self.lockstep is not None,
         }
         self._publish(self._ep_pub, info)
+
+    def _publish_clock(self, time_ns: int) -> None:
+        if self._stop.is_set() or not self.context.ok():
+            return
+        self._clock_pub.publish(Clock(clock=ros_msgs.stamp_from_ns(time_ns)))
 
     def _publish(self, pub: Any, payload: dict[str, Any]) -> None:
         """Publish JSON; quietly skip once ROS is shutting down (the world thread outlives the context briefly)."""
@@ -362,6 +387,11 @@ class SimWorldNode(Node):
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5.0)
+        self._close_links()
+
+    def _close_links(self) -> None:
+        if self.lockstep is not None:
+            self.lockstep.close()
         self.link.close()
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aubo_bridge import arcs_config, ctag_gripper, ctag_tool_backend
@@ -37,16 +38,21 @@ def make_backends(
     gripper_path: str = "modbus",
     gripper_tool: dict[str, Any] | None = None,
     startup: bool = True,
+    sim_clock: Callable[[], float] | None = None,
 ) -> tuple[ArmBackend, GripperBackend]:
     """Connected backends, or an exception that says what is wrong (the node exits with it).
 
     ``startup=False`` re-attaches to the arm without powering it on (a restarted driver process).
+    ``sim_clock``: the simulated world is the clock (lockstep): measurements are stamped with it, and the
+    world's state is never stale (it waits for the driver).
     """
     if use_sim:
         from aubo_bridge.sim_backend import SimArmBackend, SimGripperBackend
         from sim_bridge.link import SimLink
 
         link = SimLink.attach(sim_link)
+        if sim_clock is not None:
+            return SimArmBackend(link, sim_clock, None), SimGripperBackend(link, sim_clock, None)
         stale = arm_config.state_stale_after
         return SimArmBackend(link, stale_after=stale), SimGripperBackend(link, stale_after=stale)
     if gripper_path not in GRIPPER_PATHS:

@@ -209,6 +209,15 @@ class ArmDriver:
     def mode(self) -> ArmMode:
         return self._mode
 
+    def observe(self) -> None:
+        """Read the arm and gripper now, outside a servo period: the state :meth:`status` then reports is this
+        moment's (a lockstep control step publishes it before its action is computed). Never raises."""
+        with self._lock:
+            try:
+                self._refresh()
+            except Exception as exc:
+                self._enter_fault(f"state read failed: {_text(exc)}")
+
     # --------------------------------------------------------------- commands
     def enable(self) -> tuple[bool, str]:
         with self._lock:

@@ -30,6 +30,7 @@ import contextlib
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -81,11 +82,14 @@ class DriverSpec:
     active_source: str
     startup: bool = True  # power on and start up the arm (False: a restart re-attaches only)
 
-    def build(self) -> tuple[ArmDriver, ArmBackend, GripperBackend]:
-        """Connect the devices and put a driver on them (in the driver process, or in the node)."""
+    def build(self, sim_clock: Callable[[], float] | None = None) -> tuple[ArmDriver, ArmBackend, GripperBackend]:
+        """Connect the devices and put a driver on them (in the driver process, or in the node). ``sim_clock``:
+        the simulated world's clock, which the driver then runs on (lockstep)."""
         arm, gripper = make_backends(self.use_sim, self.sim_link, self.config, self.arcs, self.gripper,
-                                     self.gripper_path, self.gripper_tool, startup=self.startup)  # fmt: skip
-        return ArmDriver(self.config, arm, gripper, active_source=self.active_source), arm, gripper
+                                     self.gripper_path, self.gripper_tool, startup=self.startup,
+                                     sim_clock=sim_clock)  # fmt: skip
+        clock = {} if sim_clock is None else {"clock": sim_clock}
+        return ArmDriver(self.config, arm, gripper, active_source=self.active_source, **clock), arm, gripper
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import threading
 import time
 
 import numpy as np
+from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import SetParametersResult
@@ -23,7 +24,6 @@ from rclpy.node import Node
 from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
-from std_srvs.srv import Trigger
 
 from aubo_bridge.backend import BackendError
 from aubo_bridge.backends import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS
@@ -43,9 +43,9 @@ from libero_workcell.contract import (
     Services,
     Topics,
 )
-from libero_workcell.node_main import run_node
+from libero_workcell.node_main import run_node, serve_trigger
 from libero_workcell.node_params import declare_config, fixed_at_startup
-from libero_workcell.rate import CONTROL_PRIORITY, run_loop
+from libero_workcell.rate import CONTROL_PRIORITY, RateLoop, run_loop
 from libero_workcell.ros_qos import qos
 
 ARM_PARAMS = ArmConfig.parameter_defaults()  # every ArmConfig field is a parameter of the same name
@@ -64,6 +64,7 @@ class AuboBridgeNode(Node):
         for name, default in ARM_PARAMS.items():
             self.declare_parameter(name, default)
         self.declare_parameter("driver_host", "process")  # process (the driver in a child of its own) or node
+        self.declare_parameter(Params.LOCKSTEP, True)  # sim: the world is the clock (sim_bridge/lockstep.py)
         self.config = ArmConfig.from_mapping({n: self.get_parameter(n).value for n in ARM_PARAMS})
         self.use_sim = bool(self.get_parameter(Params.USE_SIM).value)
         self.driver_host = str(self.get_parameter("driver_host").value)
@@ -80,8 +81,31 @@ class AuboBridgeNode(Node):
             active_source=str(self.get_parameter(Params.ACTIVE_SOURCE).value),
         )
         self._stop = threading.Event()
+        self._world_gone = False
         self.driver: ArmDriver | HostedDriver
-        if self.driver_host == "process":
+        self.lockstep = self.use_sim and bool(self.get_parameter(Params.LOCKSTEP).value)
+        self._sim_ns = 0  # lockstep: the world's clock at the current tick
+        self._action_ns: dict[str, int] = {}  # lockstep: each source's newest action stamp received
+        self._action_cond = threading.Condition()
+        if self.lockstep and self.driver_host != "node":
+            raise ConfigError("the simulated arm runs in lockstep with the world in the node: driver_host must be "
+                              "'node' when use_sim and lockstep (the driver process is for the real arm)")
+        if self.lockstep:
+            from sim_bridge.lockstep import SERVO, LockstepParticipant
+
+            self.driver, arm, gripper = spec.build(sim_clock=lambda: self._sim_ns * 1e-9)
+            participant = LockstepParticipant(spec.sim_link, self.get_name(), SERVO)
+            self._participant = participant
+            servo_loop = RateLoop(self.config.servo_hz, clock=lambda: self._sim_ns * 1e-9)
+            if participant.servo_period_ns != round(self.config.servo_period * 1e9):
+                raise ConfigError(f"servo_hz {self.config.servo_hz:g} differs from the world's servo period "
+                                  f"({participant.servo_period_ns} ns)")  # fmt: skip
+            self._servo_thread = threading.Thread(target=self._lockstep_servo, args=(participant, servo_loop),
+                                                  name="servo", daemon=True)  # fmt: skip
+            self._servo_thread.start()
+            self._loop_stats = lambda: LoopStats.of(servo_loop, self._servo_thread)
+            devices: tuple[object, ...] = (arm, gripper)
+        elif self.driver_host == "process":
             # The servo loop out of this process's GIL: the executor, timers and callbacks here cannot delay it.
             self.driver = HostedDriver(spec)
             self.driver.start()
@@ -89,7 +113,7 @@ class AuboBridgeNode(Node):
             # node whose servo thread is real-time does (the interpreter's default is 5 ms).
             sys.setswitchinterval(0.001)
             self._loop_stats = self.driver.loop_stats
-            devices: tuple[object, ...] = (self.driver,)
+            devices = (self.driver,)
         else:
             self.driver, arm, gripper = spec.build()
             servo_thread, servo_loop = run_loop(
@@ -111,19 +135,21 @@ class AuboBridgeNode(Node):
         self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
         self._pub_result = self.create_publisher(String, Topics.ACTION_RESULT, qos(Qos.COMMAND))
         self.create_subscription(JointState, Topics.ACTION, self._on_action, qos(Qos.COMMAND))
+        commands = None  # one group: the arm's commands run one at a time, off the executor (a reset may take seconds)
         for name, handler in (
             (Services.ARM_ENABLE, self.driver.enable),
             (Services.ARM_STOP, self.driver.stop),
             (Services.ARM_HOME, self.driver.home),
             (Services.ARM_RESET_FAULT, self.driver.reset_fault),
         ):
-            self.create_service(Trigger, name, self._trigger(name, handler))
+            commands = serve_trigger(self, name, handler, group=commands)
 
         self._auto_enable = bool(self.get_parameter("auto_enable").value)
         self._latency_ms: list[float] = []
-        self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish_state)
+        if not self.lockstep:  # in lockstep the servo thread publishes the state of every control step
+            self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish_state)
         self.create_timer(1.0, self._publish_diagnostics)
-        if self._auto_enable:
+        if self._auto_enable and not self.lockstep:  # lockstep: at the first tick (sim time, deterministic)
             self._enable_timer = self.create_timer(0.2, self._try_auto_enable)
         self._publish_source()
         self.get_logger().info(
@@ -146,9 +172,14 @@ class AuboBridgeNode(Node):
             self.get_logger().warning(f"action from {msg.header.frame_id!r} rejected: {result.reason}",
                                       throttle_duration_sec=1.0)  # fmt: skip
             return
-        self._latency_ms.append((time.time() - ros_msgs.wall_from_stamp(msg.header.stamp)) * 1e3)
+        now = self.get_clock().now().nanoseconds if self.lockstep else time.time_ns()
+        self._latency_ms.append((now - ros_msgs.ns_from_stamp(msg.header.stamp)) * 1e-6)
         result = self.driver.submit_action(values, source)
         self._publish_result(msg, source, result)
+        if self.lockstep:  # the servo tick of this step may be waiting for it
+            with self._action_cond:
+                self._action_ns[source] = max(self._action_ns.get(source, -1), ros_msgs.ns_from_stamp(msg.header.stamp))
+                self._action_cond.notify_all()
         if not result.accepted:
             self.get_logger().warning(f"action from {source!r} rejected: {result.reason}", throttle_duration_sec=1.0)
 
@@ -166,22 +197,16 @@ class AuboBridgeNode(Node):
             self._publish_source(str(p.value))
         return SetParametersResult(successful=True)
 
-    def _trigger(self, name: str, handler):
-        def serve(request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-            response.success, response.message = handler()
-            self.get_logger().info(f"{name}: {response.message}")
-            return response
-
-        return serve
-
-    def _try_auto_enable(self) -> None:
-        if self.driver.mode is not ArmMode.DISABLED:
+    def _try_auto_enable(self) -> bool:
+        """Enable once the simulated arm is ready; True when done (or no longer wanted)."""
+        done = self.driver.mode is not ArmMode.DISABLED
+        if not done:
+            done, _msg = self.driver.enable()
+            if done:
+                self.get_logger().info("auto-enabled (sim profile)")
+        if done and not self.lockstep:
             self._enable_timer.cancel()
-            return
-        ok, _msg = self.driver.enable()
-        if ok:
-            self.get_logger().info("auto-enabled (sim profile)")
-            self._enable_timer.cancel()
+        return done
 
     # ------------------------------------------------------------ publishing
     def _publish_result(self, msg: JointState, source: str, result: ActionResult) -> None:
@@ -192,14 +217,52 @@ class AuboBridgeNode(Node):
     def _publish_source(self, source: str | None = None) -> None:
         self._pub_source.publish(String(data=source or self.driver.status().active_source))
 
-    def _publish_state(self) -> None:
+    def _lockstep_servo(self, participant, loop: RateLoop) -> None:
+        """The servo loop in lockstep: one driver tick per world tick, on the world's clock. A control step's
+        tick publishes the state it observes, then waits for the active source's action for that state (if the
+        source says it sent one), so the action takes effect at this tick, as in one process."""
+        while (tick := participant.next_tick(self._stop)) is not None:
+            self._sim_ns = tick.time_ns
+            loop.record(tick.time)
+            try:
+                if self._auto_enable:
+                    self._auto_enable = not self._try_auto_enable()
+                if tick.control_step is not None:
+                    self.driver.observe()
+                    self._publish_state(ros_msgs.stamp_from_ns(tick.time_ns))
+                    source = self.driver.arbiter.active
+                    participant.waiting(3)
+                    if participant.wait_source(source, tick.control_step, self._stop):
+                        self._await_action(source, tick.time_ns)
+                self.driver.tick()
+            except Exception as exc:  # the tick is done all the same: the world must not hang on it
+                loop.errors += 1
+                loop.last_error = f"{type(exc).__name__}: {exc}"
+            participant.done(tick)
+        if not self._stop.is_set():
+            self.get_logger().error("the simulated world is gone: the arm bridge stops")
+            self._world_gone = True
+
+    def _await_action(self, source: str, stamp_ns: int) -> None:
+        """Until ``source``'s action stamped ``stamp_ns`` was taken (it is on its way: the source said it sent it)."""
+        with self._action_cond:
+            while self._action_ns.get(source, -1) < stamp_ns and not self._stop.is_set():
+                if not self._action_cond.wait(0.5) and not self._participant.world_alive():
+                    return
+
+    @property
+    def finished(self) -> bool:
+        """run_node stops once the simulated world this bridge steps with is gone."""
+        return self._world_gone
+
+    def _publish_state(self, stamp: Time | None = None) -> None:
         try:
             st = self.driver.status()
         except BackendError:  # no status from a driver process yet: nothing to publish
             return
-        if st.measurement_stamp <= 0:
+        if st.measurement_stamp <= 0 and stamp is None:
             return
-        t = ros_msgs.wall_from_monotonic(st.measurement_stamp)
+        t = stamp if stamp is not None else ros_msgs.wall_from_monotonic(st.measurement_stamp)
         quat = Rotation.from_rotvec(st.tcp_rotvec).as_quat()  # x, y, z, w
         self._pub_joints.publish(ros_msgs.joint_state_msg(ARM_JOINT_NAMES, st.q, t))
         self._pub_tcp.publish(ros_msgs.pose_msg(st.tcp_pos, quat, t))
@@ -244,14 +307,18 @@ class AuboBridgeNode(Node):
 
     def shutdown(self) -> None:
         self._stop.set()
+        with self._action_cond:
+            self._action_cond.notify_all()
         if self.driver_host == "node":
             self._servo_thread.join(timeout=1.0)
+        if self.lockstep:
+            self._participant.close()
         self.driver.close()
 
 
 def main(args: list[str] | None = None) -> None:
     errors = (ConfigError, RuntimeError, ValueError, OSError)
-    run_node(AuboBridgeNode, "aubo_bridge", args, threads=2, startup_errors=errors)
+    run_node(AuboBridgeNode, "aubo_bridge", args, startup_errors=errors)
 
 
 if __name__ == "__main__":

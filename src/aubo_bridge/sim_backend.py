@@ -11,16 +11,23 @@ from aubo_bridge.backend import ArmMeasurement, BackendError, GripperMeasurement
 from sim_bridge.link import LinkError, SimLink, WorldState
 
 
-def _staleness(link: SimLink, stale_after: float) -> tuple[WorldState | None, str | None]:
-    """The link's fresh-state read, with link failures reported as backend errors."""
+def _staleness(link: SimLink, stale_after: float | None) -> tuple[WorldState | None, str | None]:
+    """The link's fresh-state read, with link failures reported as backend errors. ``stale_after`` None: the
+    world is the clock (lockstep), so its state is never old: it waits for us."""
     try:
+        if stale_after is None:
+            seq, state = link.read_state()
+            return (None if seq == 0 else state), None
         return link.read_fresh_state(stale_after)
     except LinkError as exc:
         raise BackendError(str(exc)) from exc
 
 
 class SimArmBackend:
-    def __init__(self, link: SimLink, clock: Callable[[], float] = time.monotonic, stale_after: float = 0.5) -> None:
+    """``stale_after``: wall seconds after which the world's state counts as stalled; None in lockstep."""
+
+    def __init__(self, link: SimLink, clock: Callable[[], float] = time.monotonic,
+                 stale_after: float | None = 0.5) -> None:  # fmt: skip
         self._link = link
         self._clock = clock
         self._stale_after = stale_after
@@ -59,7 +66,8 @@ class SimArmBackend:
 
 
 class SimGripperBackend:
-    def __init__(self, link: SimLink, clock: Callable[[], float] = time.monotonic, stale_after: float = 0.5) -> None:
+    def __init__(self, link: SimLink, clock: Callable[[], float] = time.monotonic,
+                 stale_after: float | None = 0.5) -> None:  # fmt: skip
         self._link = link
         self._clock = clock
         self._stale_after = stale_after

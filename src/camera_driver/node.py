@@ -74,6 +74,7 @@ class CameraNode(Node):
         self.declare_parameter(Params.MAX_FRAME_AGE, 0.2)
         self.declare_parameter("poll_hz", 200.0)
         self.declare_parameter("device_type", "")
+        self.declare_parameter(Params.LOCKSTEP, True)  # sim: publish each rendered frame in step with the world
         realsense = declare_config(self, "realsense", RealSenseConfig.parameter_defaults())
         uvc = declare_config(self, "uvc", UvcConfig.parameter_defaults())
         refuse_runtime_changes(self)
@@ -88,16 +89,48 @@ class CameraNode(Node):
         )
         self.driver = CameraDriver(backend, float(self.get_parameter(Params.MAX_FRAME_AGE).value))
         self.frame_id = OPTICAL_FRAMES[self.camera]
-        self._pub_image = self.create_publisher(Image, Topics.image(self.camera), qos(Qos.SENSOR))
-        self._pub_info = self.create_publisher(CameraInfo, Topics.camera_info(self.camera), qos(Qos.SENSOR))
+        use_sim = bool(self.get_parameter(Params.USE_SIM).value)
+        self.lockstep = use_sim and bool(self.get_parameter(Params.LOCKSTEP).value)
+        sensor = qos(Qos.SENSOR_LOCKSTEP if self.lockstep else Qos.SENSOR)  # in lockstep every frame counts
+        self._pub_image = self.create_publisher(Image, Topics.image(self.camera), sensor)
+        self._pub_info = self.create_publisher(CameraInfo, Topics.camera_info(self.camera), sensor)
         self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
-        # Frames are checked on a thread at poll_hz (a cheap counter read), not at
-        # camera_hz: a sim running faster than real time delivers frames faster.
         self._stop = threading.Event()
-        self._thread, _ = run_loop(float(self.get_parameter("poll_hz").value), self._poll, self._stop, "camera")
-        self.create_timer(1.0, self._publish_diag)
         self.published = 0
         self._status = "no frame yet"
+        if self.lockstep:
+            from sim_bridge.lockstep import CAMERA, LockstepParticipant
+
+            self._participant = LockstepParticipant(str(self.get_parameter(Params.SIM_LINK).value), self.get_name(),
+                                                    CAMERA, cameras=(self.camera,))  # fmt: skip
+            self._thread = threading.Thread(target=self._lockstep, name="camera", daemon=True)
+            self._thread.start()
+        else:
+            # Frames are checked on a thread at poll_hz (a cheap counter read), not at
+            # camera_hz: a sim running faster than real time delivers frames faster.
+            self._thread, _ = run_loop(float(self.get_parameter("poll_hz").value), self._poll, self._stop, "camera")
+        self.create_timer(1.0, self._publish_diag)
+
+    def _lockstep(self) -> None:
+        """Each frame the world rendered, published with its sim time before the world moves on."""
+        p = self._participant
+        index = CAMERA_NAMES.index(self.camera)
+        while (tick := p.next_tick(self._stop)) is not None:
+            try:
+                frame = self.driver.backend.latest()
+                if frame is not None:
+                    stamp = ros_msgs.stamp_from_ns(tick.frame_time_ns[index])
+                    self._publish(frame, stamp)
+            except Exception as exc:  # the tick is done all the same: the world must not hang on it
+                self._status = f"frame not published: {exc}"
+            p.done(tick)
+
+    def _publish(self, frame, stamp) -> None:
+        self._status = "ok"
+        h, w, _ = frame.rgb.shape
+        self._pub_image.publish(ros_msgs.image_msg(frame.rgb, stamp, self.frame_id))
+        self._pub_info.publish(ros_msgs.camera_info_msg(w, h, frame.fovy, stamp, self.frame_id))
+        self.published += 1
 
     def _poll(self) -> None:
         frame, reason = self.driver.read_new()
@@ -106,15 +139,13 @@ class CameraNode(Node):
                 self._status = reason
                 self.get_logger().warning(f"{self.camera}: {reason}", throttle_duration_sec=2.0)
             return
-        self._status = "ok"
-        h, w, _ = frame.rgb.shape
-        self._pub_image.publish(ros_msgs.image_msg(frame.rgb, frame.wall_time, self.frame_id))
-        self._pub_info.publish(ros_msgs.camera_info_msg(w, h, frame.fovy, frame.wall_time, self.frame_id))
-        self.published += 1
+        self._publish(frame, frame.wall_time)
 
     def shutdown(self) -> None:
         self._stop.set()
         self._thread.join(timeout=1.0)
+        if self.lockstep:
+            self._participant.close()
         self.driver.backend.close()
 
     def _publish_diag(self) -> None:
@@ -122,9 +153,8 @@ class CameraNode(Node):
         healthy = self._status == "ok" and device.get("status", "streaming") == "streaming"
         level = ros_msgs.DIAG_OK if healthy else ros_msgs.DIAG_WARN
         values = {"published": self.published, "stale_reads": self.driver.stale_reads, **device}
-        self._pub_diag.publish(
-            ros_msgs.diagnostics_msg(f"camera/{self.camera}", self.frame_id, level, self._status, values)
-        )
+        self._pub_diag.publish(ros_msgs.diagnostics_msg(f"camera/{self.camera}", self.frame_id, level, self._status,
+                                                        values, self.get_clock().now().to_msg()))  # fmt: skip
 
 
 def main(args: list[str] | None = None) -> None:

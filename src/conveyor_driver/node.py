@@ -16,13 +16,12 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
-from std_srvs.srv import Trigger
 
 from conveyor_driver import io_backend, modbus_backend
 from conveyor_driver.driver import ConveyorBackend, ConveyorConfig, ConveyorDriver, ConveyorError
 from libero_workcell import ros_msgs
 from libero_workcell.contract import BELT_JOINT_NAME, Params, Qos, Services, Topics
-from libero_workcell.node_main import log_outcome, run_node
+from libero_workcell.node_main import log_outcome, off_executor, run_node, serve_trigger
 from libero_workcell.node_params import declare_config, fixed_at_startup, prefixed
 from libero_workcell.ros_qos import qos
 
@@ -79,7 +78,7 @@ class ConveyorNode(Node):
         self.driver = ConveyorDriver(config, backend)
         self._pub_state = self.create_publisher(JointState, Topics.CONVEYOR_STATE, qos(Qos.STATE))
         self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
-        commands = MutuallyExclusiveCallbackGroup()  # they wait for the drive; publishing must not
+        commands = MutuallyExclusiveCallbackGroup()  # they wait for the drive, one at a time; publishing must not
         self.create_subscription(
             Float64, Topics.CONVEYOR_SPEED_CMD, self._on_speed, qos(Qos.COMMAND), callback_group=commands
         )
@@ -89,7 +88,7 @@ class ConveyorNode(Node):
             (Services.CONVEYOR_RESET_FAULT, self.driver.reset_fault),
             (Services.CONVEYOR_EMERGENCY_STOP, self.driver.emergency_stop),
         ):
-            self.create_service(Trigger, name, self._trigger(handler), callback_group=commands)
+            serve_trigger(self, name, handler, group=commands)
         self.add_on_set_parameters_callback(self._on_params)
         self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish)
         self.create_timer(1.0, self._publish_diag)
@@ -102,16 +101,8 @@ class ConveyorNode(Node):
         self.driver.stop()
         self.driver.close()
 
-    def _trigger(self, handler):
-        def serve(request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-            response.success, response.message = handler()
-            log_outcome(self.get_logger(), response.success, response.message)
-            return response
-
-        return serve
-
-    def _on_speed(self, msg: Float64) -> None:
-        ok, text = self.driver.set_speed(msg.data)
+    async def _on_speed(self, msg: Float64) -> None:
+        ok, text = await off_executor(self, lambda: self.driver.set_speed(msg.data))
         log_outcome(self.get_logger(), ok, text)
 
     def _on_params(self, params) -> SetParametersResult:
@@ -146,7 +137,7 @@ class ConveyorNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     errors = (ConveyorError, RuntimeError, ValueError, OSError)
-    run_node(ConveyorNode, "conveyor_driver", args, threads=2, startup_errors=errors)
+    run_node(ConveyorNode, "conveyor_driver", args, startup_errors=errors)
 
 
 if __name__ == "__main__":

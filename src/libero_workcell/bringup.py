@@ -39,10 +39,12 @@ __all__ = [
 ]
 
 PACKAGE = "libero_workcell"
+USE_SIM_TIME = "use_sim_time"  # rclpy's own parameter: the node's clock follows /clock
 DEFAULT_GRAPH = "workcell.yaml"
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _ARG_REF = re.compile(r"^\$\(arg ([A-Za-z][A-Za-z0-9_]*)\)$")
+PARTICIPANTS = "$(participants)"  # a parameter value: the names of the running nodes marked `participant`
 
 
 class GraphError(ValueError):
@@ -204,6 +206,7 @@ class Graph:
     arguments: dict[str, Argument]
     inject: tuple[str, ...]
     nodes: tuple[dict[str, Any], ...]
+    sim_time_from: str | None = None  # a boolean argument: every node gets use_sim_time = its value
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None) -> Graph:
@@ -218,7 +221,9 @@ class Graph:
                 raise GraphError(f"{resolved}: argument {name!r} needs a valid name and a default")
             _check_ros_value(spec["default"], f"argument {name}")
             arguments[name] = Argument(name, spec["default"], str(spec.get("description", "")))
-        graph = cls(resolved, arguments, tuple(data.get("inject") or ()), tuple(data.get("nodes") or ()))
+        sim_time = data.get("sim_time_from")
+        graph = cls(resolved, arguments, tuple(data.get("inject") or ()), tuple(data.get("nodes") or ()),
+                    str(sim_time) if sim_time else None)  # fmt: skip
         graph._validate()
         return graph
 
@@ -227,6 +232,9 @@ class Graph:
         for name in self.inject:
             if name not in self.arguments:
                 raise GraphError(f"{where}: inject names unknown argument {name!r}")
+        sim_time = self.arguments.get(self.sim_time_from or "")
+        if self.sim_time_from is not None and (sim_time is None or not isinstance(sim_time.default, bool)):
+            raise GraphError(f"{where}: sim_time_from must name a boolean argument, got {self.sim_time_from!r}")
         seen: set[str] = set()
         for node in self.nodes:
             if not isinstance(node, dict):
@@ -235,7 +243,8 @@ class Graph:
             if not isinstance(name, str) or not _NAME.match(name) or name in seen:
                 raise GraphError(f"{where}: node name {name!r} is missing, invalid or repeated")
             seen.add(name)
-            unknown = set(node) - {"name", "executable", "module", "condition", "parameters", "parameters_if"}
+            unknown = set(node) - {"name", "executable", "module", "condition", "parameters", "parameters_if",
+                                   "participant"}  # fmt: skip
             if unknown:
                 raise GraphError(f"{where}: node {name}: unknown keys {sorted(unknown)}")
             for key in ("executable", "module"):
@@ -248,8 +257,10 @@ class Graph:
                 raise GraphError(f"{where}: node {name}: parameters_if maps conditions to parameter mappings")
             for cond in blocks:
                 self._condition_arg({"name": name, "condition": cond})
+            if not isinstance(node.get("participant", False), bool):
+                raise GraphError(f"{where}: node {name}: participant is true or false")
             for param, value in self._all_params(node).items():
-                if param in self.inject:
+                if param in self.inject or param == USE_SIM_TIME:
                     raise GraphError(f"{where}: node {name}: parameter {param} is injected from the arguments")
                 self._param_default(name, param, value)
 
@@ -280,8 +291,16 @@ class Graph:
             if ref.group(1) not in self.arguments:
                 raise GraphError(f"{self.path}: {node}.{param}: unknown argument in {value!r}")
             return self.arguments[ref.group(1)].default
+        if value == PARTICIPANTS:
+            return ""
         _check_ros_value(value, f"{node}.{param}")
         return value
+
+    def _runs(self, node: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
+        if "condition" not in node:
+            return True
+        arg, negate = self._condition_arg(node)
+        return bool(values[arg]) != negate
 
     def node_names(self) -> list[str]:
         """All node names in the file, whatever their conditions."""
@@ -318,12 +337,12 @@ class Graph:
         _, param_overrides = self._split(overrides)
         values = self.argument_values(overrides)
         specs = []
-        for node in self.nodes:
-            if "condition" in node:
-                arg, negate = self._condition_arg(node)
-                if bool(values[arg]) == negate:
-                    continue
+        running = [n for n in self.nodes if self._runs(n, values)]
+        participants = ",".join(n["name"] for n in running if n.get("participant", False))
+        for node in running:
             params: dict[str, Any] = {name: values[name] for name in self.inject}
+            if self.sim_time_from is not None:
+                params[USE_SIM_TIME] = bool(values[self.sim_time_from])
             chosen = dict(node.get("parameters") or {})
             for cond, block in (node.get("parameters_if") or {}).items():
                 if self._condition_holds(node["name"], cond, values):
@@ -333,6 +352,8 @@ class Graph:
                     value = param_overrides[(node["name"], param)]
                 elif isinstance(value, str) and (ref := _ARG_REF.match(value)):
                     value = values[ref.group(1)]
+                elif value == PARTICIPANTS:
+                    value = participants
                 params[param] = list(value) if isinstance(value, list) else value
             specs.append(NodeSpec(node["name"], node["executable"], node["module"], params))
         return specs

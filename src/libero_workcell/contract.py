@@ -109,6 +109,7 @@ class Topics:
     TELEOP_STATUS: Final = "/teleop/status"  # std_msgs/String (JSON): following / holding and why
     RECORDER_STATUS: Final = "/recorder/status"  # std_msgs/String (JSON), latched: the episode being recorded
     POLICY_STATUS: Final = "/policy/status"  # std_msgs/String (JSON): running, connected, the last step's record
+    CLOCK: Final = "/clock"  # rosgraph_msgs/Clock, sim only: the simulated world is the clock
 
     @staticmethod
     def image(camera: str) -> str:
@@ -144,6 +145,8 @@ class Params:
     """Parameter names shared by more than one node."""
 
     USE_SIM: Final = "use_sim"  # bool: sim backends instead of hardware
+    USE_SIM_TIME: Final = "use_sim_time"  # bool (rclpy's own): the node's clock is /clock
+    LOCKSTEP: Final = "lockstep"  # bool: in sim, the world waits for each node's part in each tick
     CONTROL_HZ: Final = "control_hz"  # float, Hz
     SERVO_HZ: Final = "servo_hz"  # float, Hz
     WATCHDOG_TIMEOUT: Final = "watchdog_timeout"  # float, s
@@ -184,6 +187,9 @@ class Qos:
     COMMAND: Final = QosSpec(reliable=True, depth=10)
     STATE: Final = QosSpec(reliable=True, depth=5)  # joint/TCP/gripper/belt state
     SENSOR: Final = QosSpec(reliable=False, depth=2)  # images: best effort, newest
+    # images in sim lockstep: each frame counts (a step waits for its frames), so none may be dropped
+    SENSOR_LOCKSTEP: Final = QosSpec(reliable=True, depth=5)
+    CLOCK: Final = QosSpec(reliable=True, depth=1)  # /clock (subscribers may ask best effort)
     LATCHED: Final = QosSpec(reliable=True, depth=1, transient_local=True)
     DIAGNOSTICS: Final = QosSpec(reliable=True, depth=10)
 

@@ -34,6 +34,22 @@ def stamp_from_wall(wall_time: float) -> Time:
     return Time(sec=int(sec), nanosec=int((wall_time - sec) * 1e9))
 
 
+def as_stamp(t: float | Time) -> Time:
+    """A message stamp from seconds (``time.time()``, or sim seconds) or an exact stamp as it is."""
+    return t if isinstance(t, Time) else stamp_from_wall(t)
+
+
+def stamp_from_ns(time_ns: int) -> Time:
+    """builtin_interfaces/Time from integer nanoseconds (the sim clock: exact, no float rounding)."""
+    sec, nanosec = divmod(int(time_ns), 1_000_000_000)
+    return Time(sec=sec, nanosec=nanosec)
+
+
+def ns_from_stamp(stamp: Time) -> int:
+    """Integer nanoseconds of a stamp (sim-time stamps compare exactly)."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
 def wall_from_stamp(stamp: Time) -> float:
     return stamp.sec + stamp.nanosec * 1e-9
 
@@ -43,10 +59,11 @@ def wall_from_monotonic(t_mono: float) -> float:
     return time.time() - (time.monotonic() - t_mono)
 
 
-def action_msg(action: Sequence[float], source: str, wall_time: float | None = None) -> JointState:
-    """The 7-D action as the contract's JointState: frame_id = source, name = ACTION_NAMES."""
+def action_msg(action: Sequence[float], source: str, wall_time: float | Time | None = None) -> JointState:
+    """The 7-D action as the contract's JointState: frame_id = source, name = ACTION_NAMES; stamped now (wall)
+    or with the stamp given (in sim lockstep: the observation's, which names the control step it answers)."""
     msg = JointState()
-    msg.header.stamp = stamp_from_wall(time.time() if wall_time is None else wall_time)
+    msg.header.stamp = as_stamp(time.time() if wall_time is None else wall_time)
     msg.header.frame_id = source
     msg.name = list(ACTION_NAMES)
     msg.position = [float(v) for v in action]
@@ -90,9 +107,9 @@ def action_result_from_msg(msg: String) -> ActionOutcome:
         raise ContractError(f"not an action result: {msg.data[:80]!r} ({exc})") from None
 
 
-def state_msg(state7: np.ndarray, wall_time: float) -> JointState:
+def state_msg(state7: np.ndarray, wall_time: float | Time) -> JointState:
     msg = JointState()
-    msg.header.stamp = stamp_from_wall(wall_time)
+    msg.header.stamp = as_stamp(wall_time)
     msg.header.frame_id = BASE_FRAME
     msg.name = list(STATE_NAMES)
     msg.position = [float(v) for v in state7]
@@ -116,19 +133,19 @@ def state_from_msg(msg: JointState) -> np.ndarray:
 
 
 def joint_state_msg(
-    names: Sequence[str], position: Sequence[float], wall_time: float, velocity: Sequence[float] = ()
+    names: Sequence[str], position: Sequence[float], wall_time: float | Time, velocity: Sequence[float] = ()
 ) -> JointState:
     msg = JointState()
-    msg.header.stamp = stamp_from_wall(wall_time)
+    msg.header.stamp = as_stamp(wall_time)
     msg.name = list(names)
     msg.position = [float(v) for v in position]
     msg.velocity = [float(v) for v in velocity]
     return msg
 
 
-def pose_msg(pos: np.ndarray, quat_xyzw: np.ndarray, wall_time: float, frame: str = BASE_FRAME) -> PoseStamped:
+def pose_msg(pos: np.ndarray, quat_xyzw: np.ndarray, wall_time: float | Time, frame: str = BASE_FRAME) -> PoseStamped:
     msg = PoseStamped()
-    msg.header.stamp = stamp_from_wall(wall_time)
+    msg.header.stamp = as_stamp(wall_time)
     msg.header.frame_id = frame
     p, q = msg.pose.position, msg.pose.orientation
     p.x, p.y, p.z = (float(v) for v in pos)
@@ -136,10 +153,10 @@ def pose_msg(pos: np.ndarray, quat_xyzw: np.ndarray, wall_time: float, frame: st
     return msg
 
 
-def image_msg(rgb: np.ndarray, wall_time: float, frame: str) -> Image:
+def image_msg(rgb: np.ndarray, wall_time: float | Time, frame: str) -> Image:
     h, w, _ = rgb.shape
     msg = Image()
-    msg.header.stamp = stamp_from_wall(wall_time)
+    msg.header.stamp = as_stamp(wall_time)
     msg.header.frame_id = frame
     msg.height, msg.width = h, w
     msg.encoding = IMAGE_ENCODING
@@ -155,10 +172,10 @@ def image_from_msg(msg: Image) -> np.ndarray:
     return np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.width, 3)
 
 
-def camera_info_msg(width: int, height: int, fovy_deg: float, wall_time: float, frame: str) -> CameraInfo:
+def camera_info_msg(width: int, height: int, fovy_deg: float, wall_time: float | Time, frame: str) -> CameraInfo:
     """Pinhole intrinsics from a vertical field of view; K = 0 (uncalibrated) when it is unknown."""
     msg = CameraInfo()
-    msg.header.stamp = stamp_from_wall(wall_time)
+    msg.header.stamp = as_stamp(wall_time)
     msg.header.frame_id = frame
     msg.width, msg.height = width, height
     msg.distortion_model = "plumb_bob"
@@ -173,10 +190,11 @@ def camera_info_msg(width: int, height: int, fovy_deg: float, wall_time: float, 
 
 
 def diagnostics_msg(
-    name: str, hardware_id: str, level: int, message: str, values: Mapping[str, object]
+    name: str, hardware_id: str, level: int, message: str, values: Mapping[str, object], stamp: Time | None = None
 ) -> DiagnosticArray:
+    """One status; stamped ``stamp`` (the node's clock, sim time in sim) or the wall clock."""
     msg = DiagnosticArray()
-    msg.header.stamp = stamp_from_wall(time.time())
+    msg.header.stamp = stamp_from_wall(time.time()) if stamp is None else stamp
     status = DiagnosticStatus()
     status.level = bytes([level])
     status.name = name

@@ -322,7 +322,7 @@ class RecorderNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    run_node(RecorderNode, "recorder", args, threads=2, startup_errors=(ValueError, RuntimeError, RecorderError))
+    run_node(RecorderNode, "recorder", args, startup_errors=(ValueError, RuntimeError, RecorderError))
 
 
 if __name__ == "__main__":
