@@ -27,12 +27,15 @@ from scipy.spatial.transform import Rotation
 
 from aubo_bridge.osc_response import Goal, OscGains, OscResponse, RefState, next_goal
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, STATE_DIM, action_to_delta
+from policy_node.observation import SIM_CLOCK_KEY
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 
 LOG_KEEP = 32  # of the expert's phase log (a copy per chunk must stay cheap)
 MAX_VELOCITY_GAP = 0.5  # s: two requests further apart than this say nothing about the arm's velocity
 
-GroundTruth = Callable[[], dict | None]  # the newest /sim/ground_truth content, or None before the first
+# /sim/ground_truth content: of the sim clock given (ns; a lockstep request's), or the newest with None; None when
+# there is none
+GroundTruth = Callable[[int | None], dict | None]
 
 
 def _carried_on(scene: SceneView, dt: float) -> SceneView:
@@ -81,9 +84,11 @@ class ExpertChunkPolicy(BasePolicy):
         state = np.asarray(obs["observation/state"], float)
         if state.shape != (STATE_DIM,):
             raise ValueError(f"the expert policy needs the contract's {STATE_DIM}-D state, got shape {state.shape}")
-        gt = self.ground_truth()
+        clock = obs.get(SIM_CLOCK_KEY)
+        gt = self.ground_truth(None if clock is None else int(clock))
         if gt is None:
-            raise RuntimeError("no ground truth from the simulated world yet")
+            raise RuntimeError("no ground truth from the simulated world " + ("yet" if clock is None else
+                               f"for sim clock {int(clock)} ns"))  # fmt: skip
         scene = SceneView.from_ground_truth(gt)
         with self._lock:
             self.calls += 1

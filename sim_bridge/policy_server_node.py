@@ -10,7 +10,6 @@ policy_node connects to it as it would to a GPU machine's server. ``delay_ms`` a
 from __future__ import annotations
 
 import json
-import threading
 
 from rclpy.node import Node
 from std_msgs.msg import String
@@ -20,11 +19,14 @@ from libero_workcell.loopback import LOOPBACK
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import refuse_runtime_changes
 from libero_workcell.ros_qos import qos
+from libero_workcell.stepping import StampedInputs
 from policy_node.builtin_policies import ReachPolicy
 from policy_node.serve import REACH_TARGET_DEFAULT, LocalPolicyServer
 from sim_bridge.expert_policy import ExpertChunkPolicy
 
 POLICIES = ("expert", "reach")
+TRUTH = "truth"
+TRUTH_TIMEOUT = 5.0  # s (wall) a lockstep request waits for the ground truth of its moment
 
 
 class PolicyServerNode(Node):
@@ -45,8 +47,7 @@ class PolicyServerNode(Node):
         kind = str(p("policy"))
         if kind not in POLICIES:
             raise ValueError(f"policy must be one of {list(POLICIES)}, got {kind!r}")
-        self._lock = threading.Lock()
-        self._truth: dict | None = None
+        self._truth = StampedInputs((TRUTH,), depth=64)
         hz, horizon, delay = float(p(Params.CONTROL_HZ)), int(p("horizon")), float(p("delay_ms"))
         if kind == "expert":
             policy = ExpertChunkPolicy(self.truth, horizon, hz, delay_ms=delay)
@@ -61,12 +62,17 @@ class PolicyServerNode(Node):
         self.get_logger().info(f"serving the {kind} policy on {self.server.url} (openpi's websocket protocol)")
 
     def _on_truth(self, msg: String) -> None:
-        with self._lock:
-            self._truth = json.loads(msg.data)
+        gt = json.loads(msg.data)
+        self._truth.put(TRUTH, int(gt.get("clock_ns", 0)), gt)
 
-    def truth(self) -> dict | None:
-        with self._lock:
-            return self._truth
+    def truth(self, clock_ns: int | None = None) -> dict | None:
+        """The newest ground truth; with ``clock_ns`` (a lockstep request), the one of that moment (it is on its
+        way: the world publishes it before the step it belongs to)."""
+        if clock_ns is None:
+            latest = self._truth.latest(TRUTH)
+            return None if latest is None else latest[1]
+        got = self._truth.wait({TRUTH: clock_ns}, timeout=TRUTH_TIMEOUT)
+        return None if got is None else got[TRUTH]
 
     def shutdown(self) -> None:
         self.server.stop()

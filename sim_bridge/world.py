@@ -124,6 +124,7 @@ class SimWorld:
         camera_hz: float = CAMERA_HZ_DEFAULT,
         home_q: np.ndarray | None = None,
         velocity_feedforward: bool = True,
+        auto_render: bool = True,
     ) -> None:
         self.link = link
         self.render_enabled = bool(render)
@@ -131,7 +132,7 @@ class SimWorld:
         self.velocity_feedforward = velocity_feedforward
         # Frames are rendered inside step() and reset() when due; a lockstep clock renders them itself, after
         # the tick's state is out (sim_bridge.world_clock), so the nodes' work overlaps the rendering.
-        self.auto_render = True
+        self.auto_render = auto_render
         self._home_q_override = None if home_q is None else np.asarray(home_q, float)
         self.model: mujoco.MjModel | None = None
         self.data: mujoco.MjData | None = None

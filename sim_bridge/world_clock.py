@@ -53,8 +53,9 @@ class WorldClock:
 
     def __init__(self, world: SimWorld, plan: ClockPlan, lockstep: LockstepWorld | None = None,
                  real_time_factor: float = 1.0, wall: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        if world.auto_render:
+            raise ValueError("a WorldClock renders the frames itself: build the SimWorld with auto_render=False")
         self.world = world
-        world.auto_render = False  # frames are rendered by render(), once the tick's state is out
         self.plan = plan
         self.lockstep = lockstep
         self._wall = wall

@@ -228,6 +228,7 @@ class SimWorldNode(Node):
                 render=bool(self._param("render")),
                 camera_hz=float(self._param(Params.CAMERA_HZ)),
                 home_q=None if self.plan is None else self.plan.start_q,
+                auto_render=False,  # the clock renders each frame once its tick's state is out
             )
         except BaseException as exc:  # reported to the constructor
             self._error = exc

@@ -36,8 +36,14 @@ def run_node(
 ) -> None:
     rclpy.init(args=args, signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
     # Our own handlers: SIGINT/SIGTERM raise KeyboardInterrupt wherever the node is (spin or start-up wait).
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    stopping = threading.Event()
+
+    def interrupt(signum: int, frame: object) -> None:
+        stopping.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
     node = None
     try:
         node = factory()
@@ -46,12 +52,18 @@ def run_node(
         while rclpy.ok() and not getattr(node, "finished", False):
             executor.spin_once(timeout_sec=0.1)
     except startup_errors as exc:
-        if node is not None:
+        if stopping.is_set():  # the interrupt landed inside a binding, which turned it into its own error
+            pass
+        elif node is not None:
             raise
-        print(f"{name}: cannot start: {exc}", flush=True)
-        raise SystemExit(2) from exc
+        else:
+            print(f"{name}: cannot start: {exc}", flush=True)
+            raise SystemExit(2) from exc
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        if not stopping.is_set():  # as above: an interrupt a binding turned into an error is a clean stop
+            raise
     finally:
         if node is not None:
             shutdown = getattr(node, "shutdown", None)

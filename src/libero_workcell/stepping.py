@@ -32,6 +32,7 @@ class Step:
     frames_ns: Mapping[str, int] | None = None  # lockstep: each camera's frame of this step (its stamp)
     lockstep: bool = False
     paused: bool = False  # lockstep: the episode is over, the physics stands still
+    episode: int = 0  # lockstep: the world's episode counter (a reset starts the next one on a control step)
 
     @property
     def time(self) -> float:
@@ -90,7 +91,7 @@ class StepRunner:
 
         while (tick := p.next_tick(self._stop)) is not None:
             step = Step(int(tick.control_step), tick.time_ns, dict(zip(CAMERA_NAMES, tick.frame_time_ns, strict=True)),
-                        True, tick.paused)  # fmt: skip
+                        True, tick.paused, tick.episode)  # fmt: skip
             acted = False
             try:
                 acted = bool(self.body(step))

@@ -16,6 +16,26 @@ from preferences.catalogue import Catalogue, Condition, PreferenceError
 MODE_ASYNC: Final = "async"  # prefetch the next chunk while this one runs (policy_node.chunks)
 MODE_SYNC: Final = "sync"  # openpi's LIBERO client: stand still while each chunk is computed
 MODES: Final = (MODE_ASYNC, MODE_SYNC)
+# How a reply's delay counts on the simulated workcell in lockstep (docs/sim_time.md): "0" (LIBERO's protocol: the
+# world waits for the policy), a number of milliseconds (each reply counts that much sim time after its
+# observation), "measured" (each reply counts its measured round trip). On the wall clock replies count when
+# they come; "wall" is "measured" in sim.
+LATENCY_MEASURED: Final = "measured"
+LATENCY_WALL: Final = "wall"
+
+
+def parse_latency(text: str) -> float | None:
+    """A fixed delay in seconds, or None for a measured one ("measured", "wall")."""
+    t = str(text).strip().lower()
+    if t in (LATENCY_MEASURED, LATENCY_WALL):
+        return None
+    try:
+        ms = float(t.removesuffix("ms"))
+    except ValueError:
+        raise PolicyConfigError(f"latency must be 0, a number of milliseconds or 'measured', got {text!r}") from None
+    if not math.isfinite(ms) or ms < 0:
+        raise PolicyConfigError(f"latency must be >= 0 ms, got {text!r}")
+    return ms / 1e3
 
 
 class PolicyConfigError(ValueError):
@@ -42,6 +62,7 @@ class PolicyConfig(MappedConfig):
     # LIBERO-PeRM: a catalogue spec, or two joined by "+" (a declared combination or conflict); the prompt becomes
     # "Task: {task}. Preference: {language}." (preferences.catalogue)
     preference: str = ""
+    latency: str = LATENCY_WALL  # sim lockstep: "0", milliseconds, or "measured" (see parse_latency)
     control_hz: float = CONTROL_HZ_DEFAULT
 
     def __post_init__(self) -> None:
@@ -66,10 +87,16 @@ class PolicyConfig(MappedConfig):
             raise PolicyConfigError(f"image_view must be one of {list(POLICY_VIEWS)}, got {self.image_view!r}")
         if self.state_format not in STATE_FORMATS:
             raise PolicyConfigError(f"state_format must be one of {list(STATE_FORMATS)}, got {self.state_format!r}")
+        object.__setattr__(self, "_latency_s", parse_latency(self.latency))
         try:  # parsed once, now: a preference that cannot be scored stops the start, and no request re-parses it
             object.__setattr__(self, "_condition", Catalogue.load().condition(self.preference))
         except PreferenceError as exc:
             raise PolicyConfigError(f"preference: {exc}") from None
+
+    @property
+    def latency_s(self) -> float | None:
+        """Sim lockstep: the fixed delay a reply counts, in seconds; None: its measured round trip."""
+        return self._latency_s
 
     @property
     def condition(self) -> Condition:

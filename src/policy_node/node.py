@@ -7,17 +7,21 @@ synchronously or ahead of time, every action validated): the action it hands out
 nothing is published and aubo_bridge's watchdog holds the arm within 1.5 control periods.
 
 Services (std_srvs/Trigger): ``/policy/start`` begins an episode (the start wait, then the policy drives),
-``/policy/stop`` ends it; with ``autostart`` (default) the first episode starts at once. ``/policy/status``
-(JSON, every step) and ``/diagnostics`` (1 Hz) say what it is doing; ``timing_path`` (a JSON-lines file, one
-line per step: which action of which chunk, the round trip, the server's inference time, the
-observation's age) keeps the evidence. Settings: ``policy.<field>`` of :class:`policy_node.config.PolicyConfig`;
-``policy.task`` empty takes the simulated world's instruction.
+``/policy/stop`` ends it; with ``autostart`` (default) the first episode starts at once. On the simulated
+workcell in lockstep a step is the world's control step, taken on that step's exact observation, and with
+``autostart`` every world episode is a policy episode (restarted at its first step, over at its end); a
+reply's delay counts in sim time (``policy.latency``: 0, milliseconds or measured; policy_node.runner).
+``/policy/status`` (JSON, every step) and ``/diagnostics`` (1 Hz) say what it is doing; ``timing_path`` (a
+JSON-lines file, one line per step: which action of which chunk, the round trip, the server's inference time,
+the observation's age, the delay in steps) keeps the evidence. Settings: ``policy.<field>`` of
+:class:`policy_node.config.PolicyConfig`; ``policy.task`` empty takes the simulated world's instruction.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,14 +36,16 @@ from libero_workcell import ros_msgs
 from libero_workcell.contract import CAMERA_NAMES, SOURCE_POLICY, Params, Qos, Services, Topics
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_config, prefixed, refuse_runtime_changes
-from libero_workcell.rate import CONTROL_PRIORITY, run_loop
+from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
+from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from policy_node.config import PolicyConfig
 from policy_node.observation import Snapshot
 from policy_node.runner import PolicyRunner, StepRecord
 
 POLICY_DEFAULTS = {k: v for k, v in PolicyConfig.parameter_defaults().items() if k != Params.CONTROL_HZ}
 CONFIG_PARAMS = prefixed("policy", POLICY_DEFAULTS)  # policy.<PolicyConfig field>
+STATE = "state"
 
 
 class PolicyNode(Node):
@@ -48,8 +54,13 @@ class PolicyNode(Node):
         self.declare_parameter(Params.CONTROL_HZ, 20.0)
         self.declare_parameter("autostart", True)
         self.declare_parameter("timing_path", "")  # JSON lines, one per step; "" = none
+        self.declare_parameter(Params.USE_SIM, True)
+        self.declare_parameter(Params.SIM_LINK, "workcell")
+        self.declare_parameter(Params.LOCKSTEP, True)
         values = declare_config(self, "policy", POLICY_DEFAULTS)
         refuse_runtime_changes(self)
+        p = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
         self.config = PolicyConfig.from_mapping(
             {**values, "control_hz": float(self.get_parameter(Params.CONTROL_HZ).value)}
         )
@@ -62,22 +73,30 @@ class PolicyNode(Node):
         self._lock = threading.Lock()
         self._state: tuple[float, np.ndarray] | None = None
         self._frames: dict[str, tuple[float, np.ndarray]] = {}
-        self.running = bool(self.get_parameter("autostart").value)
+        self.autostart = bool(self.get_parameter("autostart").value)
+        self.running = self.autostart
         self.records: list[StepRecord] = []  # the last few, for status and tests
-        self.runner = PolicyRunner(self.config)
+        self._now = 0.0  # lockstep: the step's sim time, the runner's clock
+        self.runner = PolicyRunner(self.config, clock=lambda: self._now, sim=True) if self.lockstep else \
+            PolicyRunner(self.config)
+        self.inputs = StampedInputs((STATE, *CAMERA_NAMES))
+        self._instructions: dict[int, str] = {}  # sim: each world episode's instruction
+        self._episode = -1
         self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
         self._status = self.create_publisher(String, Topics.POLICY_STATUS, qos(Qos.STATE))
         self._diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        sensor = qos(Qos.SENSOR_LOCKSTEP if self.lockstep else Qos.SENSOR)
         for cam in CAMERA_NAMES:
-            self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), qos(Qos.SENSOR))
+            self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), sensor)
         self.create_service(Trigger, Services.POLICY_START, self._srv_start)
         self.create_service(Trigger, Services.POLICY_STOP, self._srv_stop)
         self.create_timer(1.0, self._publish_diagnostics)
-        self._stop = threading.Event()
-        self._thread, self.loop = run_loop(self.config.control_hz, self._step, self._stop, "policy",
-                                           priority=CONTROL_PRIORITY)  # fmt: skip
+        self.steps = StepRunner(self.get_name(), self.config.control_hz, self._step, lockstep=self.lockstep,
+                                sim_link=str(self.get_parameter(Params.SIM_LINK).value), source=SOURCE_POLICY,
+                                ready=self._matched, priority=CONTROL_PRIORITY)  # fmt: skip
+        self.steps.start()
         c = self.config
         task = self.task or "(the world's)"
         self.get_logger().info(
@@ -86,24 +105,40 @@ class PolicyNode(Node):
             + (f", preference {c.condition.spec!r} ({c.condition.kind}: {c.preference_text!r})" if c.preference else "")
         )
 
+    @property
+    def loop(self):
+        """The wall-clock loop's timing (None in lockstep)."""
+        return self.steps.loop
+
+    def _matched(self) -> bool:
+        """Lockstep registers once its topics are connected and the server answers (a step never waits for a
+        connection: that would depend on the machine)."""
+        topics = (Topics.ROBOT_STATE, *(Topics.image(c) for c in CAMERA_NAMES))
+        return (all(self.count_publishers(t) > 0 for t in topics) and self._pub.get_subscription_count() > 0
+                and self.runner.connected)  # fmt: skip
+
     # ------------------------------------------------------------------ inputs
     def _on_state(self, msg: JointState) -> None:
         state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
         if state is not None:
+            self.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), state)
             with self._lock:
                 self._state = (ros_msgs.wall_from_stamp(msg.header.stamp), state)
 
     def _on_image(self, camera: str, msg: Image) -> None:
         rgb = ros_msgs.decoded_or_logged(ros_msgs.image_from_msg, msg, self.get_logger())
         if rgb is not None:
+            self.inputs.put(camera, ros_msgs.ns_from_stamp(msg.header.stamp), rgb)
             with self._lock:
                 self._frames[camera] = (ros_msgs.wall_from_stamp(msg.header.stamp), rgb)
 
     def _on_episode(self, msg: String) -> None:
-        if not self.config.task:  # sim: the world's instruction is the task
-            instruction = json.loads(msg.data).get("spec", {}).get("language_instruction", "")
-            if instruction:
-                self.task = str(instruction)
+        info = json.loads(msg.data)
+        instruction = str(info.get("spec", {}).get("language_instruction", ""))
+        with self._lock:
+            self._instructions[int(info.get("episode", 0))] = instruction
+        if not self.config.task and instruction and not self.lockstep:  # sim: the world's instruction is the task
+            self.task = instruction
 
     def snapshot(self) -> Snapshot | None:
         with self._lock:
@@ -114,22 +149,56 @@ class PolicyNode(Node):
         return Snapshot(s7, ts, ext, te, wri, tw)
 
     # ------------------------------------------------------------------ the control loop
-    def _step(self) -> None:
+    def _lockstep_snapshot(self, step: Step) -> Snapshot | None:
+        assert step.frames_ns is not None
+        got = self.inputs.wait({STATE: step.time_ns, **step.frames_ns}, self.steps.stopping)
+        if got is None:
+            return None
+        ext, wri = step.frames_ns["external"] * 1e-9, step.frames_ns["wrist"] * 1e-9
+        return Snapshot(got[STATE], step.time, got["external"], ext, got["wrist"], wri)
+
+    def _episode_task(self, step: Step) -> str:
+        """Lockstep: this world episode's instruction (its report is published before its first tick)."""
+        if self.config.task:
+            return self.config.task
+        deadline = time.monotonic() + 5.0
+        while True:
+            with self._lock:
+                instruction = self._instructions.get(step.episode)
+            if instruction is not None or time.monotonic() > deadline or self.steps.stopping.is_set():
+                return instruction or ""
+            time.sleep(0.005)
+
+    def _step(self, step: Step) -> bool:
+        if self.lockstep:
+            if step.episode != self._episode:  # a new world episode: a new policy episode, with its task
+                self._episode = step.episode
+                self.task = self._episode_task(step)
+                self.runner.restart_episode()
+                self.running = self.running or self.autostart
+            if step.paused:  # the episode is over: nothing more is sent until the next one
+                return False
+            self._now = step.time
+            snap = self._lockstep_snapshot(step)
+        else:
+            snap = self.snapshot()
         if not self.running:
-            return
+            return False
         if not self.task:
             self.get_logger().warning("no task yet (policy.task, or the sim world's): not starting",
                                       throttle_duration_sec=2.0)  # fmt: skip
             return
-        record = self.runner.step(self.snapshot(), self.task)
+        record = self.runner.step(snap, self.task)
         if record.action is not None:
-            self._pub.publish(ros_msgs.action_msg(record.action, SOURCE_POLICY))
+            stamp = ros_msgs.stamp_from_ns(step.time_ns) if self.lockstep else None
+            self._pub.publish(ros_msgs.action_msg(record.action, SOURCE_POLICY, stamp))
         row = record.as_dict()
         if self._timing is not None:
             self._timing.write(json.dumps(row) + "\n")
         self.records = [*self.records[-199:], record]
         self._status.publish(String(data=json.dumps({"running": True, "connected": self.runner.connected,
                                                      "task": self.task, "step": row})))  # fmt: skip
+        return record.action is not None
 
     # ------------------------------------------------------------------ services
     def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
@@ -154,7 +223,8 @@ class PolicyNode(Node):
         rtts = [x.round_trip_ms for x in self.records if x.round_trip_ms is not None]
         values: dict[str, Any] = {"url": self.config.url, "mode": self.config.mode, "running": self.running,
                                   "connected": r.connected, "last_error": r.last_error, "prefetch": r.prefetch(),
-                                  "loop_overruns": self.loop.overruns, "loop_errors": self.loop.errors}  # fmt: skip
+                                  "loop_overruns": self.loop.overruns if self.loop else 0,
+                                  "loop_errors": self.loop.errors if self.loop else self.steps.errors}  # fmt: skip
         if rtts:
             values["round_trip_p50_ms"] = float(np.percentile(rtts, 50))
             values["round_trip_max_ms"] = float(np.max(rtts))
@@ -163,8 +233,8 @@ class PolicyNode(Node):
 
     # ------------------------------------------------------------------ lifecycle
     def shutdown(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2.0)
+        self.steps.stop()
+        self.inputs.notify()
         self.runner.close()
         if self._timing is not None:
             self._timing.close()

@@ -64,6 +64,11 @@ class Snapshot:
         return now - min(self.state_stamp, self.external_stamp, self.wrist_stamp)
 
 
+# Sim lockstep only: the sim clock (ns) of the observation, so a simulated policy server that reads the world
+# (sim_bridge.expert_policy) sees it at that moment; openpi's input transforms take only the keys they know.
+SIM_CLOCK_KEY = "sim_clock_ns"
+
+
 def openpi_observation(snap: Snapshot, view: str, state_format: str, task: str, preference: str = "") -> dict[str, Any]:
     """The request's dict (numpy arrays and a string: what msgpack-numpy sends)."""
     return {

@@ -14,6 +14,11 @@ driver's watchdog holds the arm (1.5 control periods), which is how every fault 
 Requests run on a worker thread (openpi-client is synchronous); a request carries the executed count it
 answers, so a late chunk is aligned or dropped, never executed out of time. Each step's record
 (:class:`StepRecord`) says which action of which chunk ran and how old its observation was.
+
+On the simulated workcell in lockstep (``sim``: the clock is the world's) a reply counts at a sim time of its
+own: ``latency`` after its observation (0: LIBERO's protocol, the world waits for it; a fixed delay; or its
+measured round trip). A step waits for a reply that is due by its time, and never uses one that is not, so
+the delay each action had in steps is the one the setting says, whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from libero_workcell.contract import GRIPPER_OPEN, validate_action
 from policy_node.chunks import ChunkQueue, prefetch_steps
 from policy_node.client import MalformedReply, PolicyServerError, Reply, TimedPolicyClient
 from policy_node.config import MODE_SYNC, PolicyConfig
-from policy_node.observation import Snapshot, openpi_observation
+from policy_node.observation import SIM_CLOCK_KEY, Snapshot, openpi_observation
 
 WAIT_ACTION = np.array([0.0] * 6 + [GRIPPER_OPEN])  # openpi's LIBERO client's start-of-episode action
 RTT_WINDOW = 20  # round trips the prefetch estimate looks back over
@@ -44,7 +49,7 @@ RTT_WINDOW = 20  # round trips the prefetch estimate looks back over
 class StepRecord:
     """One control step: what ran and why."""
 
-    t: float  # wall time of the step
+    t: float  # time of the step (wall; sim time in lockstep)
     action: np.ndarray | None  # what was handed out (None: nothing; the arm holds)
     kind: str  # "chunk", "wait" (start of episode), or why nothing: "no_chunk", "server_lost", "stale_obs"
     chunk: int = -1
@@ -54,6 +59,7 @@ class StepRecord:
     round_trip_ms: float | None = None  # of its chunk
     server_infer_ms: float | None = None
     queued: int = 0  # actions left after this one
+    delay_steps: float | None = None  # control steps from the observation its chunk answered to this step
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "action"}
@@ -67,6 +73,8 @@ class _Request:
     requested_at: int
     obs: dict[str, Any]
     obs_age_ms: float
+    t_obs: float = 0.0  # the clock's time of the observation (sim time in lockstep)
+    sent: float = 0.0  # time.monotonic() when it was handed to the worker
 
 
 class PolicyRunner:
@@ -75,9 +83,12 @@ class PolicyRunner:
         config: PolicyConfig,
         clock: Callable[[], float] = time.time,
         connect: Callable[[str, float], TimedPolicyClient] = TimedPolicyClient,
+        sim: bool = False,
     ) -> None:
         self.config = config
         self._clock = clock
+        self.sim = sim  # lockstep: replies count at their sim time (config.latency)
+        self._arrived: list[tuple[_Request, Reply | Exception]] = []  # sim: replies here, not due yet
         self._connect = connect
         self.queue = ChunkQueue(config.replan_steps, config.blend_old)
         self.counters: Counter[str] = Counter()
@@ -103,12 +114,15 @@ class PolicyRunner:
 
     def prefetch(self) -> int:
         """Queued actions at which the next chunk is requested (async), from the recent round trips."""
-        rtt = max(self._rtt_ms) / 1e3 if self._rtt_ms else self.config.timeout / 2
+        if self.sim and self.config.latency_s is not None:  # the delay the replies count, not the machine's
+            rtt = self.config.latency_s
+        else:
+            rtt = max(self._rtt_ms) / 1e3 if self._rtt_ms else self.config.timeout / 2
         return prefetch_steps(self.config.replan_steps, rtt / self.config.control_period, self.config.prefetch_share)
 
     def step(self, snap: Snapshot | None, task: str) -> StepRecord:
         now = self._clock()
-        self._join_replies()
+        self._join_replies(now)
         if self._lost.is_set():
             self._lost.clear()
             if self.queue.clear():
@@ -118,9 +132,11 @@ class PolicyRunner:
         waiting = self._waited < self.config.start_wait_steps
         if self._wants_request(waiting) and self.connected:
             if fresh and snap is not None:
-                self._request(snap, task, fresh_age)
+                self._request(snap, task, fresh_age, now)
             else:
                 self.counters["stale_observations"] += 1
+        if self.sim:
+            self._await_due(now)
         if waiting:
             self._waited += 1
             return StepRecord(now, WAIT_ACTION.copy(), "wait")
@@ -130,9 +146,11 @@ class PolicyRunner:
             self.counters[f"idle_{kind}"] += 1
             return StepRecord(now, None, kind)
         validate_action(x.action)  # never hand out what was not checked (the chunk was; this is the last gate)
-        age, rtt, infer = self._chunk_info.get(x.chunk, (None, None, None))
+        age, rtt, infer, t_obs = self._chunk_info.get(x.chunk, (None, None, None, None))
         self.counters["actions"] += 1
-        return StepRecord(now, x.action, "chunk", x.chunk, x.index, x.blended, age, rtt, infer, self.queue.remaining)
+        delay = None if t_obs is None else (now - t_obs) / self.config.control_period
+        return StepRecord(now, x.action, "chunk", x.chunk, x.index, x.blended, age, rtt, infer, self.queue.remaining,
+                          delay)  # fmt: skip
 
     def restart_episode(self) -> None:
         """A new episode: drop what is queued and wait the start steps again."""
@@ -147,20 +165,56 @@ class PolicyRunner:
         ahead = self.prefetch()
         return self.queue.remaining <= ahead and self.config.start_wait_steps - self._waited <= ahead
 
-    def _request(self, snap: Snapshot, task: str, age: float) -> None:
+    def _request(self, snap: Snapshot, task: str, age: float, now: float) -> None:
         obs = openpi_observation(snap, self.config.image_view, self.config.state_format, task,
                                  self.config.preference_text)  # fmt: skip
+        if self.sim:
+            obs[SIM_CLOCK_KEY] = round(now * 1e9)
         chunk, at = self.queue.request()
-        req = _Request(chunk, at, obs, age * 1e3)
+        req = _Request(chunk, at, obs, age * 1e3, now, time.monotonic())
         self._in_flight = req
         self._requests.put(req)
 
-    def _join_replies(self) -> None:
+    # ---- sim lockstep: when a reply counts
+    def _due_at(self, req: _Request, result: Reply | Exception) -> float:
+        """The sim time at which a reply that came counts: its observation's time plus the latency (fixed, or
+        its measured round trip). An error counts at once: nothing of it is executed."""
+        if isinstance(result, Exception):
+            return -math.inf
+        latency = self.config.latency_s
+        return req.t_obs + (result.round_trip_ms / 1e3 if latency is None else latency)
+
+    def _await_due(self, now: float) -> None:
+        """Wait (the world waits) for the reply in flight if it is due by ``now``: with a fixed latency when its
+        time has come; with a measured one while less wall time has passed since it went than sim time since
+        its observation (had it come, it would count)."""
+        while (req := self._in_flight) is not None and not any(r is req for r, _ in self._arrived):
+            latency = self.config.latency_s
+            if latency is not None:
+                if req.t_obs + latency > now + 1e-9:
+                    return
+                wait = self.config.timeout + 1.0  # the worker always answers within its client's timeout
+            else:
+                wait = (now - req.t_obs) - (time.monotonic() - req.sent)
+                if wait <= 0:
+                    return
+            try:
+                self._arrived.append(self._replies.get(timeout=wait))
+            except queue.Empty:
+                if latency is not None:
+                    self.counters["late_replies"] += 1
+                return
+            self._join_replies(now)
+
+    def _join_replies(self, now: float) -> None:
         while True:
             try:
-                req, result = self._replies.get_nowait()
+                self._arrived.append(self._replies.get_nowait())
             except queue.Empty:
-                return
+                break
+        due = [(r, x) for r, x in self._arrived if not self.sim or self._due_at(r, x) <= now + 1e-9]
+        self._arrived = [(r, x) for r, x in self._arrived if not any(r is d for d, _ in due)]
+        for req, result in due:
             self._in_flight = None
             if isinstance(result, Exception):  # whatever is queued answered a server now in doubt: hold
                 self.last_error = str(result)
@@ -169,7 +223,7 @@ class PolicyRunner:
                 continue
             self._rtt_ms.append(result.round_trip_ms)
             joined = self.queue.join(req.chunk, result.actions, req.requested_at)
-            self._chunk_info[req.chunk] = (req.obs_age_ms, result.round_trip_ms, result.server_infer_ms)
+            self._chunk_info[req.chunk] = (req.obs_age_ms, result.round_trip_ms, result.server_infer_ms, req.t_obs)
             self._chunk_info.pop(req.chunk - 8, None)
             self.counters["chunks"] += 1
             if joined.queued == 0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -40,12 +41,16 @@ from libero_workcell.libero_format import CAMERA_IMAGE_KEYS
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import refuse_runtime_changes
 from libero_workcell.ros_qos import qos
+from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from libero_workcell.task import TaskSpec
 from preferences.catalogue import Catalogue
 from recorder.collection_plan import CollectionPlan
 from recorder.episode_writer import EpisodeWriter, SavedEpisode
 from recorder.session_file import RecorderError, SessionFile
 from recorder.step import RecordedStep
+
+STATE, JOINTS, ACTION = "state", "joints", "action"
+EPISODE_REPORT_TIMEOUT = 5.0  # s (wall) for the world's end-of-episode report to arrive (follow_episodes)
 
 RATE_WARN: float = 0.9  # warn when steps arrive below this fraction of control_hz
 
@@ -74,6 +79,11 @@ class RecorderNode(Node):
         self.declare_parameter("env_name", "libero_industry_workcell_d2s")
         self.declare_parameter("plan_per_config", 0)  # > 0: follow the collection plan, this many demos each
         self.declare_parameter("preference", "")  # LIBERO-PeRM catalogue spec(s) the demos are collected with
+        self.declare_parameter(Params.USE_SIM, True)
+        self.declare_parameter(Params.SIM_LINK, "workcell")
+        self.declare_parameter(Params.LOCKSTEP, True)
+        # lockstep: record every world episode, from its first control step to its end (the rollout recorder)
+        self.declare_parameter("follow_episodes", False)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         self.hz = float(p(Params.CONTROL_HZ))
@@ -111,13 +121,28 @@ class RecorderNode(Node):
         self.create_subscription(JointState, Topics.ACTION, self._on_action, qos(Qos.COMMAND))
         self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        self.lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
+        sensor = qos(Qos.SENSOR_LOCKSTEP if self.lockstep else Qos.SENSOR)  # in lockstep each frame is a step's
         for cam in CAMERA_NAMES:
-            self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), qos(Qos.SENSOR))
+            self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), sensor)
         self.create_service(Trigger, Services.RECORDER_START, self._srv_start)
         self.create_service(Trigger, Services.RECORDER_SAVE, self._srv_save)
         self.create_service(Trigger, Services.RECORDER_DISCARD, self._srv_discard)
         self._console = self.create_timer(1.0, self._report)
         self._steps_at_report = 0
+        self.follow = bool(p("follow_episodes"))
+        if self.follow and not self.lockstep:
+            raise ValueError("follow_episodes records the simulated world's episodes: it needs use_sim and lockstep")
+        self.runner: StepRunner | None = None
+        if self.lockstep:
+            self.inputs = StampedInputs((STATE, JOINTS, ACTION, *CAMERA_NAMES))
+            self._boundary: tuple[str, int] | None = None  # a start, save or discard, at that control step
+            self._pending: EpisodeWriter | None = None  # started, recording from the boundary's step on
+            self._episode = -1
+            self._episodes: dict[int, dict[str, Any]] = {}  # the world's reports, by episode
+            self.runner = StepRunner(self.get_name(), self.hz, self._lockstep_step, lockstep=True,
+                                     sim_link=str(p(Params.SIM_LINK)), ready=self._matched)  # fmt: skip
+            self.runner.start()
         self._announce_next()
         if self.session.partials:
             self.get_logger().warning(f"incomplete episodes from an earlier run kept: {self.session.partials}")
@@ -140,19 +165,31 @@ class RecorderNode(Node):
         return asked
 
     # ------------------------------------------------------------------ inputs
+    def _matched(self) -> bool:
+        """Lockstep registers once every input has a publisher (no step may lose a message)."""
+        topics = (Topics.ROBOT_STATE, Topics.JOINT_STATES, Topics.ACTION, *(Topics.image(c) for c in CAMERA_NAMES))
+        return all(self.count_publishers(t) > 0 for t in topics)
+
     def _on_state(self, msg: JointState) -> None:
         state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
         if state is not None:
+            if self.lockstep:
+                self.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), state)
             with self._lock:
                 self._state = (ros_msgs.wall_from_stamp(msg.header.stamp), state)
 
     def _on_joints(self, msg: JointState) -> None:
+        joints = np.array(msg.position, float)
+        if self.lockstep:
+            self.inputs.put(JOINTS, ros_msgs.ns_from_stamp(msg.header.stamp), joints)
         with self._lock:
-            self._joints = np.array(msg.position, float)
+            self._joints = joints
 
     def _on_image(self, camera: str, msg: Image) -> None:
         rgb = ros_msgs.decoded_or_logged(ros_msgs.image_from_msg, msg, self.get_logger())
         if rgb is not None:
+            if self.lockstep:
+                self.inputs.put(camera, ros_msgs.ns_from_stamp(msg.header.stamp), rgb)
             with self._lock:
                 self._frames[camera] = (ros_msgs.wall_from_stamp(msg.header.stamp), rgb)
 
@@ -161,10 +198,16 @@ class RecorderNode(Node):
         if not self.get_parameter("task").value and "spec" in info:  # sim: the world's task is the demo's
             self.task = {**info["spec"], "task_spec": json.dumps(info["spec"])}
         self._sim_metrics = info.get("metrics")
+        if self.lockstep:
+            with self._lock:
+                self._episodes[int(info.get("episode", 0))] = info
 
     def _on_action(self, msg: JointState) -> None:
         decoded = ros_msgs.decoded_or_logged(ros_msgs.action_from_msg, msg, self.get_logger())
         if decoded is None or decoded[1] != self.source:
+            return
+        if self.lockstep:  # the step it answers takes it (_lockstep_step)
+            self.inputs.put(ACTION, ros_msgs.ns_from_stamp(msg.header.stamp), decoded[0])
             return
         action, sent = decoded[0], ros_msgs.wall_from_stamp(msg.header.stamp)
         with self._lock:
@@ -208,14 +251,20 @@ class RecorderNode(Node):
                 return res
             self.task = config.attrs()
             self.get_logger().info(f"plan: recording {config.setup()}")
+        if self.follow:
+            res.success, res.message = False, "this recorder records the world's episodes (follow_episodes)"
+            return res
         try:
-            keys = tuple(CAMERA_IMAGE_KEYS[c] for c in CAMERA_NAMES)
-            writer = EpisodeWriter(self.session, self._asked(self.task), keys, self.hz)
+            writer = self._new_writer()
         except RecorderError as exc:
             res.success, res.message = False, str(exc)
             self._fail(str(exc))
             return res
         with self._lock:
+            if self.lockstep:  # from the next control step on: where the world stands decides, not the wall clock
+                self._pending, self._boundary = writer, ("start", self._next_step())
+                res.success, res.message = True, f"recording {writer.name} from control step {self._boundary[1]}"
+                return res
             self._writer = writer
         self._steps_at_report = 0
         res.success, res.message = True, f"recording {writer.name}"
@@ -224,11 +273,19 @@ class RecorderNode(Node):
         return res
 
     def _srv_save(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        if self.lockstep:
+            return self._at_boundary("save", res)
         with self._lock:
             writer, self._writer = self._writer, None
         if writer is None:
             res.success, res.message = False, "not recording"
             return res
+        self._start_save(writer)
+        res.success, res.message = True, f"saving {writer.name} ({writer.steps} steps)"
+        self._publish_status()
+        return res
+
+    def _start_save(self, writer: EpisodeWriter) -> None:
         for key, value in self._asked(self.task).items():  # the task may have become known after the start (sim)
             if key in PREFERENCE_KEYS:
                 writer.attrs[key] = value
@@ -240,11 +297,10 @@ class RecorderNode(Node):
         thread = threading.Thread(target=self._save, args=(writer,), name=f"save-{writer.name}", daemon=False)
         self._saving.append(thread)
         thread.start()
-        res.success, res.message = True, f"saving {writer.name} ({writer.steps} steps)"
-        self._publish_status()
-        return res
 
     def _srv_discard(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        if self.lockstep:
+            return self._at_boundary("discard", res)
         with self._lock:
             writer, self._writer = self._writer, None
         if writer is None:
@@ -276,6 +332,121 @@ class RecorderNode(Node):
         config = self.plan.next(self.session.demo_attrs())
         text = "the collection plan is complete" if config is None else f"next, set up {config.setup()}"
         self.get_logger().info(f"plan: {text}")
+
+    # ------------------------------------------------------------------ lockstep: the world's control steps
+    def _new_writer(self) -> EpisodeWriter:
+        keys = tuple(CAMERA_IMAGE_KEYS[c] for c in CAMERA_NAMES)
+        return EpisodeWriter(self.session, self._asked(self.task), keys, self.hz)
+
+    def _next_step(self) -> int:
+        """The control step after the world's current tick: a command takes effect there, so where it lands
+        depends on the world's clock, not on when the message came (a source that calls it holds its step)."""
+        assert self.runner is not None
+        tick = self.runner.participant.current() if self.runner.participant is not None else None
+        spc = self.runner.participant.control_period_ns // self.runner.participant.servo_period_ns if tick else 1
+        return 0 if tick is None else tick.index // spc + 1
+
+    def _at_boundary(self, what: str, res: Trigger.Response) -> Trigger.Response:
+        with self._lock:
+            if self.follow:
+                res.success, res.message = False, "this recorder records the world's episodes (follow_episodes)"
+            elif self._writer is None and self._pending is None:
+                res.success, res.message = False, "not recording"
+            else:
+                name = (self._writer or self._pending).name
+                self._boundary = (what, self._next_step())
+                res.success, res.message = True, f"{what} {name} at control step {self._boundary[1]}"
+        return res
+
+    def _lockstep_step(self, step: Step) -> bool:
+        """One control step of the world: commands due now take effect, then the step is recorded exactly (its
+        state, joints and frames, and the recorded source's action for it, if it sent one)."""
+        self._lockstep_boundaries(step)
+        with self._lock:
+            writer = self._writer
+        if writer is None or step.paused:
+            return False
+        assert self.runner is not None and self.runner.participant is not None and step.frames_ns is not None
+        stop = self.runner.stopping
+        self.runner.waiting(2)
+        obs = self.inputs.wait({STATE: step.time_ns, JOINTS: step.time_ns, **step.frames_ns}, stop)
+        self.runner.waiting(3)
+        acted = self.runner.participant.wait_source(self.source, step.index, stop)
+        got = self.inputs.wait({ACTION: step.time_ns}, stop) if acted else None
+        self.runner.waiting(5)
+        if obs is None or got is None:
+            return False  # the source sent nothing for this step: nothing to pair (a dropped step)
+        s7, t = obs[STATE], ros_msgs.wall_from_stamp(ros_msgs.stamp_from_ns(step.time_ns))
+        key = CAMERA_IMAGE_KEYS
+        recorded = RecordedStep(
+            stamp=t, ee_pos=s7[:3], ee_ori=s7[3:6], gripper=float(s7[6]), joints=obs[JOINTS], action=got[ACTION],
+            action_time=t, images={key[c]: stored(obs[c], self.convention) for c in CAMERA_NAMES},
+            image_stamps={key[c]: step.frames_ns[c] * 1e-9 for c in CAMERA_NAMES},
+        )  # fmt: skip
+        try:
+            writer.add(recorded)
+        except RecorderError as exc:
+            self._fail(str(exc))
+        return False
+
+    def _lockstep_boundaries(self, step: Step) -> None:
+        """Start, save or discard at this step if one is due; with ``follow_episodes``, the world's episodes."""
+        if self.follow:
+            with self._lock:
+                writer = self._writer
+            if writer is not None and (step.paused or step.episode != self._episode):
+                self._save_episode(writer, self._episode)
+                writer = None
+            if writer is None and not step.paused and step.episode != self._episode:
+                self._episode = step.episode
+                try:
+                    writer = self._new_writer()
+                except RecorderError as exc:
+                    self._fail(str(exc))
+                    return
+                with self._lock:
+                    self._writer = writer
+                self.get_logger().info(f"recording {writer.name}: world episode {step.episode}")
+                self._publish_status()
+            return
+        with self._lock:
+            due = self._boundary if self._boundary is not None and step.index >= self._boundary[1] else None
+            if due is None:
+                return
+            self._boundary = None
+            what = due[0]
+            if what == "start":
+                self._writer, self._pending = self._pending, None
+                writer = self._writer
+            else:
+                writer, self._writer, self._pending = self._writer or self._pending, None, None
+        if writer is None:
+            return
+        if what == "start":
+            self.get_logger().info(f"recording {writer.name} from control step {step.index}")
+        elif what == "save":
+            self._start_save(writer)
+        else:
+            writer.discard()
+            self.get_logger().info(f"discarded {writer.name} ({writer.steps} steps)")
+        self._publish_status()
+
+    def _save_episode(self, writer: EpisodeWriter, episode: int) -> None:
+        """follow_episodes: save the recording of a world episode, with its task and the world's final outcome
+        (its report of the episode's end is on its way: the world published it before this step)."""
+        with self._lock:
+            self._writer = None
+        deadline = time.monotonic() + EPISODE_REPORT_TIMEOUT
+        while (info := self._episodes.get(episode)) is None or not info.get("done"):
+            if time.monotonic() > deadline or self.runner is None or self.runner.stopping.is_set():
+                break
+            time.sleep(0.01)
+        if info is not None:
+            self.task = {**info["spec"], "task_spec": json.dumps(info["spec"])}
+            writer.attrs.update(self._asked(self.task))
+            self._sim_metrics = info.get("metrics")
+        self._start_save(writer)
+        self._publish_status()
 
     # ------------------------------------------------------------------ status
     def _fail(self, message: str) -> None:
@@ -312,6 +483,9 @@ class RecorderNode(Node):
         return sum(t.is_alive() and t is not threading.current_thread() for t in self._saving)
 
     def shutdown(self) -> None:
+        if self.runner is not None:
+            self.runner.stop()
+            self.inputs.notify()
         for thread in self._saving:
             thread.join()  # a save in progress completes: nothing the operator saved is lost
         with self._lock:

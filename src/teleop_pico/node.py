@@ -19,6 +19,8 @@ import time
 
 import numpy as np
 from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -28,8 +30,9 @@ from libero_workcell.bringup import find_config_file
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_TELEOP, Params, Qos, Services, Topics
 from libero_workcell.node_main import log_outcome, run_node
 from libero_workcell.node_params import declare_config, prefixed, refuse_runtime_changes
-from libero_workcell.rate import CONTROL_PRIORITY, run_loop
+from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
+from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from teleop_pico.config import TeleopConfig
 from teleop_pico.core import SessionCommand, TeleopCore, session_command
 from teleop_pico.sources import ControllerSource, HeadsetSource, ScriptedSource, SessionScript, load_session
@@ -38,6 +41,9 @@ SOURCES = ("headset", "scripted")
 TASK_KEYS = ("workpieces", "slot_permutation", "belt_speed", "arrival_interval", "first_arrival", "seed")
 TELEOP_DEFAULTS = {k: v for k, v in TeleopConfig.parameter_defaults().items() if k != Params.CONTROL_HZ}
 CONFIG_PARAMS = prefixed("teleop", TELEOP_DEFAULTS)  # teleop.<TeleopConfig field>
+STATE = "state"
+WORLD_NODE = "sim_world"
+COMMAND_TIMEOUT = 10.0  # s (wall) a lockstep step waits for the recorder to take a command
 COMMAND_SERVICES = {
     SessionCommand.START: Services.RECORDER_START,
     SessionCommand.SAVE: Services.RECORDER_SAVE,
@@ -55,6 +61,9 @@ class TeleopNode(Node):
         self.declare_parameter("reset_sim", False)
         self.declare_parameter("max_state_age", 0.1)  # s
         self.declare_parameter("exit_when_done", False)
+        self.declare_parameter(Params.USE_SIM, True)
+        self.declare_parameter(Params.SIM_LINK, "workcell")
+        self.declare_parameter(Params.LOCKSTEP, True)
         values = declare_config(self, "teleop", TELEOP_DEFAULTS)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
@@ -76,6 +85,10 @@ class TeleopNode(Node):
             self._runs_left = int(p("session_repeats"))
             if self._runs_left < 1:
                 raise ValueError(f"session_repeats must be >= 1, got {self._runs_left}")
+        self.lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
+        self._now = 0.0  # lockstep: the step's sim time (the scripted session's clock)
+        self._reset_from = -1  # lockstep: the world episode a scripted run's reset was asked in
+        self.inputs = StampedInputs((STATE,))
         self._lock = threading.Lock()
         self._state: tuple[float, np.ndarray] | None = None  # (monotonic receipt, state7)
         self._recording = False
@@ -91,17 +104,35 @@ class TeleopNode(Node):
         self._task_checked = False
         self._recorder_clients = {c: self.create_client(Trigger, name) for c, name in COMMAND_SERVICES.items()}
         self._reset = self.create_client(Trigger, Services.SIM_RESET) if self.reset_sim else None
+        # A scripted session brings the task it was made for: the world is set to it before its first reset.
+        self._world_task = self._session_world_task() if self._reset is not None else None
+        self._world_params = AsyncParameterClient(self, WORLD_NODE) if self._world_task is not None else None
         self._starting = False
         self._pending_run = False
         self._last_status = ""
-        self._stop = threading.Event()
-        self._thread, self.loop = run_loop(self.hz, self._step, self._stop, "teleop", priority=CONTROL_PRIORITY)
-        self.get_logger().info(f"teleop from the {kind} source: actions as {SOURCE_TELEOP!r} at {self.hz} Hz")
+        self.steps = StepRunner(self.get_name(), self.hz, self._step, lockstep=self.lockstep,
+                                sim_link=str(p(Params.SIM_LINK)), source=SOURCE_TELEOP, ready=self._matched,
+                                priority=CONTROL_PRIORITY)  # fmt: skip
+        self.steps.start()
+        clock = "the world's control steps (lockstep)" if self.lockstep else f"{self.hz} Hz"
+        self.get_logger().info(f"teleop from the {kind} source: actions as {SOURCE_TELEOP!r} at {clock}")
+
+    @property
+    def loop(self):
+        """The wall-clock loop's timing (None in lockstep)."""
+        return self.steps.loop
+
+    def _matched(self) -> bool:
+        """Lockstep registers once its topics are connected and, for a scripted session, the recorder is seen
+        (its runs start at once: their first step must not depend on when a message came)."""
+        ready = self.count_publishers(Topics.ROBOT_STATE) > 0 and self._pub.get_subscription_count() > 0
+        return ready and (self._script is None or self._recorder_seen)
 
     # ------------------------------------------------------------------ inputs
     def _on_state(self, msg: JointState) -> None:
         state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
         if state is not None:
+            self.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), state)
             with self._lock:
                 self._state = (time.monotonic(), state)
 
@@ -128,36 +159,50 @@ class TeleopNode(Node):
             self.done.set()
 
     # ------------------------------------------------------------------ the control loop
-    def _step(self) -> None:
-        now = time.monotonic()
-        with self._lock:
-            state = self._state
-        fresh = state is not None and now - state[0] <= self.max_state_age
+    def _step(self, step: Step) -> bool:
+        if self.lockstep:  # the state of this step exactly; the session's clock is the world's
+            self._now = step.time
+            now = step.time
+            got = self.inputs.wait({STATE: step.time_ns}, self.steps.stopping)
+            state = None if got is None else (now, got[STATE])
+            fresh = state is not None
+        else:
+            now = time.monotonic()
+            with self._lock:
+                state = self._state
+            fresh = state is not None and now - state[0] <= self.max_state_age
         if self.source is None:
-            if self._pending_run and fresh:  # the reset world's state is here: play from its first step
+            started = step.episode > self._reset_from if self.lockstep else fresh
+            if self._pending_run and started:  # the reset world's state is here: play from its first step
                 self._pending_run = False
-                self.source = ScriptedSource(self._script)
+                clock = (lambda: self._now) if self.lockstep else time.monotonic
+                self.source = ScriptedSource(self._script, clock)
                 self.get_logger().info(f"scripted run started ({self._runs_left} more after this)")
             elif not self._pending_run:
-                self._next_run()
-            return
+                self._next_run(step)
+                return False
+            else:
+                return False
         sample = self.source.read()
         if isinstance(self.source, ScriptedSource) and self.source.finished:
             self.source = None  # this run is over; the next starts from a reset world
             if self._recording:  # its save press never came through: the run's end ends its episode
                 self.get_logger().warning("the scripted run ended while recording: saving its episode")
                 self._call(SessionCommand.SAVE)
-            return
+            return False
         if not fresh:  # no fresh state: nothing is sent, the arm's watchdog holds it; the buttons still work
             self._handle(self.core.step_without_state(sample))
-            return
-        step = self.core.step(sample, state[1], now)
-        self._pub.publish(ros_msgs.action_msg(step.action, SOURCE_TELEOP))
-        self._handle(step.presses)
-        if step.status.value != self._last_status:
-            self._last_status = step.status.value
-            status = {"status": step.status.value, "engaged": self.core.engaged}
+            return False
+        health_clock = time.monotonic() if isinstance(self.source, HeadsetSource) else now  # a headset is live
+        result = self.core.step(sample, state[1], health_clock)
+        stamp = ros_msgs.stamp_from_ns(step.time_ns) if self.lockstep else None
+        self._pub.publish(ros_msgs.action_msg(result.action, SOURCE_TELEOP, stamp))
+        self._handle(result.presses)
+        if result.status.value != self._last_status:
+            self._last_status = result.status.value
+            status = {"status": result.status.value, "engaged": self.core.engaged}
             self._status_pub.publish(String(data=json.dumps(status)))
+        return True
 
     def _handle(self, presses) -> None:
         for button in presses:
@@ -165,20 +210,69 @@ class TeleopNode(Node):
             if command is not None:
                 self._call(command)
 
-    def _next_run(self) -> None:
-        """Scripted: start the next run (after a world reset, if asked), once the recorder is there."""
+    def _next_run(self, step: Step) -> None:
+        """Scripted: start the next run (after a world reset, if asked), once the recorder is there. In lockstep
+        the run starts on the reset episode's first control step, whenever the reset's answer comes."""
         if self._script is None or self._runs_left == 0 or self._starting or not self._recorder_seen:
             return
         if self._recording:
             return  # the last run's episode is still open: its save press comes first
         self._starting = True
         if self._reset is None:
+            self._reset_from = step.episode - 1
             self._begin_run()
             return
         if not self._reset.service_is_ready():
             self._starting = False
             return
-        self._reset.call_async(Trigger.Request()).add_done_callback(lambda _f: self._begin_run())
+        if self._world_task is not None:  # before the first reset, the world takes the session's task
+            self._set_world_task()
+            self._world_task = None
+        future = self._reset.call_async(Trigger.Request())
+        if self.lockstep:
+            self._reset_from = step.episode
+            self._begin_run()
+            future.add_done_callback(self._reset_answered)
+        else:
+            future.add_done_callback(lambda _f: self._begin_run())
+
+    def _session_world_task(self) -> dict | None:
+        """The sim_world parameters of the scripted session's task, or None when it names none."""
+        task = self._script.task if self._script is not None else None
+        if not task:
+            return None
+        out = {k: task[k] for k in ("seed", "belt_speed", "arrival_interval", "first_arrival") if k in task}
+        if "combination" in task:
+            out["combination"] = int(task["combination"])
+        if "slot_permutation" in task:
+            out["slot_permutation"] = [int(i) for i in task["slot_permutation"]]
+        return out
+
+    def _set_world_task(self) -> bool:
+        """Set the world to the session's task (once, before the first reset); False if it refused."""
+        params = [Parameter(k, value=float(v) if k in ("belt_speed", "arrival_interval", "first_arrival") else v)
+                  for k, v in (self._world_task or {}).items()]  # fmt: skip
+        client = self._world_params
+        assert client is not None
+        if not client.wait_for_services(timeout_sec=COMMAND_TIMEOUT):
+            self.get_logger().error(f"{WORLD_NODE} has no parameter service: the world keeps its own task")
+            return False
+        future = client.set_parameters(params)
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        while not future.done() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        results = future.result().results if future.done() else []
+        refused = [r.reason for r in results if not r.successful] or ([] if results else ["no answer"])
+        if refused:
+            self.get_logger().error(f"the world refused the session's task ({refused}): it keeps its own")
+            return False
+        self.get_logger().info(f"world set to the session's task: {self._world_task}")
+        return True
+
+    def _reset_answered(self, future) -> None:
+        res = future.result()
+        if not res.success:
+            self.get_logger().error(f"{Services.SIM_RESET}: {res.message}")
 
     def _begin_run(self) -> None:
         self._runs_left -= 1
@@ -202,15 +296,20 @@ class TeleopNode(Node):
             res = future.result()
             log_outcome(self.get_logger(), res.success, f"{command.value}: {res.message}")
 
-        client.call_async(Trigger.Request()).add_done_callback(done)
+        future = client.call_async(Trigger.Request())
+        future.add_done_callback(done)
+        if self.lockstep:  # hold this step until the recorder took it: it acts at the next control step
+            deadline = time.monotonic() + COMMAND_TIMEOUT
+            while not future.done() and time.monotonic() < deadline and not self.steps.stopping.is_set():
+                time.sleep(0.001)
 
     @property
     def finished(self) -> bool:
         return self.exit_when_done and self.done.is_set()
 
     def shutdown(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=1.0)
+        self.steps.stop()
+        self.inputs.notify()
         if self.source is not None:
             self.source.close()
 
