@@ -20,6 +20,7 @@ from aubo_bridge.driver import IK_MAX_ITERATIONS, box_step
 from aubo_bridge.kinematics import fk, ik, rotation_error
 from aubo_bridge.osc_response import Goal, OscResponse, RefState, next_goal, transition
 from libero_workcell.contract import SOURCE_POLICY, action_to_delta, gripper_command_to_coord, validate_action
+from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import Demo
 from libero_workcell.task import TaskSpec
 from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
@@ -47,7 +48,7 @@ def converted_attrs(demo: Demo, tracking: Tracking, conversion: str, extra: dict
     """The converted demo's attributes: the source's task configuration (its outcome dropped), what it came
     from, how it was converted and how well it tracked, and ``extra`` (the AUBO episode's outcome)."""
     kept = {k: v for k, v in demo.attrs.items() if k not in ("num_samples", "placed", "SR", "PCR_T", "PCR_S")}
-    return {**kept, "robot": "AUBO-i5H", "source_demo": demo.name, "conversion": conversion,
+    return {**kept, "robot": ROBOT, "source_demo": demo.name, "conversion": conversion,
             "tracking_pos_rms_m": tracking.pos_rms, "tracking_rot_rms_deg": float(np.degrees(tracking.rot_rms)),
             **extra}  # fmt: skip
 

@@ -28,6 +28,7 @@ from scipy.spatial.transform import Rotation
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.kinematics import HOME_Q, fk, ik
 from libero_workcell.image_convention import ROBOSUITE_RAW, convention_of
+from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import Demo, LiberoFormatError, read_demos
 from libero_workcell.task import TaskSpec
 from libero_workcell.tracking_law import tracking_action
@@ -36,7 +37,7 @@ from sim_bridge.retarget import TcpPath, path_from_demo
 
 OPEN_LOOP, CLOSED_LOOP = "open_loop", "closed_loop"
 REPLAY_MODES = (OPEN_LOOP, CLOSED_LOOP)
-AUBO = "AUBO-i5H"  # the ``robot`` attribute of this workcell's demos
+AUBO = ROBOT  # the ``robot`` attribute of this workcell's demos
 START_POSE_TOL = 1e-3  # m: an AUBO demo's first joints must put the TCP on its first ee_pos
 
 
@@ -56,14 +57,19 @@ def recorded_placed(demo: Demo) -> list[bool] | None:
     return [bool(p) for p in values]
 
 
-def tcp_path(demo: Demo) -> TcpPath:
+def robot_of(demo: Demo, env_args: dict | None = None) -> str:
+    """Which robot recorded ``demo``: its own ``robot`` attribute, else its file's (env_args), else Panda (LIBERO)."""
+    return str(demo.attrs.get("robot") or (env_args or {}).get("robot") or "Panda")
+
+
+def tcp_path(demo: Demo, robot: str | None = None) -> TcpPath:
     """The demo's TCP path in its base frame (a Panda demo's ee_ori is its hand's: turned to the TCP)."""
-    return path_from_demo(demo, None if demo.attrs.get("robot") == AUBO else HAND_TO_GRIP_SITE)
+    return path_from_demo(demo, None if (robot or robot_of(demo)) == AUBO else HAND_TO_GRIP_SITE)
 
 
-def start_joints(demo: Demo, path: TcpPath, cfg: ArmConfig) -> np.ndarray:
+def start_joints(demo: Demo, path: TcpPath, cfg: ArmConfig, robot: str | None = None) -> np.ndarray:
     """Where the AUBO starts: an AUBO demo's first joints (checked against its first TCP), else IK."""
-    if demo.attrs.get("robot") == AUBO and demo.joint_states.shape[1] == 6:
+    if (robot or robot_of(demo)) == AUBO and demo.joint_states.shape[1] == 6:
         q0 = demo.joint_states[0]
         pos, _ = fk(q0, cfg.tool_offset)
         if np.linalg.norm(pos - path.pos[0]) > START_POSE_TOL:
@@ -101,9 +107,11 @@ class ReplayPlan:
         return tracking_action(self.path.pos[nxt], self.path.R[nxt], pos, R, self.path.gripper[t])
 
 
-def plan_from_demo(demo: Demo, arm: ArmConfig | None = None, image_convention: str = ROBOSUITE_RAW) -> ReplayPlan:
-    path = tcp_path(demo)
-    q0 = start_joints(demo, path, arm or ArmConfig())
+def plan_from_demo(demo: Demo, arm: ArmConfig | None = None, image_convention: str = ROBOSUITE_RAW,
+                   env_args: dict | None = None) -> ReplayPlan:  # fmt: skip
+    robot = robot_of(demo, env_args)
+    path = tcp_path(demo, robot)
+    q0 = start_joints(demo, path, arm or ArmConfig(), robot)
     return ReplayPlan(demo, task_of(demo), q0, path, recorded_placed(demo), image_convention)
 
 
@@ -115,11 +123,11 @@ def load_plan(path: str | Path, name: str = "", arm: ArmConfig | None = None) ->
     except ValueError as exc:
         raise LiberoFormatError(f"{path}: {exc}") from None
     if not name:
-        return plan_from_demo(f.demos[0], arm, convention)
+        return plan_from_demo(f.demos[0], arm, convention, f.env_args)
     by_name = {d.name: d for d in f.demos}
     if name not in by_name:
         raise LiberoFormatError(f"{path}: no demo {name!r}; it holds {list(by_name)}")
-    return plan_from_demo(by_name[name], arm, convention)
+    return plan_from_demo(by_name[name], arm, convention, f.env_args)
 
 
 def held_ticks(servo_tick: Sequence[int] | np.ndarray | None, steps: int, nominal: int) -> np.ndarray:

@@ -203,9 +203,9 @@ class ReplayNode(Node):
             return self._replay_step(step, k)
         if k < self.steps + self.settle_steps:
             return False
-        settled = (k * 1.0 / self.hz)  # episode time at which the outcome counts
+        settled = k / self.hz  # episode time at which the outcome counts (or the horizon, if that comes first)
         report = next((e for e in sorted(self._episodes, key=lambda e: e["sim_time"])
-                       if e["sim_time"] >= settled - 1e-9), None)  # fmt: skip
+                       if e["sim_time"] >= settled - 1e-9 or e.get("done")), None)  # fmt: skip
         if report is None:
             return False  # the world reports its outcome every half second of sim time: the next one
         self._finish(report["metrics"], step)

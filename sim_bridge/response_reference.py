@@ -24,6 +24,7 @@ from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ArmConfig
 from libero_workcell.contract import SOURCE_POLICY
+from libero_workcell.layout import ROBOT
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "robosuite_osc_response.json"
 
@@ -189,7 +190,7 @@ def reference_demo(seqs: Sequence[ReferenceSequence], task_spec_json: str, rest:
     demo = Demo(
         "demo_0", np.array(actions), np.array(pos), Rotation.from_matrix(np.array(rot)).as_rotvec(),
         np.zeros((t, 1)), np.tile(HOME_Q, (t, 1)), np.zeros((t, 8)),
-        attrs={"task_spec": task_spec_json, "robot": "AUBO-i5H", "source": "robosuite OSC_POSE reference sequences"},
+        attrs={"task_spec": task_spec_json, "robot": ROBOT, "source": "robosuite OSC_POSE reference sequences"},
     )  # fmt: skip
     return demo, segments
 

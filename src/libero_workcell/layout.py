@@ -11,6 +11,8 @@ from typing import Final
 
 import numpy as np
 
+ROBOT: Final = "AUBO-i5H"  # the workcell's arm: the ``robot`` attribute of its demos (LIBERO's env_args too)
+
 # Conveyor: belt runs along +x at y = BELT_Y; workpieces enter at BELT_X_START.
 BELT_Y: Final = 0.40
 BELT_X_MIN: Final = -0.70

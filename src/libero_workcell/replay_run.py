@@ -33,6 +33,7 @@ def replay_overrides(demo_path: Path, demo: str, mode: str, out: Path, extra: Se
         f"replay_mode:={mode}",
         f"replay_out:={out.resolve()}",
         f"sim_link:=replay_{os.getpid()}",
+        "real_time_factor:=0",  # in lockstep the replay is the same at any speed: as fast as the machine allows
         *extra,
     ]
 
@@ -78,8 +79,8 @@ def describe(report: dict[str, Any]) -> str:
         f"rotation RMS {t['rot_rms_deg']:.2f} deg (max {t['rot_max_deg']:.2f})",
         f"  outcome: recorded placed {o['recorded_placed']}, replayed placed {o['replayed_placed']}"
         f" -> {'same' if o['same'] else 'DIFFERENT' if o['same'] is False else 'no recorded outcome'}",
-        f"  timing: {timing['wall_s']:.1f} s wall, real-time factor "
-        f"{'n/a' if rtf is None else f'{rtf:.3f}'}, {timing['late_steps']} late control steps",
+        f"  timing: {timing['sim_s']:.1f} s of sim time in {timing['wall_s']:.1f} s wall "
+        f"({'n/a' if rtf is None else f'{rtf:.2f}'} sim s per wall s, lockstep)",
         f"  strip: {report.get('strip') or 'none'}",
     ])  # fmt: skip
 
@@ -105,7 +106,7 @@ def run_replay(argv: Sequence[str]) -> int:
 
         demos = {d.name: d for d in read_demos(args.demo_path).demos}
         demo = demos.get(args.demo) if args.demo else next(iter(demos.values()))
-        timeout = (demo.num_samples / 20.0 if demo is not None else 0.0) + 120.0
+        timeout = (demo.num_samples / 20.0 * 3 if demo is not None else 0.0) + 120.0  # a loaded machine: 1/3 x
     print(f"workcell replay: {args.demo_path} ({args.mode}) on the simulated workcell, "
           f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} (loopback)", flush=True)  # fmt: skip
     try:

@@ -37,6 +37,7 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.image_convention import CONVENTIONS, ENV_ARGS_TEXT, ROBOSUITE_RAW, stored
+from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import refuse_runtime_changes
@@ -96,7 +97,7 @@ class RecorderNode(Node):
         self.task: dict[str, Any] = json.loads(task) if task else {}
         # refused here unless it can be scored (preferences.catalogue): the node does not start on it
         self.condition = Catalogue.load().condition(str(p("preference")))
-        env_args = {"env_name": str(p("env_name")), "robot": "AUBO-i5H", "control_freq": self.hz,
+        env_args = {"env_name": str(p("env_name")), "robot": ROBOT, "control_freq": self.hz,
                     "images": ENV_ARGS_TEXT[self.convention]}  # fmt: skip
         instruction = self.task.get("language_instruction", "")
         # Each demo's own attributes hold its instruction (a session spans task configurations).
@@ -139,6 +140,7 @@ class RecorderNode(Node):
             self._boundary: tuple[str, int] | None = None  # a start, save or discard, at that control step
             self._pending: EpisodeWriter | None = None  # started, recording from the boundary's step on
             self._episode = -1
+            self._done_step = -1  # the last control step this recorder finished
             self._episodes: dict[int, dict[str, Any]] = {}  # the world's reports, by episode
             self.runner = StepRunner(self.get_name(), self.hz, self._lockstep_step, lockstep=True,
                                      sim_link=str(p(Params.SIM_LINK)), ready=self._matched)  # fmt: skip
@@ -336,15 +338,21 @@ class RecorderNode(Node):
     # ------------------------------------------------------------------ lockstep: the world's control steps
     def _new_writer(self) -> EpisodeWriter:
         keys = tuple(CAMERA_IMAGE_KEYS[c] for c in CAMERA_NAMES)
-        return EpisodeWriter(self.session, self._asked(self.task), keys, self.hz)
+        return EpisodeWriter(self.session, {"robot": ROBOT, **self._asked(self.task)}, keys, self.hz)
 
     def _next_step(self) -> int:
-        """The control step after the world's current tick: a command takes effect there, so where it lands
-        depends on the world's clock, not on when the message came (a source that calls it holds its step)."""
+        """The control step a command takes effect at: the world's current one if this recorder is still in it
+        (it always waits there for the recorded source's decision, so a source that calls it in its step, as
+        teleop does, lands in that very step), else the next. Where it lands depends on the world's clock,
+        never on when the message came."""
         assert self.runner is not None
-        tick = self.runner.participant.current() if self.runner.participant is not None else None
-        spc = self.runner.participant.control_period_ns // self.runner.participant.servo_period_ns if tick else 1
-        return 0 if tick is None else tick.index // spc + 1
+        p = self.runner.participant
+        tick = p.current() if p is not None else None
+        if tick is None:
+            return 0
+        spc = p.control_period_ns // p.servo_period_ns
+        step = -(-tick.index // spc)  # the current control step, or the next if between two
+        return step if step > self._done_step else step + 1
 
     def _at_boundary(self, what: str, res: Trigger.Response) -> Trigger.Response:
         with self._lock:
@@ -359,27 +367,33 @@ class RecorderNode(Node):
         return res
 
     def _lockstep_step(self, step: Step) -> bool:
-        """One control step of the world: commands due now take effect, then the step is recorded exactly (its
-        state, joints and frames, and the recorded source's action for it, if it sent one)."""
-        self._lockstep_boundaries(step)
-        with self._lock:
-            writer = self._writer
-        if writer is None or step.paused:
-            return False
+        """One control step of the world: the recorded source's decision first (a command it sends in this step
+        lands in this step), then the step recorded exactly (its state, joints and frames, and the source's
+        action for it, if it sent one) between the start and the save or discard due."""
         assert self.runner is not None and self.runner.participant is not None and step.frames_ns is not None
         stop = self.runner.stopping
-        self.runner.waiting(2)
-        obs = self.inputs.wait({STATE: step.time_ns, JOINTS: step.time_ns, **step.frames_ns}, stop)
         self.runner.waiting(3)
-        acted = self.runner.participant.wait_source(self.source, step.index, stop)
-        got = self.inputs.wait({ACTION: step.time_ns}, stop) if acted else None
+        acted = self.runner.participant.wait_source(self.source, step.index, stop) if not step.paused else False
+        self._lockstep_boundaries(step, "start")
+        with self._lock:
+            writer = self._writer
+        if writer is not None and acted and not step.paused:
+            self.runner.waiting(2)
+            obs = self.inputs.wait({STATE: step.time_ns, JOINTS: step.time_ns, **step.frames_ns}, stop)
+            got = self.inputs.wait({ACTION: step.time_ns}, stop)
+            if obs is not None and got is not None:
+                self._add(writer, step, obs, got[ACTION])
+        self._lockstep_boundaries(step, "end")
+        self._done_step = step.index
         self.runner.waiting(5)
-        if obs is None or got is None:
-            return False  # the source sent nothing for this step: nothing to pair (a dropped step)
+        return False
+
+    def _add(self, writer: EpisodeWriter, step: Step, obs: dict[str, Any], action: np.ndarray) -> None:
+        assert step.frames_ns is not None
         s7, t = obs[STATE], ros_msgs.wall_from_stamp(ros_msgs.stamp_from_ns(step.time_ns))
         key = CAMERA_IMAGE_KEYS
         recorded = RecordedStep(
-            stamp=t, ee_pos=s7[:3], ee_ori=s7[3:6], gripper=float(s7[6]), joints=obs[JOINTS], action=got[ACTION],
+            stamp=t, ee_pos=s7[:3], ee_ori=s7[3:6], gripper=float(s7[6]), joints=obs[JOINTS], action=action,
             action_time=t, images={key[c]: stored(obs[c], self.convention) for c in CAMERA_NAMES},
             image_stamps={key[c]: step.frames_ns[c] * 1e-9 for c in CAMERA_NAMES},
         )  # fmt: skip
@@ -387,34 +401,20 @@ class RecorderNode(Node):
             writer.add(recorded)
         except RecorderError as exc:
             self._fail(str(exc))
-        return False
 
-    def _lockstep_boundaries(self, step: Step) -> None:
-        """Start, save or discard at this step if one is due; with ``follow_episodes``, the world's episodes."""
+    def _lockstep_boundaries(self, step: Step, phase: str) -> None:
+        """At the ``start`` of a step: a start due now, or (``follow_episodes``) a new world episode; at its
+        ``end``: a save or discard due now, or the world's episode over."""
         if self.follow:
-            with self._lock:
-                writer = self._writer
-            if writer is not None and (step.paused or step.episode != self._episode):
-                self._save_episode(writer, self._episode)
-                writer = None
-            if writer is None and not step.paused and step.episode != self._episode:
-                self._episode = step.episode
-                try:
-                    writer = self._new_writer()
-                except RecorderError as exc:
-                    self._fail(str(exc))
-                    return
-                with self._lock:
-                    self._writer = writer
-                self.get_logger().info(f"recording {writer.name}: world episode {step.episode}")
-                self._publish_status()
+            self._follow_episodes(step, phase)
             return
         with self._lock:
-            due = self._boundary if self._boundary is not None and step.index >= self._boundary[1] else None
-            if due is None:
+            b = self._boundary
+            due = b is not None and step.index >= b[1] and (b[0] == "start") == (phase == "start")
+            if not due:
                 return
             self._boundary = None
-            what = due[0]
+            what = b[0]
             if what == "start":
                 self._writer, self._pending = self._pending, None
                 writer = self._writer
@@ -430,6 +430,28 @@ class RecorderNode(Node):
             writer.discard()
             self.get_logger().info(f"discarded {writer.name} ({writer.steps} steps)")
         self._publish_status()
+
+    def _follow_episodes(self, step: Step, phase: str) -> None:
+        with self._lock:
+            writer = self._writer
+        if phase == "end":
+            if writer is not None and step.paused:
+                self._save_episode(writer, self._episode)
+            return
+        if writer is not None and step.episode != self._episode:  # a reset before the end: save what there is
+            self._save_episode(writer, self._episode)
+            writer = None
+        if writer is None and not step.paused and step.episode != self._episode:
+            self._episode = step.episode
+            try:
+                writer = self._new_writer()
+            except RecorderError as exc:
+                self._fail(str(exc))
+                return
+            with self._lock:
+                self._writer = writer
+            self.get_logger().info(f"recording {writer.name}: world episode {step.episode}")
+            self._publish_status()
 
     def _save_episode(self, writer: EpisodeWriter, episode: int) -> None:
         """follow_episodes: save the recording of a world episode, with its task and the world's final outcome
