@@ -1,10 +1,12 @@
 """Running the protocol: every trial through the deploy graph, results kept as they come, a run resumable.
 
 Simulated workcell (:func:`run_sim_trial`): one fresh graph per trial (deploy_sim's: the world in the trial's
-task, policy_node against the policy server, the rollout_recorder), on its own loopback DDS domain; the
-runner waits for the graph, starts a recording and the policy's episode, waits for the world to report the
-episode done (its horizon comes from the belt schedule), stops the policy, saves the recording and reads the
-outcome from the world's predicates. Trials run in ``workers`` processes, each on its own domain.
+task, policy_node against the policy server, the rollout_recorder), on its own loopback DDS domain, on sim
+time in lockstep (docs/sim_time.md), as fast as the machine allows: the world's first episode is the trial,
+the policy drives it from its first step and the rollout recorder records it whole; the runner waits for the
+world to report the episode done (its horizon comes from the belt schedule) and the rollout saved, and reads
+the outcome from the world's predicates. A trial's outcome does not depend on the machine or its load.
+Trials run in ``workers`` processes, each on its own domain.
 
 Physical workcell (:func:`run_real_trial`): the operator sets up each trial as told and labels each
 placement; the runner starts and stops the policy around the trial's horizon.
@@ -136,8 +138,9 @@ def sim_overrides(trial: Trial, settings: EvalSettings, out_dir: Path, port: int
             "policy_local_server": str(local).lower(),
             "policy_port": str(port),
             "policy_url": f"ws://127.0.0.1:{port}" if local else settings.policy_url,
-            "policy_autostart": "false",
-            "record_rollouts": "true",
+            "policy_autostart": "true",  # in lockstep: the policy drives the world's episode from its first step
+            "record_rollouts": "true",  # ... and the rollout recorder records it whole (follow_episodes)
+            "real_time_factor": "0",
             "record_path": str(out_dir / "rollouts" / f"trial_{trial.index:03d}.hdf5"),
             "policy_timing": str(out_dir / "timing" / f"trial_{trial.index:03d}.jsonl"),
             "belt_speed": f"{trial.belt_speed:g}",
@@ -179,9 +182,7 @@ def run_sim_trial(trial: Trial, out_dir: Path, domain_id: int, settings: EvalSet
         "outcome": outcome,
         "sim_time": episode["sim_time"],
         "world_horizon": episode.get("horizon"),
-        # times the world fell behind the wall clock (re-anchored): the graph is paced by the wall clock, so
-        # such a trial's outcome measures the machine too (too many workers for its cores)
-        "world_overruns": int(episode.get("overruns", 0)),
+        "aborted": episode["metrics"].get("aborted"),  # a node of the loop stopped answering (the reason)
         "wall_s": time.monotonic() - t0,
         "rollout": str(rollouts),
         "timing": overrides["policy_timing"],
@@ -248,44 +249,32 @@ class _Probe:
             self.node.destroy_client(client)
 
     def run_episode(self, horizon: float, check: Callable[[], None]) -> tuple[dict[str, Any], dict[str, Any]]:
-        from libero_workcell.contract import Services
-
+        """The world's first episode, driven by the policy and recorded whole (lockstep: both follow the world's
+        episodes); its outcome once the world reports it done and the rollout is saved."""
         self.spin(
             lambda: self.episode is not None and self.recorder is not None,
             START_TIMEOUT,
             "the world and the recorder",
             check,
         )
-        self.call(Services.SIM_RESET, check)  # the episode starts at sim time 0 as the recording does
-        self.call(Services.RECORDER_START, check)
-        self.call(Services.POLICY_START, check)
-        started = time.monotonic()
         self.spin(
             lambda: (
                 self.episode.get("done")
-                and self.episode["wall_time"] > time.time() - 5
-                and time.monotonic() - started > 1.0
+                and int(self.recorder.get("num_demos", 0)) >= 1
+                and not self.recorder.get("saving")
+                and not self.recorder.get("recording")
             ),
-            horizon * 2 + 30,
-            "the episode's end",
+            4 * horizon + 60,  # wall s: sim time runs as fast as the machine allows, slower under load
+            "the episode's end and its rollout saved",
             check,
         )
         episode = self.episode
-        self.call(Services.POLICY_STOP, check)
-        saved = int(self.recorder.get("num_demos", 0))
-        self.call(Services.RECORDER_SAVE, check)
-        self.spin(
-            lambda: int(self.recorder.get("num_demos", 0)) > saved and not self.recorder.get("saving"),
-            30.0,
-            "the rollout to be saved",
-            check,
-        )
         m = episode["metrics"]
         outcome = {
             "placed": [bool(p) for p in m["placed"]],
             "PCR_S": float(m["PCR_S"]),
             "pcr_s_init": float(m.get("pcr_s_init", 0.0)),
-            "SR": float(m["SR"]),
+            "SR": float(m["SR"]) if not m.get("aborted") else 0.0,
             "PCR_T": float(m["PCR_T"]),
         }
         return outcome, episode

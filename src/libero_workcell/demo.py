@@ -5,6 +5,10 @@ arm bridge, conveyor, both cameras, scripted expert), every node its own
 process on loopback DDS, waits for the episode to end, saves the last
 camera frames, stops the graph and prints the LIBERO-Industry metrics.
 This is what a new user runs first (``./run.sh``).
+
+The graph runs on sim time in lockstep (docs/sim_time.md): the outcome is the
+same on any machine and under any load. ``--real-time-factor`` only caps the
+speed: 1.0 (the default) to watch it, 0 (``--fast``) as fast as the machine allows.
 """
 
 from __future__ import annotations
@@ -34,7 +38,13 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="task seeds (combination + permutation)")
     ap.add_argument("--out", type=Path, default=Path("demo-output"), help="logs and camera snapshots")
     ap.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID (default: a per-run one)")
-    ap.add_argument("--timeout", type=float, default=90.0, help="s to wait for one episode")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="wall s to wait for one episode (default: 4 x its horizon + 60: a loaded machine is slower)")
+    pace = ap.add_mutually_exclusive_group()
+    pace.add_argument("--real-time-factor", type=float, default=1.0, metavar="X",
+                      help="at most X sim seconds per wall second (default 1.0; 0: as fast as possible)")
+    pace.add_argument("--fast", dest="real_time_factor", action="store_const", const=0.0,
+                      help="as fast as the machine allows (--real-time-factor 0)")
     ap.add_argument("--source", choices=SOURCES, default="expert",
                     help="who drives: the scripted expert, or policy_node against the local openpi policy server "
                          "(the deploy loop, no GPU)")  # fmt: skip
@@ -91,8 +101,8 @@ def source_overrides(source: str, port: int) -> list[str]:
     raise ValueError(f"source must be one of {list(SOURCES)}, got {source!r}")
 
 
-def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], timeout: float,
-                      source: str = "expert") -> dict:  # fmt: skip
+def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], timeout: float | None,
+                      source: str = "expert", real_time_factor: float = 1.0) -> dict:  # fmt: skip
     """One episode through the whole graph; returns the final /sim/episode report."""
     tag = f"v{speed:g}_seed{seed}"
     overrides = [
@@ -100,7 +110,12 @@ def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], t
         f"belt_speed:={speed}",
         f"sim_link:=demo_{os.getpid()}",
         f"sim_world.seed:={seed}",
+        f"real_time_factor:={real_time_factor}",
     ]
+    if timeout is None:
+        from libero_workcell.task import TaskSpec
+
+        timeout = 4 * TaskSpec.from_seed(seed, belt_speed=speed).horizon + 60
     log_dir = out / tag
     graph = launch(Graph.load().resolve(overrides), env=env, log_dir=log_dir)
     watcher = _Watcher()
@@ -135,18 +150,23 @@ def run_demo(argv: Sequence[str]) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     env = dds.loopback_env(args.domain_id)
     os.environ.update(env)  # this process's probe node uses the same loopback domain
-    print(f"workcell demo: full graph on the simulated workcell, {args.source} driving, "
-          f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} (loopback)")  # fmt: skip
+    pace = "as fast as possible" if args.real_time_factor <= 0 else f"real_time_factor {args.real_time_factor:g}"
+    print(f"workcell demo: full graph on the simulated workcell, {args.source} driving, sim time in lockstep "
+          f"({pace}), ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} (loopback)")  # fmt: skip
     rows = []
     for speed in args.speeds:
         for seed in args.seeds:
             print(f"episode: belt {speed} m/s, seed {seed}", flush=True)
             try:
-                report = run_episode_graph(speed, seed, args.out, env, args.timeout, args.source)
+                report = run_episode_graph(speed, seed, args.out, env, args.timeout, args.source,
+                                           args.real_time_factor)  # fmt: skip
             except (NodeDiedError, TimeoutError) as exc:
                 print(f"episode failed: {exc}")
                 return 1
             spec, m = report["spec"], report["metrics"]
+            if m.get("aborted"):
+                print(f"episode aborted: {m['aborted']}")
+                return 1
             rows.append((speed, seed, spec["workpieces"], spec["slot_permutation"], m))
     print()
     header = ("belt m/s", "seed", "workpieces", "slots", "SR", "PCR_T", "PCR_S", "init")
