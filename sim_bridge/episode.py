@@ -66,8 +66,14 @@ class SimRig:
         if not res.accepted:
             shown = np.round(action, 3).tolist()
             raise RuntimeError(f"{what}: the arm driver rejected the action {shown}: {res.reason}")
-        for _ in range(self.servo_per_control if servo_ticks is None else servo_ticks):
+        self.control_period(self.servo_per_control if servo_ticks is None else servo_ticks)
+
+    def control_period(self, servo_ticks: int) -> None:
+        """``servo_ticks`` servo periods, then the arm observed at the new control step: what the next source
+        sees is this moment's state, as the graph's arm bridge publishes it in lockstep (aubo_bridge.node)."""
+        for _ in range(servo_ticks):
             self.servo_tick()
+        self.driver.observe()
 
 
 def make_sim_rig(
@@ -136,8 +142,7 @@ def run_episode(
                 result.states.append(state)
             if on_step is not None:
                 on_step(rig, action, state)
-            for _ in range(rig.servo_per_control):
-                rig.servo_tick()
+            rig.control_period(rig.servo_per_control)
             result.steps += 1
             if stop_when_done and world.evaluate()["SR"] == 1.0:
                 break

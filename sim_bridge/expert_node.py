@@ -39,7 +39,7 @@ class ExpertNode(Node):
         self.declare_parameter("action_response", RESPONSE_LIBERO)  # the arm's (aubo_bridge.action_response)
         self.declare_parameter(Params.USE_SIM, True)
         self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.LOCKSTEP, True)
+        self.declare_parameter(Params.LOCKSTEP, False)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         hz = float(p(Params.CONTROL_HZ))

@@ -95,6 +95,7 @@ def _decode(words: np.ndarray) -> str:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie (dead, not yet reaped by its parent, the launcher) is dead."""
     if pid <= 0:
         return False
     try:
@@ -103,7 +104,11 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _make_fifo(path: Path) -> int:
@@ -292,6 +297,7 @@ class LockstepWorld:
         self._waker = _Waker()
         self._given_up: set[tuple[int, int]] = set()  # (slot, pid) of participants no longer waited for
         self.tick: Tick | None = None
+        self._closed = False
 
     # ---- participants
     def participants(self) -> list[SlotView]:
@@ -361,6 +367,9 @@ class LockstepWorld:
             self._block.slots[p.index, _S_STATE] = FREE
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         h = self._block.header
         h[_H_SEQ] += 1
         h[_H_STATE] = CLOSED

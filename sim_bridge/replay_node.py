@@ -89,7 +89,7 @@ class ReplayNode(Node):
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         if not p(Params.USE_SIM) or not p(Params.LOCKSTEP):
-            raise ValueError("demo_replay runs on the simulated workcell in lockstep only "
+            raise ValueError("demo_replay runs on the simulated workcell only, in lockstep "
                              "(use_sim:=true lockstep:=true)")
         if not p("demo_path"):
             raise ValueError("demo_replay needs demo_path (a LIBERO-layout HDF5 file)")

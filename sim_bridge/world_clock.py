@@ -128,15 +128,15 @@ class WorldClock:
         if self.rtf <= 0:
             return
         now = self._wall()
-        if self._anchor is None:
-            self._anchor = (now, self.index)
+        if self._anchor is None:  # the next tick is due now; each later one a period (over rtf) after it
+            self._anchor = (now, self.index + 1)
             return
         anchor_wall, anchor_tick = self._anchor
         due = anchor_wall + (self.index + 1 - anchor_tick) * self.plan.servo_ns * 1e-9 / self.rtf
         lag = now - due
         if lag > MAX_LAG:
             self.overruns += 1
-            self._anchor = (now, self.index)
+            self._anchor = (now, self.index + 1)
         elif lag < 0:
             wait = getattr(stop, "wait", None)
             if wait is not None:

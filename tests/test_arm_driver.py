@@ -326,6 +326,29 @@ def test_arm_moved_outside_the_stream_reanchors_and_holds(rig) -> None:
     np.testing.assert_allclose(driver.status().goal_pos, fk(HOME_Q)[0])
 
 
+def test_after_the_arm_was_moved_the_stream_restarts_from_where_it_is(rig) -> None:
+    """A sim reset seen by an observation (lockstep observes each control step before its action) and an action at
+    once: the first target is limited from the measured pose, never from the last target sent before the move
+    (which would drag the first step toward the old pose). The same targets as a driver that starts there."""
+    driver, arm, _, clock = rig
+    for _ in range(3):
+        driver.submit_action(np.array([0.4, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY)
+        run_control_period(driver, clock)
+    arm.q, arm.epoch = HOME_Q.copy(), 1  # teleported, as a world reset does
+    driver.observe()
+    assert driver.mode is ArmMode.HOLDING
+    action = np.array([0.0, 0.3, 0.0, 0, 0, 0, 0])
+    assert driver.submit_action(action, SOURCE_POLICY).accepted
+    run_control_period(driver, clock)
+    fresh_clock = ManualClock()
+    fresh_arm = IdealArm(fresh_clock)
+    fresh = ArmDriver(driver.config, fresh_arm, IdealGripper(fresh_clock), clock=fresh_clock,
+                      active_source=SOURCE_POLICY)  # fmt: skip
+    assert fresh.enable()[0] and fresh.submit_action(action, SOURCE_POLICY).accepted
+    run_control_period(fresh, fresh_clock)
+    np.testing.assert_allclose(arm.q, fresh_arm.q, atol=1e-12)
+
+
 def test_following_error_faults(rig) -> None:
     driver, arm, _, clock = rig
     arm.q = arm.q + np.array([0, 0.5, 0, 0, 0, 0])  # pushed away, no epoch change: a collision

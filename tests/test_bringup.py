@@ -48,35 +48,48 @@ def test_graph_loads_from_repo_config():
     assert defaults["sim_link"] == "workcell"
     assert defaults["expert"] is False
     assert defaults["loopback_dds"] is True
-    assert graph.inject == ("use_sim", "sim_link")
+    assert graph.inject == ("use_sim", "sim_link", "lockstep") and graph.sim_time_from == "use_sim"
+    assert defaults["lockstep"] is True and defaults["real_time_factor"] == 1.0 and defaults["policy_latency"] == "0"
+
+
+def test_the_world_waits_for_the_running_nodes_that_close_the_loop_and_sim_time_follows_use_sim():
+    graph = Graph.load()
+    teleop = {s.name: s for s in graph.resolve(["teleop:=true", "teleop_source:=scripted"])}
+    assert teleop["sim_world"].parameters["participants"] == \
+        "aubo_bridge,external_camera,wrist_camera,teleop_pico,recorder"  # not the conveyor: nothing waits on it
+    deploy = {s.name: s for s in graph.resolve(["policy:=true", "policy_local_server:=true", "record_rollouts:=true"])}
+    assert deploy["sim_world"].parameters["participants"] == \
+        "aubo_bridge,external_camera,wrist_camera,policy_node,rollout_recorder"  # not the server: the policy waits
+    assert deploy["rollout_recorder"].parameters["follow_episodes"] is True
+    assert deploy["policy_node"].parameters["policy.latency"] == "0"
+    real = Graph.load().resolve(["use_sim:=false", "policy:=true"])
+    assert all(s.parameters["use_sim_time"] is False for s in real)  # the physical cell keeps the wall clock
+    assert "policy.latency" not in {s.name: s for s in real}["policy_node"].parameters
 
 
 def test_default_nodes_and_parameters():
     specs = {s.name: s for s in Graph.load().resolve()}
     assert list(specs) == SIM_NODES
+    injected = {"use_sim": True, "sim_link": "workcell", "lockstep": True, "use_sim_time": True}
     for spec in specs.values():
-        assert spec.parameters["use_sim"] is True
-        assert spec.parameters["sim_link"] == "workcell"
+        assert {k: spec.parameters[k] for k in injected} == injected  # the sim profile: sim time, in lockstep
     assert specs["sim_world"].module == "sim_bridge.world_node"
     assert specs["sim_world"].parameters == {
-        "use_sim": True, "sim_link": "workcell", "real_time_factor": 1.0, "camera_hz": 20.0, "render": True,
+        **injected, "real_time_factor": 1.0, "participants": "aubo_bridge,external_camera,wrist_camera",
+        "control_hz": 20.0, "servo_hz": 100.0, "camera_hz": 20.0, "render": True,
         "seed": 0, "belt_speed": 0.03, "arrival_interval": 12.0, "first_arrival": 2.0, "combination": -1,
         "slot_permutation": [-1], "preference": "", "demo_path": "", "demo": "", "pause_at_done": True,
     }
     assert specs["aubo_bridge"].parameters == {
-        "use_sim": True, "sim_link": "workcell", "control_hz": 20.0, "servo_hz": 100.0,
+        **injected, "control_hz": 20.0, "servo_hz": 100.0,
         "watchdog_timeout": 0.075, "action_response": "libero", "auto_enable": True, "active_source": "expert",
         "driver_host": "node",
     }
-    assert specs["conveyor_driver"].parameters == {
-        "use_sim": True, "sim_link": "workcell", "belt_speed": 0.03, "autostart": True,
-    }
+    assert specs["conveyor_driver"].parameters == {**injected, "belt_speed": 0.03, "autostart": True}
     for cam in ("external", "wrist"):
         spec = specs[f"{cam}_camera"]
         assert (spec.executable, spec.module) == ("camera_driver", "camera_driver.node")
-        assert spec.parameters == {
-            "use_sim": True, "sim_link": "workcell", "camera_name": cam, "camera_hz": 20.0, "max_frame_age": 0.2,
-        }
+        assert spec.parameters == {**injected, "camera_name": cam, "camera_hz": 20.0, "max_frame_age": 0.2}
 
 
 def test_overrides_are_typed_against_defaults():

@@ -44,12 +44,10 @@ def test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates(t
     assert "0.05 m/s" in run.stdout and "reach 1st / 2nd / 3rd" in run.stdout
     plot = cv2.imread(str(out / "results.png"))
     assert plot is not None and plot.std() > 10
-    # How well the policy did is not held here: two real-time workcells overload these 2 cores (the worlds fall
-    # behind the wall clock, 13-14 times a trial seen, and 0-2 of 6 placed); the run says so, per trial.
-    # One workcell at a time the built-in expert placed 6 of 6 (and tests/test_deploy_graph.py holds 3 of 3).
-    late = [t["trial"]["index"] for t in trials if t["world_overruns"]]
-    assert all(isinstance(t["world_overruns"], int) for t in trials)
-    assert not late or f"trials (indices {late}) the sim world fell behind" in run.stdout
+    # Two workcells on these 2 cores: on sim time in lockstep the load slows them down and changes nothing. The
+    # built-in expert places every workpiece of both trials, as one workcell alone does (tests/test_deploy_graph.py).
+    assert [t["outcome"]["placed"] for t in trials] == [[True, True, True]] * 2
+    assert not any(t["aborted"] for t in trials)
 
     # The preference: asked of every trial, stored with each rollout with its satisfaction curve, and scored from
     # what the robot did (the built-in expert does not read prompts: whatever it scores is measured, not set)

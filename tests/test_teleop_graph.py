@@ -34,11 +34,11 @@ def recorded(tmp_path_factory, ros_env):
     path = out / "d2s.hdf5"
     overrides = {**{k: str(v) for k, v in launch_presets.TELEOP_COLLECT_SIM.items()},
                  "teleop_repeats": str(RUNS), "record_path": str(path), "sim_link": f"teleop_{os.getpid()}",
-                 "teleop_pico.exit_when_done": "true",
+                 "teleop_pico.exit_when_done": "true", "real_time_factor": "0",  # sim time: as fast as it goes
                  "preference": PREFERENCE}  # collected with a composition of two preferences  # fmt: skip
     graph = launch(Graph.load().resolve(overrides), env=ros_env, log_dir=out / "logs")
     try:
-        deadline = time.monotonic() + RUNS * SESSION_S + 90
+        deadline = time.monotonic() + RUNS * SESSION_S * 3 + 90  # wall s: a loaded machine runs sim time slowly
         while time.monotonic() < deadline:
             exits = graph.exited()
             if exits:
@@ -67,11 +67,13 @@ def test_the_scripted_session_records_demos_in_libero_layout(recorded) -> None:
             img = d.images[key]
             assert img.shape == (t, 256, 256, 3) and img.dtype == np.uint8
             assert img[t // 2].std() > 10  # a rendered scene, not a blank frame
-            moving = [np.abs(img[i].astype(int) - img[i + 20]).mean() for i in range(0, t - 20, 100)]
-            assert min(moving) > 0.1, moving  # frames change as the arm and the belt move: not one frame repeated
-        assert recorded_placed(d) == [True, True, True]
+            # frames change where the arm moved: each step has its own frame, none repeated
+            moved = [i for i in range(0, t - 20, 50) if np.linalg.norm(d.ee_pos[i + 20] - d.ee_pos[i]) > 0.02]
+            assert len(moved) > 5 and all(np.abs(img[i].astype(int) - img[i + 20]).mean() > 0.1 for i in moved)
+        assert recorded_placed(d) == [True, True, True]  # every time: sim time, whatever the machine does
         assert d.attrs["belt_speed"] == 0.03 and d.attrs["arrival_interval"] == 18.0 and "task_spec" in d.attrs
-        assert d.attrs["dropped_steps"] <= 0.02 * t and d.attrs["language_instruction"].startswith("pick up")
+        assert d.attrs["dropped_steps"] == 0 and d.attrs["language_instruction"].startswith("pick up")
+        assert d.attrs["robot"] == "AUBO-i5H"
         # the preference it was collected with, and its satisfaction per step, scored from what the arm did
         assert d.attrs["preference"] == "keep the gripper high during lateral moves and set each workpiece down gently"
         asked = json.loads(d.attrs["preferences"])
@@ -84,26 +86,31 @@ def test_the_scripted_session_records_demos_in_libero_layout(recorded) -> None:
     with h5py.File(recorded) as h:
         assert h["data"].attrs["num_demos"] == RUNS and h["data"].attrs["total"] == sum(d.num_samples for d in f.demos)
         timing = h["data/demo_0/timing"]
-        assert np.percentile(timing["action_latency"][:], 99) < 0.1
-        assert np.percentile(timing["frame_age_agentview_rgb"][:], 99) < 0.2
+        # in lockstep each action answers its own step's observation, and each frame is of that step
+        assert not np.any(timing["action_latency"][:]) and not np.any(timing["frame_age_agentview_rgb"][:])
         assert set(timing) == {"obs_stamp", "action_latency", "frame_age_agentview_rgb", "frame_age_eye_in_hand_rgb",
                                "stale_agentview_rgb", "stale_eye_in_hand_rgb", "servo_tick"}  # fmt: skip
         ticks = timing["servo_tick"][:]
-        assert np.mean(ticks >= 0) > 0.99 and np.median(np.diff(ticks[ticks >= 0])) == 5  # 100 Hz servo / 20 Hz
+        assert np.all(np.diff(ticks) == 5)  # every action took effect 5 servo ticks after the one before
+
+
+def test_the_same_session_played_twice_records_the_same_demo(recorded) -> None:
+    """Deterministic: the two runs of the session (each from a reset world) are one demo, recorded twice."""
+    a, b = read_demos(recorded, images=True).demos
+    assert a.num_samples == b.num_samples
+    for key in ("actions", "ee_pos", "ee_ori", "gripper_states", "joint_states", "robot_states"):
+        np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
+    for key in ("agentview_rgb", "eye_in_hand_rgb"):
+        np.testing.assert_array_equal(a.images[key], b.images[key], err_msg=key)
 
 
 def test_a_recorded_demo_replays_to_its_tcp_path_and_outcome(recorded) -> None:
-    """Replayed on the simulated workcell (sim time, one process), the recorded actions (open loop), each held
-    for the servo ticks it held the arm when recorded (timing/servo_tick), follow the recorded TCP path and
-    place what was placed. How closely depends on how disturbed the recording's timing was: 3.8-4.0 mm RMS
-    with ~30 % of actions off 5 ticks, 21.5 mm with ~40 % and holds of 0-10 ticks (a loaded machine); the rest
-    is the recorded world's physics paced on the wall clock, which the ticks do not record. Held for a control
-    period each instead, those recordings replayed at 6-9.5 mm and at 45.8 mm with 0 of 3 placed; a third,
-    at 9.5 mm with its ticks, replayed at 8.6 mm without them (the wall-clock pacing dominated).
-    (Closed-loop replay through the graph: tests/test_replay_graph.py.)"""
+    """Replayed on the simulated workcell in one process (sim time), the recorded actions (open loop) give back
+    the recorded TCP path exactly and place what was placed: the graph in lockstep runs the same steps as one
+    process. (Through the graph: tests/test_replay_graph.py.)"""
     plan = load_plan(recorded, "demo_1")
     assert plan.demo.servo_tick is not None
     open_loop = replay_in_process(plan, "open_loop")
-    print("open loop, recorded ticks:", open_loop.tracking)
-    assert open_loop.tracking["pos_rms_m"] < 0.03 and open_loop.tracking["rot_rms_deg"] < 2.0, open_loop.tracking
+    print("open loop:", open_loop.tracking)
+    assert open_loop.tracking["pos_max_m"] < 1e-9 and open_loop.tracking["rot_max_deg"] < 1e-6, open_loop.tracking
     assert open_loop.placed == recorded_placed(plan.demo) == [True, True, True]

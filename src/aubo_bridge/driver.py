@@ -586,6 +586,7 @@ class ArmDriver:
         if self._meas.epoch != self._epoch:  # the arm was put somewhere else (sim reset): start from there
             self._epoch = self._meas.epoch
             self.counters["resyncs"] += 1
+            self._sent = None  # the stream restarts from the measurement, not from a target sent before the move
             self._hold_here()
             if self._mode is ArmMode.ENABLED:
                 self._mode = ArmMode.HOLDING

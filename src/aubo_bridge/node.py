@@ -64,7 +64,7 @@ class AuboBridgeNode(Node):
         for name, default in ARM_PARAMS.items():
             self.declare_parameter(name, default)
         self.declare_parameter("driver_host", "process")  # process (the driver in a child of its own) or node
-        self.declare_parameter(Params.LOCKSTEP, True)  # sim: the world is the clock (sim_bridge/lockstep.py)
+        self.declare_parameter(Params.LOCKSTEP, False)  # sim: the world is the clock (sim_bridge/lockstep.py)
         self.config = ArmConfig.from_mapping({n: self.get_parameter(n).value for n in ARM_PARAMS})
         self.use_sim = bool(self.get_parameter(Params.USE_SIM).value)
         self.driver_host = str(self.get_parameter("driver_host").value)

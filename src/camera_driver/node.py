@@ -74,7 +74,7 @@ class CameraNode(Node):
         self.declare_parameter(Params.MAX_FRAME_AGE, 0.2)
         self.declare_parameter("poll_hz", 200.0)
         self.declare_parameter("device_type", "")
-        self.declare_parameter(Params.LOCKSTEP, True)  # sim: publish each rendered frame in step with the world
+        self.declare_parameter(Params.LOCKSTEP, False)  # sim: publish each rendered frame in step with the world
         realsense = declare_config(self, "realsense", RealSenseConfig.parameter_defaults())
         uvc = declare_config(self, "uvc", UvcConfig.parameter_defaults())
         refuse_runtime_changes(self)

@@ -50,6 +50,11 @@ def ns_from_stamp(stamp: Time) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
+def seconds_from_ns(time_ns: int) -> float:
+    """Seconds as :func:`wall_from_stamp` reads a stamp of ``time_ns``: the same float, bit for bit."""
+    return wall_from_stamp(stamp_from_ns(time_ns))
+
+
 def wall_from_stamp(stamp: Time) -> float:
     return stamp.sec + stamp.nanosec * 1e-9
 

@@ -56,7 +56,7 @@ class PolicyNode(Node):
         self.declare_parameter("timing_path", "")  # JSON lines, one per step; "" = none
         self.declare_parameter(Params.USE_SIM, True)
         self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.LOCKSTEP, True)
+        self.declare_parameter(Params.LOCKSTEP, False)
         values = declare_config(self, "policy", POLICY_DEFAULTS)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731

@@ -50,7 +50,7 @@ from recorder.episode_writer import EpisodeWriter, SavedEpisode
 from recorder.session_file import RecorderError, SessionFile
 from recorder.step import RecordedStep
 
-STATE, JOINTS, ACTION = "state", "joints", "action"
+STATE, JOINTS, ACTION, RESULT = "state", "joints", "action", "result"
 EPISODE_REPORT_TIMEOUT = 5.0  # s (wall) for the world's end-of-episode report to arrive (follow_episodes)
 
 RATE_WARN: float = 0.9  # warn when steps arrive below this fraction of control_hz
@@ -82,7 +82,7 @@ class RecorderNode(Node):
         self.declare_parameter("preference", "")  # LIBERO-PeRM catalogue spec(s) the demos are collected with
         self.declare_parameter(Params.USE_SIM, True)
         self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.LOCKSTEP, True)
+        self.declare_parameter(Params.LOCKSTEP, False)
         # lockstep: record every world episode, from its first control step to its end (the rollout recorder)
         self.declare_parameter("follow_episodes", False)
         refuse_runtime_changes(self)
@@ -136,7 +136,7 @@ class RecorderNode(Node):
             raise ValueError("follow_episodes records the simulated world's episodes: it needs use_sim and lockstep")
         self.runner: StepRunner | None = None
         if self.lockstep:
-            self.inputs = StampedInputs((STATE, JOINTS, ACTION, *CAMERA_NAMES))
+            self.inputs = StampedInputs((STATE, JOINTS, ACTION, RESULT, *CAMERA_NAMES))
             self._boundary: tuple[str, int] | None = None  # a start, save or discard, at that control step
             self._pending: EpisodeWriter | None = None  # started, recording from the boundary's step on
             self._episode = -1
@@ -235,6 +235,8 @@ class RecorderNode(Node):
         outcome = ros_msgs.decoded_or_logged(ros_msgs.action_result_from_msg, msg, self.get_logger())
         if outcome is None or outcome.source != self.source or outcome.servo_tick is None:
             return
+        if self.lockstep:  # kept by stamp: it may come before the step that records its action (_add)
+            self.inputs.put(RESULT, round(outcome.stamp * 1e9), outcome.servo_tick)
         with self._lock:
             writer = self._writer
         if writer is not None:
@@ -390,17 +392,20 @@ class RecorderNode(Node):
 
     def _add(self, writer: EpisodeWriter, step: Step, obs: dict[str, Any], action: np.ndarray) -> None:
         assert step.frames_ns is not None
-        s7, t = obs[STATE], ros_msgs.wall_from_stamp(ros_msgs.stamp_from_ns(step.time_ns))
+        s7, t = obs[STATE], ros_msgs.seconds_from_ns(step.time_ns)
         key = CAMERA_IMAGE_KEYS
         recorded = RecordedStep(
             stamp=t, ee_pos=s7[:3], ee_ori=s7[3:6], gripper=float(s7[6]), joints=obs[JOINTS], action=action,
             action_time=t, images={key[c]: stored(obs[c], self.convention) for c in CAMERA_NAMES},
-            image_stamps={key[c]: step.frames_ns[c] * 1e-9 for c in CAMERA_NAMES},
+            image_stamps={key[c]: ros_msgs.seconds_from_ns(step.frames_ns[c]) for c in CAMERA_NAMES},
         )  # fmt: skip
         try:
             writer.add(recorded)
         except RecorderError as exc:
             self._fail(str(exc))
+        tick = self.inputs.get(RESULT, step.time_ns)
+        if tick is not None:
+            writer.took_effect(t, tick)
 
     def _lockstep_boundaries(self, step: Step, phase: str) -> None:
         """At the ``start`` of a step: a start due now, or (``follow_episodes``) a new world episode; at its

@@ -63,7 +63,7 @@ class TeleopNode(Node):
         self.declare_parameter("exit_when_done", False)
         self.declare_parameter(Params.USE_SIM, True)
         self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.LOCKSTEP, True)
+        self.declare_parameter(Params.LOCKSTEP, False)
         values = declare_config(self, "teleop", TELEOP_DEFAULTS)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
@@ -86,7 +86,8 @@ class TeleopNode(Node):
             if self._runs_left < 1:
                 raise ValueError(f"session_repeats must be >= 1, got {self._runs_left}")
         self.lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
-        self._now = 0.0  # lockstep: the step's sim time (the scripted session's clock)
+        self._now = 0.0  # lockstep: the step's sim time
+        self._now_ns = self._run_ns = 0  # lockstep: the step's and the run's first step's sim clock (integer ns)
         self._reset_from = -1  # lockstep: the world episode a scripted run's reset was asked in
         self.inputs = StampedInputs((STATE,))
         self._lock = threading.Lock()
@@ -161,7 +162,7 @@ class TeleopNode(Node):
     # ------------------------------------------------------------------ the control loop
     def _step(self, step: Step) -> bool:
         if self.lockstep:  # the state of this step exactly; the session's clock is the world's
-            self._now = step.time
+            self._now, self._now_ns = step.time, step.time_ns
             now = step.time
             got = self.inputs.wait({STATE: step.time_ns}, self.steps.stopping)
             state = None if got is None else (now, got[STATE])
@@ -175,7 +176,10 @@ class TeleopNode(Node):
             started = step.episode > self._reset_from if self.lockstep else fresh
             if self._pending_run and started:  # the reset world's state is here: play from its first step
                 self._pending_run = False
-                clock = (lambda: self._now) if self.lockstep else time.monotonic
+                # in lockstep the session's time is counted in integer ns from its first step: every run of it
+                # reads the same samples, whenever it starts
+                self._run_ns = self._now_ns
+                clock = (lambda: (self._now_ns - self._run_ns) * 1e-9) if self.lockstep else time.monotonic
                 self.source = ScriptedSource(self._script, clock)
                 self.get_logger().info(f"scripted run started ({self._runs_left} more after this)")
             elif not self._pending_run:
