@@ -76,7 +76,7 @@ class ReplayNode(Node):
         super().__init__("demo_replay")
         self.declare_parameter(Params.USE_SIM, True)
         self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.LOCKSTEP, True)
+        self.declare_parameter(Params.LOCKSTEP, False)
         self.declare_parameter("demo_path", "")
         self.declare_parameter("demo", "")
         self.declare_parameter("mode", "open_loop")

@@ -95,7 +95,7 @@ class SimWorldNode(Node):
         self.declare_parameter(Params.SERVO_HZ, SIM_SERVO_HZ_DEFAULT)
         # Lockstep (sim_bridge/lockstep.py): each tick waits for the nodes that close the loop; "participants"
         # (comma-separated node names, from the graph) must all be up before the first tick.
-        self.declare_parameter(Params.LOCKSTEP, True)
+        self.declare_parameter(Params.LOCKSTEP, False)
         self.declare_parameter("participants", "")
         self.declare_parameter("start_timeout", 60.0)  # s (wall) for the participants to come up
         self.declare_parameter("stall_timeout", 30.0)  # s (wall) a participant may stay silent in one tick

@@ -30,9 +30,11 @@ def test_the_protocol_is_8_held_out_configurations_24_trials_and_72_placements_p
     assert len({t.seed for t in trials}) == 48
     t = trials[0]
     assert t.slot_permutation in held_out(t.combination)
-    # the horizon follows the belt schedule: first arrival + 2 intervals + completion + buffer
+    # the horizon follows the belt schedule from availability: the first workpiece in reach + 2 intervals +
+    # completion + buffer, the same allowances for every policy
     s = t.spec
-    assert s.horizon == pytest.approx(s.first_arrival + 2 * s.arrival_interval + s.t_complete + s.t_buffer)
+    assert s.horizon == pytest.approx(s.availability_times[0] + 2 * s.arrival_interval + s.t_complete + s.t_buffer)
+    assert s.availability_times[0] > s.first_arrival
     assert t.as_dict()["horizon"] == s.horizon and t.as_dict()["language_instruction"] == s.language_instruction
     with pytest.raises(ValueError, match="trials_per_speed"):
         protocol_trials(trials_per_speed=0)

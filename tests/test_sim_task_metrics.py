@@ -47,8 +47,14 @@ def test_targets_arrivals_and_horizon() -> None:
     # slot 0 gets workpiece 2, slot 1 workpiece 0, slot 2 workpiece 1.
     assert spec.target_slots == (1, 2, 0)
     assert spec.arrival_times == (3.0, 12.0, 21.0)
-    # K_roll = t_start + T_event + T_complete + t_b
-    assert spec.horizon == pytest.approx(3.0 + 2 * 9.0 + spec.t_complete + spec.t_buffer)
+    # available once the belt (0.03 m/s) carried them 0.10 m from the belt start into the arm's reach
+    travel = (layout.REACH_X_MIN - layout.BELT_X_START) / 0.03
+    assert travel == pytest.approx(10 / 3)
+    assert spec.availability_times == pytest.approx((6 + 1 / 3, 15 + 1 / 3, 24 + 1 / 3))
+    # K_roll = t_start + T_event + T_complete + t_b, from the first availability
+    assert spec.horizon == pytest.approx(3.0 + travel + 2 * 9.0 + spec.t_complete + spec.t_buffer)
+    faster = spec.replace(belt_speed=0.05)
+    assert faster.horizon == pytest.approx(3.0 + 2.0 + 2 * 9.0 + spec.t_complete + spec.t_buffer)
     text = spec.language_instruction
     order = text[text.index("left to right") :]
     assert order.index("brass pipe fitting") < order.index("red gear blank") < order.index("blue valve block")

@@ -289,9 +289,10 @@ def test_pick_and_place_into_the_assigned_slot_scores() -> None:
 
 
 def test_ground_truth_evaluate_and_done_at_the_horizon() -> None:
-    spec = TaskSpec.from_seed(3, first_arrival=0.1, arrival_interval=0.1, t_complete=0.1, t_buffer=0.1)
+    spec = TaskSpec.from_seed(3, belt_speed=0.5, first_arrival=0.1, arrival_interval=0.1, t_complete=0.1, t_buffer=0.1)
     world, _ = make_world(spec)
-    assert spec.horizon == pytest.approx(0.5)
+    assert spec.horizon == pytest.approx(0.5 + 0.2)  # 0.10 m from the belt start into reach at 0.5 m/s
+    world.step(round(0.2 / scene.TIMESTEP))
     world.step(round(0.4 / scene.TIMESTEP))
     assert not world.done
     world.step(round(0.12 / scene.TIMESTEP))

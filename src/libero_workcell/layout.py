@@ -19,7 +19,7 @@ BELT_X_MIN: Final = -0.70
 BELT_X_MAX: Final = 0.70
 BELT_WIDTH: Final = 0.16
 BELT_TOP_Z: Final = 0.04
-BELT_X_START: Final = -0.45  # arriving workpieces appear here: the upstream edge of the reach window
+BELT_X_START: Final = -0.45  # arriving workpieces appear here, upstream of the arm's reach (REACH_X_MIN)
 
 # Level-1 tray: NUM_SLOTS slots in a row along +x (left to right as seen
 # from the external camera), centred at TRAY_CENTER.
@@ -36,7 +36,8 @@ HOME_TCP_POS: Final = np.array([0.35, 0.05, 0.30])
 HOME_TCP_ROTMAT: Final = np.array([[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]])
 
 # Safety workspace box for the TCP goal (min, max per axis).
-WORKSPACE_MIN: Final = np.array([-0.35, -0.55, 0.015])
+REACH_X_MIN: Final = -0.35  # the arm's reach along the belt starts here: the workspace box's upstream face
+WORKSPACE_MIN: Final = np.array([REACH_X_MIN, -0.55, 0.015])
 WORKSPACE_MAX: Final = np.array([0.75, 0.60, 0.65])
 
 

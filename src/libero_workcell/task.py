@@ -12,9 +12,14 @@ The rollout horizon follows LIBERO-Industry's rollout budget::
 
     K_roll = t_start + T_event + T_complete + t_b
 
-with t_start = first arrival, T_event = (n - 1) * arrival interval (the span
-of the arrival events), T_complete = a fixed completion allowance after the
-last arrival and t_b = a terminal buffer.
+counted from availability: a workpiece j can be completed from its availability
+time a_j, when the belt has carried it from the belt start into the arm's reach
+(the workspace box's upstream face, layout.REACH_X_MIN): a_j = arrival_j +
+(REACH_X_MIN - BELT_X_START) / belt speed, several seconds later at 0.03 m/s
+than at 0.05 m/s. t_start = a_1, T_event = a_n - a_1 (the span of the
+availability events), T_complete = a fixed completion allowance after the last
+availability and t_b = a terminal buffer; the allowances are the same for every
+policy (docs/evaluation.md).
 
 Pure Python + numpy: no MuJoCo, no ROS.
 """
@@ -95,7 +100,7 @@ PERMUTATIONS: Final[tuple[tuple[int, int, int], ...]] = tuple(itertools.permutat
 DEFAULT_BELT_SPEED: Final = 0.03  # m/s (study speeds: 0.03, 0.05)
 DEFAULT_ARRIVAL_INTERVAL: Final = 12.0  # s between arrivals: one scripted pick-and-place (~11 s, LIBERO response)
 DEFAULT_FIRST_ARRIVAL: Final = 2.0  # s, t_start
-DEFAULT_T_COMPLETE: Final = 15.0  # s, completion allowance after the last arrival
+DEFAULT_T_COMPLETE: Final = 15.0  # s, completion allowance after the last availability
 DEFAULT_T_BUFFER: Final = 2.0  # s, terminal buffer t_b
 
 
@@ -210,13 +215,27 @@ class TaskSpec:
         return tuple(self.first_arrival + j * self.arrival_interval for j in range(self.num_workpieces))
 
     @property
+    def availability_times(self) -> tuple[float, ...]:
+        """Sim time (s) from which each workpiece can be completed: its arrival, plus the belt's travel from the
+        belt start into the arm's reach (a_j of LIBERO-Industry's budget)."""
+        travel = max(0.0, layout.REACH_X_MIN - layout.BELT_X_START) / self.belt_speed if self.belt_speed > 0 else 0.0
+        return tuple(t + travel for t in self.arrival_times)
+
+    @property
+    def t_start(self) -> float:
+        """The first availability (t_start of the budget)."""
+        return self.availability_times[0]
+
+    @property
     def t_event(self) -> float:
-        return (self.num_workpieces - 1) * self.arrival_interval
+        """The span of the availability events."""
+        a = self.availability_times
+        return a[-1] - a[0]
 
     @property
     def horizon(self) -> float:
-        """Rollout budget in seconds: t_start + T_event + T_complete + t_b."""
-        return self.first_arrival + self.t_event + self.t_complete + self.t_buffer
+        """Rollout budget in seconds: t_start + T_event + T_complete + t_b, from the availability times."""
+        return self.t_start + self.t_event + self.t_complete + self.t_buffer
 
     @property
     def language_instruction(self) -> str:
@@ -253,11 +272,12 @@ class TaskSpec:
         d["horizon"] = self.horizon
         d["target_slots"] = list(self.target_slots)
         d["arrival_times"] = list(self.arrival_times)
+        d["availability_times"] = list(self.availability_times)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TaskSpec:
-        derived = {"language_instruction", "horizon", "target_slots", "arrival_times"}
+        derived = {"language_instruction", "horizon", "target_slots", "arrival_times", "availability_times"}
         names = set(cls.__dataclass_fields__)
         unknown = set(d) - names - derived
         if unknown:
