@@ -29,9 +29,9 @@ import select
 import stat
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -56,8 +56,11 @@ WAITING: Final = {0: "", 1: "the world's next tick", 2: "its observation (state 
 # Header words
 _H_MAGIC, _H_VERSION, _H_WORLD_PID, _H_SEQ, _H_TICK, _H_TIME_NS, _H_EPISODE, _H_STEP = range(8)
 _H_PAUSED, _H_STATE, _H_SERVO_NS, _H_CONTROL_NS, _H_RENDERED, _H_EPISODE_TICK = range(8, 14)
+_H_REGISTRY = 14  # bumped (under the file lock) whenever a slot is taken or freed: cached member lists renew
 _H_FRAMES = 16  # per camera: frame counter of the newest frame
 _H_FRAME_NS = _H_FRAMES + len(CAMERA_NAMES)  # per camera: its sim time, ns
+_H_FRAMES_TICK = _H_FRAME_NS + len(CAMERA_NAMES)  # the tick whose frames are the newest rendered (-1: none yet)
+_H_FRAMES_MASK = _H_FRAMES_TICK + 1  # bit i: camera i rendered at that tick
 HEADER_WORDS: Final = 32
 # World states
 STARTING, RUNNING, CLOSED = 0, 1, 2
@@ -183,6 +186,8 @@ class Tick:
     frame_time_ns: tuple[int, ...]  # per camera: the newest frame's sim time, ns
     rendered: int  # bit i: camera i rendered at this tick
     paused: bool  # the episode is over and the physics stands still (the clock runs on)
+    frames_tick: int = -1  # the tick of the newest rendered frames (a camera's part: read and publish them)
+    frames_mask: int = 0  # bit i: camera i rendered then
 
     @property
     def time(self) -> float:
@@ -213,6 +218,19 @@ class SlotView:
     waiting: int
 
 
+class _FileLock:
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def __enter__(self) -> None:
+        self._f = open(self._path, "r+b")
+        fcntl.flock(self._f, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._f, fcntl.LOCK_UN)
+        self._f.close()
+
+
 class _Block:
     """The mapped block of int64 words."""
 
@@ -222,6 +240,27 @@ class _Block:
         self.words = np.memmap(path, dtype=np.int64, mode=mode, shape=(TOTAL_WORDS,))
         self.header = self.words[:HEADER_WORDS]
         self.slots = self.words[HEADER_WORDS:].reshape(MAX_PARTICIPANTS, SLOT_WORDS)
+        self._members: list[SlotView] = []
+        self._registry = -1
+
+    def members(self) -> list[SlotView]:
+        """The active participants as they registered (name, source, pid, kinds, cameras), cached until a slot
+        is taken or freed; their progress (done_tick ...) is read live with :meth:`word`."""
+        registry = int(self.header[_H_REGISTRY])
+        if registry != self._registry:
+            self._members, self._registry = self.active(), registry
+        return self._members
+
+    def word(self, index: int, field: int) -> int:
+        return int(self.slots[index, field])
+
+    def bump_registry(self) -> None:
+        """A slot was taken or freed (call under the file lock: the increment is not atomic)."""
+        self.header[_H_REGISTRY] += 1
+
+    def locked(self) -> Any:
+        """The block's file lock (registrations, frees), as a context manager."""
+        return _FileLock(self.path)
 
     def slot_view(self, i: int) -> SlotView:
         s = np.array(self.slots[i])
@@ -255,7 +294,7 @@ class _Block:
         return Tick(int(v[_H_TICK]), int(v[_H_TIME_NS]), int(v[_H_EPISODE]), None if step < 0 else step,
                     tuple(int(x) for x in v[_H_FRAMES:_H_FRAMES + n]),
                     tuple(int(x) for x in v[_H_FRAME_NS:_H_FRAME_NS + n]), int(v[_H_RENDERED]),
-                    bool(v[_H_PAUSED]))  # fmt: skip
+                    bool(v[_H_PAUSED]), int(v[_H_FRAMES_TICK]), int(v[_H_FRAMES_MASK]))  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------- the world
@@ -292,15 +331,17 @@ class LockstepWorld:
         self._block.slots[:] = 0
         h[_H_VERSION], h[_H_WORLD_PID] = VERSION, os.getpid()
         h[_H_SERVO_NS], h[_H_CONTROL_NS] = servo_period_ns, control_period_ns
-        h[_H_TICK], h[_H_STEP] = -1, -1
+        h[_H_TICK], h[_H_STEP], h[_H_FRAMES_TICK] = -1, -1, -1
         h[_H_MAGIC] = MAGIC  # last: attachers wait for it
         self._waker = _Waker()
         self._given_up: set[tuple[int, int]] = set()  # (slot, pid) of participants no longer waited for
         self.tick: Tick | None = None
+        self.frames_tick: Tick | None = None  # the last tick that rendered frames
         self._closed = False
 
     # ---- participants
     def participants(self) -> list[SlotView]:
+        """The active participants, their progress read now."""
         return self._block.active()
 
     def wait_for(self, names: Iterable[str], timeout: float, stop: object | None = None) -> list[str]:
@@ -325,46 +366,74 @@ class LockstepWorld:
         h[_H_FRAMES:_H_FRAMES + n] = tick.frames
         h[_H_FRAME_NS:_H_FRAME_NS + n] = tick.frame_time_ns
         h[_H_RENDERED], h[_H_PAUSED], h[_H_STATE] = tick.rendered, int(tick.paused), RUNNING
+        if tick.rendered:
+            h[_H_FRAMES_TICK], h[_H_FRAMES_MASK] = tick.index, tick.rendered
+            self.frames_tick = tick
         h[_H_TICK] = tick.index
         h[_H_SEQ] += 1
         self.tick = tick
-        for p in self.participants():
+        for p in self._block.members():
             if tick.needs(p.kinds, p.cameras):
                 self._waker.wake(self._dir / f"slot{p.index}")
 
     def _owes(self, p: SlotView, tick: Tick) -> bool:
-        if (p.index, p.pid) in self._given_up or not tick.needs(p.kinds, p.cameras):
+        """Whether ``p`` has yet to do its part in ``tick``. A camera's part (the frames of a tick) is not waited
+        for at that tick: only before the next frames are rendered over them (:meth:`wait_frames_taken`), so
+        publishing them overlaps the ticks that follow."""
+        if (p.index, p.pid) in self._given_up or p.kinds == CAMERA or not tick.needs(p.kinds, p.cameras):
             return False
-        return p.done_tick < tick.index
+        return self._block.word(p.index, _S_DONE_TICK) < tick.index
+
+    def _owes_frames(self, p: SlotView, tick: Tick) -> bool:
+        if (p.index, p.pid) in self._given_up or not p.kinds & CAMERA or not tick.frames_mask & p.cameras:
+            return False
+        return self._block.word(p.index, _S_DONE_TICK) < tick.frames_tick
 
     def wait_done(self, stop: object | None = None) -> list[Stall]:
-        """Block until every participant has done its part in the current tick. Returns the ones that died
-        or stayed silent for ``stall_timeout`` (they are not waited for again), [] when all answered."""
-        tick = self.tick
+        """Block until every participant has done its part in the current tick (the cameras' part in the
+        frames: :meth:`wait_frames_taken`). Returns the ones that died or stayed silent for ``stall_timeout``
+        (they are not waited for again), [] when all answered."""
+        return self._wait(self._owes, self.tick, stop)
+
+    def wait_frames_taken(self, stop: object | None = None) -> list[Stall]:
+        """Block until every camera has taken the newest frames (before new ones are rendered over them)."""
+        tick = self.frames_tick
+        return [] if tick is None else self._wait(self._owes_frames, replace(tick, frames_tick=tick.index,
+                                                                             frames_mask=tick.rendered), stop)
+
+    def _wait(self, owes: Any, tick: Tick | None, stop: object | None) -> list[Stall]:
         if tick is None:
             return []
         started = time.monotonic()
+        check_at = started + WAKE_POLL  # whether the owing are alive: after a first wait, then every WAKE_POLL
         while True:
-            owing = [p for p in self.participants() if self._owes(p, tick)]
+            owing = [p for p in self._block.members() if owes(p, tick)]
             if not owing:
                 return []
             if getattr(stop, "is_set", lambda: False)():
                 return []
-            dead = [p for p in owing if not pid_alive(p.pid)]
-            silent = owing if time.monotonic() - started > self.stall_timeout else []
-            if dead or silent:
-                stalls = []
-                for p in dead or silent:
-                    self._given_up.add((p.index, p.pid))
-                    self._release(p)
-                    stalls.append(Stall(p.name, p.pid, p in dead, WAITING.get(p.waiting, ""), tick))
-                return stalls
-            _sleep_on(self._fd, WAKE_POLL)
+            now = time.monotonic()
+            if now >= check_at:
+                check_at = now + WAKE_POLL
+                dead = [p for p in owing if not pid_alive(p.pid)]
+                silent = owing if now - started > self.stall_timeout else []
+                if dead or silent:
+                    stalls = []
+                    for p in dead or silent:
+                        self._given_up.add((p.index, p.pid))
+                        self._release(p)
+                        waiting = WAITING.get(self._block.word(p.index, _S_WAITING), "")
+                        stalls.append(Stall(p.name, p.pid, p in dead, waiting, tick))
+                    return stalls
+            _sleep_on(self._fd, max(0.0, check_at - time.monotonic()))
 
     def _release(self, p: SlotView) -> None:
-        """Free a participant's slot that is gone or given up on (a restarted node registers afresh)."""
+        """Free a participant's slot that is gone (a restarted node registers afresh); one given up on keeps
+        its slot (it is no longer waited for)."""
         if not pid_alive(p.pid):
-            self._block.slots[p.index, _S_STATE] = FREE
+            with self._block.locked():
+                self._block.slots[p.index, _S_STATE] = FREE
+                self._block.bump_registry()
 
     def close(self) -> None:
         if self._closed:
@@ -414,34 +483,31 @@ class LockstepParticipant:
         self.world_pid = int(block.header[_H_WORLD_PID])
         self.servo_period_ns = int(block.header[_H_SERVO_NS])
         self.control_period_ns = int(block.header[_H_CONTROL_NS])
-        self.index = self._register(participant, source)
-        self._fd = _make_fifo(self._dir / f"slot{self.index}")
         self._waker = _Waker()
         self._handled = -1
         self._closed = False
-        self._slot[_S_STATE] = ACTIVE  # last: the world sees a complete slot
+        self.index = self._register(participant, source)
         self._waker.wake(self._dir / "world")
 
     def _register(self, participant: str, source: str) -> int:
-        with open(self._block.path, "r+b") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                for i in range(MAX_PARTICIPANTS):
-                    s = self._block.slots[i]
-                    if int(s[_S_STATE]) == ACTIVE and pid_alive(int(s[_S_PID])):
-                        if _decode(s[_S_NAME:_S_NAME + NAME_WORDS]) == participant:
-                            raise LockstepError(f"a participant named {participant!r} is already registered "
-                                                f"(pid {int(s[_S_PID])})")  # fmt: skip
-                        continue
-                    s[:] = 0
-                    s[_S_PID], s[_S_KINDS], s[_S_CAMERAS] = os.getpid(), self.kinds, self.cameras
-                    s[_S_DONE_TICK], s[_S_DONE_STEP], s[_S_ACTED_STEP] = -1, -1, -1
-                    s[_S_NAME:_S_NAME + NAME_WORDS] = _encode(participant)
-                    s[_S_SOURCE:_S_SOURCE + NAME_WORDS] = _encode(source)
-                    self._slot = s
-                    return i
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with self._block.locked():
+            for i in range(MAX_PARTICIPANTS):
+                s = self._block.slots[i]
+                if int(s[_S_STATE]) == ACTIVE and pid_alive(int(s[_S_PID])):
+                    if _decode(s[_S_NAME:_S_NAME + NAME_WORDS]) == participant:
+                        raise LockstepError(f"a participant named {participant!r} is already registered "
+                                            f"(pid {int(s[_S_PID])})")  # fmt: skip
+                    continue
+                s[:] = 0
+                s[_S_PID], s[_S_KINDS], s[_S_CAMERAS] = os.getpid(), self.kinds, self.cameras
+                s[_S_DONE_TICK], s[_S_DONE_STEP], s[_S_ACTED_STEP] = -1, -1, -1
+                s[_S_NAME:_S_NAME + NAME_WORDS] = _encode(participant)
+                s[_S_SOURCE:_S_SOURCE + NAME_WORDS] = _encode(source)
+                self._slot = s
+                self._fd = _make_fifo(self._dir / f"slot{i}")
+                s[_S_STATE] = ACTIVE  # last: the world sees a complete slot
+                self._block.bump_registry()
+                return i
         raise LockstepError(f"all {MAX_PARTICIPANTS} lockstep slots are taken")
 
     # ---- the world
@@ -460,7 +526,12 @@ class LockstepParticipant:
                 tick = self._block.read_tick()
             except LockstepError:
                 return None
-            if tick is not None and tick.index > self._handled and tick.needs(self.kinds, self.cameras):
+            if tick is not None and self.kinds == CAMERA:  # the newest frames, whichever tick it is now
+                if tick.frames_tick > self._handled and tick.frames_mask & self.cameras:
+                    self._handled = tick.frames_tick
+                    self.waiting(5)
+                    return replace(tick, index=tick.frames_tick, rendered=tick.frames_mask)
+            elif tick is not None and tick.index > self._handled and tick.needs(self.kinds, self.cameras):
                 self._handled = tick.index
                 self.waiting(5)
                 return tick
@@ -480,9 +551,10 @@ class LockstepParticipant:
         s[_S_DONE_TICK] = tick.index
         s[_S_WAITING] = 1
         self._waker.wake(self._dir / "world")
-        for p in self._block.active():  # whoever waits on a source's decision (arm driver, recorder)
-            if p.index != self.index and p.kinds & CONTROL | p.kinds & SERVO:
-                self._waker.wake(self._dir / f"slot{p.index}")
+        if tick.control_step is not None:  # whoever waits on a source's decision (arm driver, recorder)
+            for p in self._block.members():
+                if p.index != self.index and p.kinds & (CONTROL | SERVO):
+                    self._waker.wake(self._dir / f"slot{p.index}")
 
     def waiting(self, code: int) -> None:
         """Say what this participant is waiting for (named by the supervisor should it stop answering)."""
@@ -491,10 +563,7 @@ class LockstepParticipant:
     # ---- other participants
     def source_slot(self, source: str) -> SlotView | None:
         """The participant that publishes actions as ``source``, if one takes part."""
-        for p in self._block.active():
-            if p.source == source and pid_alive(p.pid):
-                return p
-        return None
+        return next((p for p in self._block.members() if p.source == source), None)
 
     def wait_source(self, source: str, step: int, stop: object | None = None) -> bool | None:
         """Wait until the participant acting as ``source`` is done with control step ``step``: True if it
@@ -503,9 +572,9 @@ class LockstepParticipant:
             p = self.source_slot(source)
             if p is None:
                 return None
-            if p.done_step >= step:
-                return p.acted_step == step
-            if getattr(stop, "is_set", lambda: False)() or not self.world_alive():
+            if self._block.word(p.index, _S_DONE_STEP) >= step:
+                return self._block.word(p.index, _S_ACTED_STEP) == step
+            if getattr(stop, "is_set", lambda: False)() or not self.world_alive() or not pid_alive(p.pid):
                 return None
             _sleep_on(self._fd, WAKE_POLL)
 
@@ -513,8 +582,9 @@ class LockstepParticipant:
         if self._closed:
             return
         self._closed = True
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), self._block.locked():
             self._slot[_S_STATE] = FREE
+            self._block.bump_registry()
         self._waker.wake(self._dir / "world")
         self._waker.close()
         with contextlib.suppress(OSError):

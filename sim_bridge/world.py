@@ -4,11 +4,12 @@
 (:mod:`sim_bridge.world_node`) wraps it, tests drive it directly. It talks to
 the drivers' sim backends only through a :class:`~sim_bridge.link.SimLink`:
 
-- every physics step it reads the arm, gripper and belt command sections
-  (commands count only when written after the last reset: a new episode never
-  starts by chasing the previous episode's last servo target);
-- after every step it writes the :class:`~sim_bridge.link.WorldState`
-  (stamped with ``time.time()``);
+- at the start of each :meth:`SimWorld.step` (a servo period) it reads the arm,
+  gripper and belt command sections (commands count only when written after the
+  last reset: a new episode never starts by chasing the previous episode's last
+  servo target);
+- at its end it writes the :class:`~sim_bridge.link.WorldState` (stamped with
+  ``time.time()`` as well, for drivers on the wall clock);
 - it renders both cameras at ``camera_hz`` of *sim* time into the link.
 
 Arm servo: each joint has a stiff position servo and a velocity
@@ -253,22 +254,24 @@ class SimWorld:
 
     # ------------------------------------------------------------------ step
     def step(self, n_steps: int = 1) -> None:
-        """Advance ``n_steps`` physics steps (TIMESTEP each)."""
+        """Advance ``n_steps`` physics steps (TIMESTEP each): the link's commands read at the start, the state
+        written at the end. A servo period is one call (the drivers' commands for it are in the link before
+        it, and they read the state after it): the link is touched once per period, not per physics step."""
         m, d = self.model, self.data
         assert m is not None and d is not None
+        if self.link is not None:
+            self._read_commands()
         for _ in range(int(n_steps)):
-            if self.link is not None:
-                self._read_commands()
             self._servo()
             self._drive_belt()
             if self._next_arrival < len(self._arrival_times):
                 self._arrivals()
             mujoco.mj_step(m, d)
-            self._write_state()
             if self.auto_render:
                 self._maybe_render()
             if d.time >= self._next_monitor - 1e-9:
                 self._monitor()
+        self._write_state()
 
     def _read_commands(self) -> None:
         link = self.link

@@ -66,6 +66,7 @@ class WorldClock:
         self.overruns = 0  # times the world fell MAX_LAG behind its pace
         self._frame_ns = [0] * len(CAMERA_NAMES)
         self._due = False
+        self._stalls: list[Stall] = []
         self._anchor: tuple[float, int] | None = None  # (wall, tick) the pace is measured from
         self._new_episode = True
 
@@ -107,11 +108,14 @@ class WorldClock:
         return Tick(self.index, self.time_ns, self.world.episode, step, counts, tuple(self._frame_ns), 0,
                     self.paused)  # fmt: skip
 
-    def render(self, tick: Tick) -> Tick:
-        """Render the frames ``tick`` announced; the tick again, now naming the cameras that rendered."""
+    def render(self, tick: Tick, stop: object | None = None) -> Tick:
+        """Render the frames ``tick`` announced (once the cameras took the last ones: their slot in the link is
+        overwritten); the tick again, now naming the cameras that rendered."""
         if not self._due:
             return tick
         self._due = False
+        if self.lockstep is not None:
+            self._stalls += self.lockstep.wait_frames_taken(stop)
         self.world.render_due()
         return replace(tick, frames=self.world.frame_counts, rendered=(1 << len(CAMERA_NAMES)) - 1)
 
@@ -120,8 +124,10 @@ class WorldClock:
             self.lockstep.publish(tick)
 
     def wait(self, stop: object | None = None) -> list[Stall]:
-        """Wait for the participants' parts in the last tick published (nothing without lockstep)."""
-        return [] if self.lockstep is None else self.lockstep.wait_done(stop)
+        """Wait for the participants' parts in the last tick published (nothing without lockstep); those that
+        died or stopped answering since the last call."""
+        stalls, self._stalls = self._stalls, []
+        return stalls + ([] if self.lockstep is None else self.lockstep.wait_done(stop))
 
     def pace(self, stop: object | None = None) -> None:
         """Hold the next tick back until its wall time at ``real_time_factor`` (0: no wait)."""

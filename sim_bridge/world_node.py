@@ -282,7 +282,7 @@ class SimWorldNode(Node):
                 self._publish_episode(world)
                 next_ep_ns = tick.time_ns + ep_period_ns
             clock.publish(tick)
-            rendered = clock.render(tick)  # while the nodes that need only the state work on this tick
+            rendered = clock.render(tick, self._stop)  # while the nodes that need only the state work on it
             if rendered is not tick:
                 clock.publish(rendered)
             for stall in clock.wait(self._stop):
