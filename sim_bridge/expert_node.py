@@ -50,13 +50,13 @@ class ExpertNode(Node):
             raise ValueError(f"action_response must be one of {list(ACTION_RESPONSES)}, got {response!r}")
         self.expert = ScriptedExpert(ExpertConfig(control_hz=hz, action_response=response))
         self.inputs = StampedInputs((STATE, TRUTH))
+        lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
         self._episode: int | None = None
         self.done = threading.Event()
-        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
-        self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE))
-        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
+        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, lockstep))
+        self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE, lockstep))
+        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, lockstep))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
-        lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
         self.steps = StepRunner(self.get_name(), hz, self._step, lockstep=lockstep, sim_link=str(p(Params.SIM_LINK)),
                                 source=SOURCE_EXPERT, ready=self._matched, priority=CONTROL_PRIORITY)  # fmt: skip
         self.steps.start()

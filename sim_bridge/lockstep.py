@@ -308,6 +308,11 @@ class Stall:
     waiting: str
     tick: Tick
 
+    @property
+    def waits_on_others(self) -> bool:
+        """It was waiting for another participant (a source's action): a consequence, not the cause."""
+        return self.waiting == WAITING[3]
+
     def __str__(self) -> str:
         what = "died" if self.dead else "stopped answering"
         on = f" (waiting for {self.waiting})" if self.waiting else ""

@@ -51,7 +51,7 @@ class PolicyServerNode(Node):
         hz, horizon, delay = float(p(Params.CONTROL_HZ)), int(p("horizon")), float(p("delay_ms"))
         if kind == "expert":
             policy = ExpertChunkPolicy(self.truth, horizon, hz, delay_ms=delay)
-            self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE))
+            self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE, True))
         else:
             policy = ReachPolicy(REACH_TARGET_DEFAULT, horizon, delay, hz)
         self.server = LocalPolicyServer(policy, str(p("host")), int(p("port")), {"policy": kind, "horizon": horizon})

@@ -111,14 +111,14 @@ class ReplayNode(Node):
         self._source: str | None = None
         self._episodes: list[dict[str, Any]] = []  # /sim/episode reports of the replayed episode
         self._took_effect: dict[int, int] = {}  # action stamp (ns) -> servo tick (the bridge's action results)
-        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
-        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
+        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, True))
+        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, True))
         self.create_subscription(String, Topics.ACTIVE_SOURCE, self._on_source, qos(Qos.LATCHED))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
-        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND))
+        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND, True))
         for cam in CAMERA_NAMES:
             self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m),
-                                     qos(Qos.SENSOR_LOCKSTEP))  # fmt: skip
+                                     qos(Qos.SENSOR_LOCKSTEP, True))  # fmt: skip
         self._reset = self.create_client(Trigger, Services.SIM_RESET)
         self._reset_future: Future | None = None
         self._started_wall = time.monotonic()

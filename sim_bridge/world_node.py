@@ -51,7 +51,13 @@ from libero_workcell.contract import (
 )
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import fixed_at_startup
-from libero_workcell.task import DEFAULT_ARRIVAL_INTERVAL, DEFAULT_BELT_SPEED, DEFAULT_FIRST_ARRIVAL, TaskSpec
+from libero_workcell.task import (
+    DEFAULT_ARRIVAL_INTERVAL,
+    DEFAULT_BELT_SPEED,
+    DEFAULT_FIRST_ARRIVAL,
+    DEFAULT_T_COMPLETE,
+    TaskSpec,
+)
 from preferences.catalogue import Catalogue
 from sim_bridge.link import SimLink
 from sim_bridge.lockstep import LockstepWorld
@@ -77,14 +83,15 @@ def spec_from_parameters(p: dict[str, Any]) -> TaskSpec:
         slot_permutation=tuple(perm) or None,
         arrival_interval=float(p["arrival_interval"]),
         first_arrival=float(p["first_arrival"]),
+        t_complete=float(p["t_complete"]),
     )
     # The preference (LIBERO-PeRM): catalogue specs, one or two joined by "+"; refused unless they can be scored
     return Catalogue.load().condition(str(p.get("preference") or "")).apply(spec)
 
 
 class SimWorldNode(Node):
-    TASK_PARAMS = ("seed", "belt_speed", "arrival_interval", "first_arrival", "combination", "slot_permutation",
-                   "preference")
+    TASK_PARAMS = ("seed", "belt_speed", "arrival_interval", "first_arrival", "t_complete", "combination",
+                   "slot_permutation", "preference")
 
     def __init__(self) -> None:
         super().__init__("sim_world")
@@ -107,6 +114,7 @@ class SimWorldNode(Node):
         self.declare_parameter(Params.BELT_SPEED, DEFAULT_BELT_SPEED)
         self.declare_parameter("arrival_interval", DEFAULT_ARRIVAL_INTERVAL)
         self.declare_parameter("first_arrival", DEFAULT_FIRST_ARRIVAL)
+        self.declare_parameter("t_complete", DEFAULT_T_COMPLETE)  # s after the last availability (the budget's)
         self.declare_parameter("combination", -1)
         self.declare_parameter("slot_permutation", [-1])
         self.declare_parameter("preference", "")
@@ -129,7 +137,8 @@ class SimWorldNode(Node):
         self.link = SimLink.create(self.link_name)
         self._clock_pub = self.create_publisher(Clock, Topics.CLOCK, qos_profile(Qos.CLOCK))
         self.world: SimWorld | None = None
-        self._gt_pub = self.create_publisher(String, Topics.SIM_GROUND_TRUTH, qos_profile(Qos.STATE))
+        self._gt_pub = self.create_publisher(String, Topics.SIM_GROUND_TRUTH,
+                                             ros_qos.qos(Qos.STATE, self.lockstep is not None))  # fmt: skip
         self._ep_pub = self.create_publisher(String, Topics.SIM_EPISODE, qos_profile(Qos.LATCHED))
         self.create_service(Trigger, Services.SIM_RESET, self._on_reset)
 
@@ -285,8 +294,9 @@ class SimWorldNode(Node):
             rendered = clock.render(tick, self._stop)  # while the nodes that need only the state work on it
             if rendered is not tick:
                 clock.publish(rendered)
-            for stall in clock.wait(self._stop):
-                self._on_stall(world, str(stall))
+            stalls = clock.wait(self._stop)
+            if stalls:  # the one that waits on no other first: a frozen source stalls the arm bridge after it
+                self._on_stall(world, "; ".join(str(s) for s in sorted(stalls, key=lambda s: s.waits_on_others)))
             clock.pace(self._stop)
 
     def _await_participants(self, world: SimWorld) -> None:

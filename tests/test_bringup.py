@@ -76,8 +76,10 @@ def test_default_nodes_and_parameters():
     assert specs["sim_world"].module == "sim_bridge.world_node"
     assert specs["sim_world"].parameters == {
         **injected, "real_time_factor": 1.0, "participants": "aubo_bridge,external_camera,wrist_camera",
+        "start_timeout": 60.0, "stall_timeout": 30.0,
         "control_hz": 20.0, "servo_hz": 100.0, "camera_hz": 20.0, "render": True,
-        "seed": 0, "belt_speed": 0.03, "arrival_interval": 12.0, "first_arrival": 2.0, "combination": -1,
+        "seed": 0, "belt_speed": 0.03, "arrival_interval": 12.0, "first_arrival": 2.0, "t_complete": 15.0,
+        "combination": -1,
         "slot_permutation": [-1], "preference": "", "demo_path": "", "demo": "", "pause_at_done": True,
     }
     assert specs["aubo_bridge"].parameters == {

@@ -1,7 +1,7 @@
 """Sim-in-the-loop replay through the whole ROS graph: ``workcell replay`` / ``sim_replay.launch.py``.
 
-Every node its own process on loopback DDS, the world paced to the wall clock: the recorded demo is
-replayed as source ``policy``, and the report, the strip and the exit codes are what a lab sees.
+Every node its own process on loopback DDS, on sim time in lockstep: the recorded demo is replayed as source
+``policy``, and the report, the strip and the exit codes are what a lab sees.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from libero_workcell.bringup import Graph
 from libero_workcell.launcher import NodeDiedError, launch
 from libero_workcell.libero_format import read_demos, read_frames
 from libero_workcell.replay_run import REPORT_FILE, describe, replay_graph, replay_overrides
+from sim_bridge.replay import load_plan, replay_in_process
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 STEPS = 300  # of the open-loop replay
@@ -37,12 +38,10 @@ def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(d
     outcome = report["outcome"]
     assert outcome["recorded_placed"] == [True, True, True] and len(outcome["replayed_placed"]) == 3
     assert outcome["same"] is (outcome["replayed_placed"] == outcome["recorded_placed"])
-    # Open loop, relative actions on the wall clock: whatever DDS and the scheduler do to an action's timing
-    # integrates (7-38 mm RMS seen over the whole 39 s episode; docs/simulation.md). A wrong action response is
-    # off by decimetres. The outcome is held in closed loop, below.
-    assert report["tracking"]["pos_rms_m"] < 0.06 and report["tracking"]["rot_rms_deg"] < 2.0, report["tracking"]
+    # Open loop in lockstep: the demo (recorded in one process, sim time) is given back exactly, path and frames
+    assert report["tracking"]["pos_max_m"] < 1e-9 and report["tracking"]["rot_max_deg"] < 1e-6, report["tracking"]
     ticks = report["per_step"]["servo_tick"]
-    assert len(ticks) == STEPS and sum(t >= 0 for t in ticks) > 0.99 * STEPS  # the bridge reported each action
+    assert len(ticks) == STEPS and np.all(np.diff(ticks) == 5)
     assert json.loads((tmp_path / REPORT_FILE).read_text()) == report
     print(describe(report))
 
@@ -54,14 +53,14 @@ def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(d
     for i, step in enumerate(steps):  # the top row is the recorded external view, upright
         cell = strip[:256, i * 260 : i * 260 + 256]
         np.testing.assert_array_equal(cell, recorded[i][::-1], err_msg=f"strip column {i} (step {step})")
-    replayed_first = strip[260:516, :256].astype(int)
-    assert np.abs(replayed_first - recorded[0][::-1].astype(int)).mean() < 10  # the same scene, re-rendered
+    for i in range(len(steps)):  # the replayed row: the same frames, re-rendered
+        np.testing.assert_array_equal(strip[260:516, i * 260 : i * 260 + 256], recorded[i][::-1])
 
 
 def test_closed_loop_replay_through_the_graph_keeps_the_outcome(tmp_path_factory, tmp_path, ros_env) -> None:
-    """Closed loop on a demo the law can follow (0.18 m/s): through the graph it tracks within a few mm
-    (5.5-6 mm RMS, 0.55 deg here; 4.5 mm / 0.3 deg in one process) and keeps the recorded outcome. (The
-    default expert's 0.45 m/s leaves the follower 20-30 mm behind; docs/simulation.md.)"""
+    """Closed loop on a demo the law can follow (0.18 m/s): through the graph it tracks within a few mm and
+    keeps the recorded outcome, and in lockstep it is the replay in one process, step for step. (The default
+    expert's 0.45 m/s leaves the follower 20-30 mm behind; docs/simulation.md.)"""
     demo_file = followable_demo_file(tmp_path_factory.mktemp("followable"))
     steps = read_demos(demo_file).demos[0].num_samples
     report = replay_graph(demo_file, "demo_0", "closed_loop", tmp_path, ros_env, timeout=steps / 20 + 120,
@@ -72,6 +71,8 @@ def test_closed_loop_replay_through_the_graph_keeps_the_outcome(tmp_path_factory
     assert report["tracking"]["pos_rms_m"] < 0.015 and report["tracking"]["rot_rms_deg"] < 2.0, report["tracking"]
     assert any(report["outcome"]["recorded_placed"]), report["outcome"]  # something to keep
     assert report["outcome"]["same"] is True, report["outcome"]
+    local = replay_in_process(load_plan(demo_file, "demo_0"), "closed_loop")
+    np.testing.assert_array_equal(np.array(report["per_step"]["tcp_pos"]), local.pos)
 
 
 def test_a_bad_demo_path_stops_the_replay_with_the_reason(tmp_path, ros_env) -> None:

@@ -127,13 +127,13 @@ class AuboBridgeNode(Node):
             self.get_logger().warning(f"servo thread: {note}")
         self.add_on_set_parameters_callback(self._on_params)
 
-        self._pub_joints = self.create_publisher(JointState, Topics.JOINT_STATES, qos(Qos.STATE))
+        self._pub_joints = self.create_publisher(JointState, Topics.JOINT_STATES, qos(Qos.STATE, self.lockstep))
         self._pub_tcp = self.create_publisher(PoseStamped, Topics.TCP_POSE, qos(Qos.STATE))
         self._pub_gripper = self.create_publisher(JointState, Topics.GRIPPER_STATE, qos(Qos.STATE))
-        self._pub_state = self.create_publisher(JointState, Topics.ROBOT_STATE, qos(Qos.STATE))
+        self._pub_state = self.create_publisher(JointState, Topics.ROBOT_STATE, qos(Qos.STATE, self.lockstep))
         self._pub_source = self.create_publisher(String, Topics.ACTIVE_SOURCE, qos(Qos.LATCHED))
         self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
-        self._pub_result = self.create_publisher(String, Topics.ACTION_RESULT, qos(Qos.COMMAND))
+        self._pub_result = self.create_publisher(String, Topics.ACTION_RESULT, qos(Qos.COMMAND, self.lockstep))
         self.create_subscription(JointState, Topics.ACTION, self._on_action, qos(Qos.COMMAND))
         commands = None  # one group: the arm's commands run one at a time, off the executor (a reset may take seconds)
         for name, handler in (

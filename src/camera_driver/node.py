@@ -91,7 +91,7 @@ class CameraNode(Node):
         self.frame_id = OPTICAL_FRAMES[self.camera]
         use_sim = bool(self.get_parameter(Params.USE_SIM).value)
         self.lockstep = use_sim and bool(self.get_parameter(Params.LOCKSTEP).value)
-        sensor = qos(Qos.SENSOR_LOCKSTEP if self.lockstep else Qos.SENSOR)  # in lockstep every frame counts
+        sensor = qos(Qos.SENSOR_LOCKSTEP, True) if self.lockstep else qos(Qos.SENSOR)  # in lockstep every frame counts
         self._pub_image = self.create_publisher(Image, Topics.image(self.camera), sensor)
         self._pub_info = self.create_publisher(CameraInfo, Topics.camera_info(self.camera), sensor)
         self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))

@@ -187,7 +187,8 @@ class Qos:
     COMMAND: Final = QosSpec(reliable=True, depth=10)
     STATE: Final = QosSpec(reliable=True, depth=5)  # joint/TCP/gripper/belt state
     SENSOR: Final = QosSpec(reliable=False, depth=2)  # images: best effort, newest
-    # images in sim lockstep: each frame counts (a step waits for its frames), so none may be dropped
+    # images in sim lockstep: each frame counts (a step waits for its frames), so none may be dropped, nor lost
+    # to a late match (ros_qos.qos(..., lockstep=True) makes it transient local too)
     SENSOR_LOCKSTEP: Final = QosSpec(reliable=True, depth=5)
     CLOCK: Final = QosSpec(reliable=True, depth=1)  # /clock (subscribers may ask best effort)
     LATCHED: Final = QosSpec(reliable=True, depth=1, transient_local=True)

@@ -82,12 +82,12 @@ class PolicyNode(Node):
         self.inputs = StampedInputs((STATE, *CAMERA_NAMES))
         self._instructions: dict[int, str] = {}  # sim: each world episode's instruction
         self._episode = -1
-        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
+        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, self.lockstep))
         self._status = self.create_publisher(String, Topics.POLICY_STATUS, qos(Qos.STATE))
         self._diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
-        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
+        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, self.lockstep))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
-        sensor = qos(Qos.SENSOR_LOCKSTEP if self.lockstep else Qos.SENSOR)
+        sensor = qos(Qos.SENSOR_LOCKSTEP, True) if self.lockstep else qos(Qos.SENSOR)
         for cam in CAMERA_NAMES:
             self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), sensor)
         self.create_service(Trigger, Services.POLICY_START, self._srv_start)

@@ -117,13 +117,14 @@ class RecorderNode(Node):
         self._last_error = ""
         self._sim_metrics: dict[str, Any] | None = None  # sim: the world's latest outcome, stored with a demo
         self._status_pub = self.create_publisher(String, Topics.RECORDER_STATUS, qos(Qos.LATCHED))
-        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
-        self.create_subscription(JointState, Topics.JOINT_STATES, self._on_joints, qos(Qos.STATE))
-        self.create_subscription(JointState, Topics.ACTION, self._on_action, qos(Qos.COMMAND))
-        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND))
+        self.lockstep = lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
+        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, lockstep))
+        self.create_subscription(JointState, Topics.JOINT_STATES, self._on_joints, qos(Qos.STATE, lockstep))
+        self.create_subscription(JointState, Topics.ACTION, self._on_action, qos(Qos.COMMAND, lockstep))
+        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result,
+                                 qos(Qos.COMMAND, lockstep))  # fmt: skip
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
-        self.lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
-        sensor = qos(Qos.SENSOR_LOCKSTEP if self.lockstep else Qos.SENSOR)  # in lockstep each frame is a step's
+        sensor = qos(Qos.SENSOR_LOCKSTEP, True) if self.lockstep else qos(Qos.SENSOR)  # each frame is a step's
         for cam in CAMERA_NAMES:
             self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), sensor)
         self.create_service(Trigger, Services.RECORDER_START, self._srv_start)

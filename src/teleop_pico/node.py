@@ -96,9 +96,9 @@ class TeleopNode(Node):
         self._recorder_seen = False
         self.source: ControllerSource | None = HeadsetSource() if kind == "headset" else None
         self.done = threading.Event()
-        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
+        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, self.lockstep))
         self._status_pub = self.create_publisher(String, Topics.TELEOP_STATUS, qos(Qos.STATE))
-        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE))
+        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, self.lockstep))
         self.create_subscription(String, Topics.RECORDER_STATUS, self._on_recorder, qos(Qos.LATCHED))
         if self._script is not None and self._script.task is not None:
             self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
