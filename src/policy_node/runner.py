@@ -148,7 +148,7 @@ class PolicyRunner:
         validate_action(x.action)  # never hand out what was not checked (the chunk was; this is the last gate)
         age, rtt, infer, t_obs = self._chunk_info.get(x.chunk, (None, None, None, None))
         self.counters["actions"] += 1
-        delay = None if t_obs is None else (now - t_obs) / self.config.control_period
+        delay = None if t_obs is None else round((now - t_obs) / self.config.control_period, 6)
         return StepRecord(now, x.action, "chunk", x.chunk, x.index, x.blended, age, rtt, infer, self.queue.remaining,
                           delay)  # fmt: skip
 
