@@ -4,7 +4,7 @@ The simulated workcell graph (``config/workcell.yaml``) with ``policy:=true`` an
 (``policy_local_server:=true``: openpi-server serving the scripted expert's chunks on 127.0.0.1:``policy_port``):
 the whole deploy loop, openpi's protocol included, with no GPU. ``policy_local_server:=false
 policy_url:=ws://GPU-HOST:8000`` runs a real checkpoint against the simulated workcell instead.
-Arguments: docs/policy.md. Without ROS 2's launch: ``workcell bringup policy:=true policy_local_server:=true``.
+Arguments: docs/policy.md. Without ROS 2's launch: ``workcell bringup --job deploy_sim``.
 """
 
 from pathlib import Path

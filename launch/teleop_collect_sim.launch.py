@@ -5,7 +5,7 @@ The simulated workcell graph (``config/workcell.yaml``) with ``teleop:=true`` an
 ``teleop_repeats`` times, resetting the world before each, and the ``recorder`` writes each run to
 ``record_path``; the world's ``arrival_interval`` is the session's 18 s. ``teleop_source:=headset`` drives
 the simulated arm from a real PICO headset instead.
-Arguments: docs/teleop.md. Without ROS 2's launch: ``workcell bringup teleop:=true teleop_source:=scripted``.
+Arguments: docs/teleop.md. Without ROS 2's launch: ``workcell bringup --job teleop_collect_sim``.
 """
 
 from pathlib import Path

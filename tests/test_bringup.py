@@ -672,3 +672,25 @@ def test_the_real_arms_driver_runs_in_a_process_of_its_own_and_the_simulated_one
     (sim,) = [s for s in graph.resolve([]) if s.name == "aubo_bridge"]
     assert "driver_host" not in real.parameters  # the node's default: process
     assert sim.parameters["driver_host"] == "node"
+
+
+@pytest.mark.parametrize("job", sorted(launch_presets.JOBS))
+def test_every_job_is_one_graph_under_ros2_launch_and_workcell_bringup(monkeypatch, job, capsys, tmp_path):
+    """``ros2 launch libero_workcell JOB.launch.py ARGS`` and ``workcell bringup --job JOB ARGS`` resolve to the
+    same nodes with the same parameters, world settings included (docs/bringup_sim.md)."""
+    from libero_workcell import cli
+
+    given = {"sim_world.seed": "4", "record_path": str(tmp_path / "d.hdf5")}
+    if job == "sim_replay":
+        given["demo_path"] = str(tmp_path / "demo.hdf5")
+    if launch_presets.JOBS[job].get("use_sim") is False:
+        given.pop("sim_world.seed")
+    actions = _run_launch_file(monkeypatch, given, REPO / "launch" / f"{job}.launch.py")
+    launched = [(a.name, a.executable, a.parameters[0]) for a in actions if type(a).__name__ == "Node"]
+    overrides = [f"{k}:={v}" for k, v in given.items()]
+    assert cli.main(["bringup", "--job", job, "--dry-run", *overrides]) == 0
+    printed = capsys.readouterr().out
+    resolved = Graph.load().resolve(cli.job_overrides(job, overrides))
+    assert launched == [(s.name, s.executable, s.parameters) for s in resolved]
+    for s in resolved:  # what the dry run printed is this graph
+        assert f"workcell: node {s.name} ({s.module}) {s.parameters}" in printed

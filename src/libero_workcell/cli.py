@@ -37,6 +37,16 @@ def _run_env(values: dict[str, Any], domain_id: int | None) -> dict[str, str]:
     return dict(os.environ)
 
 
+def job_overrides(job: str | None, overrides: Sequence[str]) -> dict[str, Any]:
+    """A job's launch-file defaults (launch_presets.JOBS) with the command line's overrides over them."""
+    from libero_workcell.launch_presets import JOBS
+
+    if job is not None and job not in JOBS:
+        raise bringup.GraphError(f"--job {job!r}: jobs are {', '.join(JOBS)}")
+    return {**{k: bringup.launch_text(v) for k, v in JOBS.get(job or "", {}).items()},
+            **bringup.parse_overrides(overrides)}  # fmt: skip
+
+
 def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -44,8 +54,9 @@ def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
 def cmd_bringup(args: argparse.Namespace) -> int:
     """Run the graph until Ctrl-C (exit 0) or until a node dies (exit 1, with its last lines)."""
     graph = bringup.Graph.load(args.graph)
-    values = graph.argument_values(args.overrides)
-    nodes = graph.resolve(args.overrides)
+    overrides = job_overrides(args.job, args.overrides)
+    values = graph.argument_values(overrides)
+    nodes = graph.resolve(overrides)
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
         unknown = sorted(set(wanted) - {n.name for n in nodes})
@@ -119,6 +130,9 @@ def _parser() -> argparse.ArgumentParser:
                        "launch arguments (use_sim, sim_link, expert, ...), NODE.PARAM:=VALUE for node parameters.")
     p.add_argument("overrides", nargs="*", metavar="key:=value")
     p.add_argument("--graph", default=None, help="graph YAML file (path or name in config/)")
+    p.add_argument("--job", default=None, metavar="NAME",
+                   help="start from a job's defaults, as its launch file does (NAME.launch.py): sim_workcell, "
+                        "real_workcell, teleop_collect_sim, teleop_collect, deploy_sim, deploy_real, sim_replay")
     p.add_argument("--log-dir", default=None, help="write <node>.log and <node>.params.yaml here")
     p.add_argument("--domain-id", type=int, default=None,
                    help="ROS_DOMAIN_ID (default: inherited ROS_DOMAIN_ID, else derived from the pid)")

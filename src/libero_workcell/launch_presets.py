@@ -1,5 +1,6 @@
 """The argument defaults each launch file puts over the graph's (config/workcell.yaml): one home, so the
-launch files, ``workcell`` commands and the tests compute the same graph."""
+launch files, ``workcell bringup --job NAME`` and the tests compute the same graph (each job is its launch
+file's name: ``ros2 launch libero_workcell NAME.launch.py`` and ``workcell bringup --job NAME`` are one graph)."""
 
 from __future__ import annotations
 
@@ -14,3 +15,14 @@ TELEOP_COLLECT_REAL: Final[dict[str, Any]] = {"use_sim": False, "teleop": True, 
 # one against the local server (the scripted expert's chunks over openpi's protocol, no GPU).
 DEPLOY_REAL: Final[dict[str, Any]] = {"use_sim": False, "policy": True}
 DEPLOY_SIM: Final[dict[str, Any]] = {"policy": True, "policy_local_server": True}
+
+# The jobs, by their launch file's name (launch/<name>.launch.py)
+JOBS: Final[dict[str, dict[str, Any]]] = {
+    "sim_workcell": {},
+    "real_workcell": REAL_WORKCELL,
+    "teleop_collect_sim": TELEOP_COLLECT_SIM,
+    "teleop_collect": TELEOP_COLLECT_REAL,
+    "deploy_sim": DEPLOY_SIM,
+    "deploy_real": DEPLOY_REAL,
+    "sim_replay": SIM_REPLAY,
+}
