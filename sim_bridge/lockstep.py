@@ -339,6 +339,7 @@ class LockstepWorld:
         h[_H_TICK], h[_H_STEP], h[_H_FRAMES_TICK] = -1, -1, -1
         h[_H_MAGIC] = MAGIC  # last: attachers wait for it
         self._waker = _Waker()
+        self._self_waker = _Waker()  # for other threads of the world (one waker per thread: its fds are its own)
         self._given_up: set[tuple[int, int]] = set()  # (slot, pid) of participants no longer waited for
         self.tick: Tick | None = None
         self.frames_tick: Tick | None = None  # the last tick that rendered frames
@@ -381,6 +382,24 @@ class LockstepWorld:
             if tick.needs(p.kinds, p.cameras):
                 self._waker.wake(self._dir / f"slot{p.index}")
 
+    def frames_ready(self, frames_tick: Tick) -> None:
+        """The frames ``frames_tick`` announced are in the link now (rendered on a thread while the world went
+        on): the cameras take them, whatever tick it is now."""
+        h = self._block.header
+        n = len(CAMERA_NAMES)
+        h[_H_SEQ] += 1
+        h[_H_FRAMES:_H_FRAMES + n] = frames_tick.frames
+        h[_H_FRAMES_TICK], h[_H_FRAMES_MASK] = frames_tick.index, frames_tick.rendered
+        h[_H_SEQ] += 1
+        self.frames_tick = frames_tick
+        for p in self._block.members():
+            if p.kinds & CAMERA and p.cameras & frames_tick.rendered:
+                self._waker.wake(self._dir / f"slot{p.index}")
+
+    def wake(self) -> None:
+        """Wake the world's wait (from another thread of the world: a renderer that finished)."""
+        self._self_waker.wake(self._dir / "world")
+
     def _owes(self, p: SlotView, tick: Tick) -> bool:
         """Whether ``p`` has yet to do its part in ``tick``. A camera's part (the frames of a tick) is not waited
         for at that tick: only before the next frames are rendered over them (:meth:`wait_frames_taken`), so
@@ -394,11 +413,12 @@ class LockstepWorld:
             return False
         return self._block.word(p.index, _S_DONE_TICK) < tick.frames_tick
 
-    def wait_done(self, stop: object | None = None) -> list[Stall]:
+    def wait_done(self, stop: object | None = None, poll: Any = None) -> list[Stall]:
         """Block until every participant has done its part in the current tick (the cameras' part in the
         frames: :meth:`wait_frames_taken`). Returns the ones that died or stayed silent for ``stall_timeout``
-        (they are not waited for again), [] when all answered."""
-        return self._wait(self._owes, self.tick, stop)
+        (they are not waited for again), [] when all answered. ``poll()`` runs at every wake (frames that
+        became ready are announced from there: a participant of this tick may be waiting for them)."""
+        return self._wait(self._owes, self.tick, stop, poll)
 
     def wait_frames_taken(self, stop: object | None = None) -> list[Stall]:
         """Block until every camera has taken the newest frames (before new ones are rendered over them)."""
@@ -406,12 +426,14 @@ class LockstepWorld:
         return [] if tick is None else self._wait(self._owes_frames, replace(tick, frames_tick=tick.index,
                                                                              frames_mask=tick.rendered), stop)
 
-    def _wait(self, owes: Any, tick: Tick | None, stop: object | None) -> list[Stall]:
+    def _wait(self, owes: Any, tick: Tick | None, stop: object | None, poll: Any = None) -> list[Stall]:
         if tick is None:
             return []
         started = time.monotonic()
         check_at = started + WAKE_POLL  # whether the owing are alive: after a first wait, then every WAKE_POLL
         while True:
+            if poll is not None:
+                poll()
             owing = [p for p in self._block.members() if owes(p, tick)]
             if not owing:
                 return []
@@ -451,6 +473,7 @@ class LockstepWorld:
         for p in self.participants():  # wake every sleeper: it sees the world closed
             self._waker.wake(self._dir / f"slot{p.index}")
         self._waker.close()
+        self._self_waker.close()
         os.close(self._fd)
         self._block.words.flush()
         with contextlib.suppress(FileNotFoundError):

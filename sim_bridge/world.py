@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, Final
 
@@ -111,6 +112,25 @@ def _xyzw(wxyz: np.ndarray) -> np.ndarray:
     return np.array([wxyz[1], wxyz[2], wxyz[3], wxyz[0]])
 
 
+@dataclass(frozen=True)
+class FrameJob:
+    """Both cameras' frames of one moment: a copy of the state to render from, their counters and sim time."""
+
+    model: mujoco.MjModel
+    data: mujoco.MjData
+    counts: tuple[int, ...]  # per camera (CAMERA_NAMES)
+    sim_time: float
+    fovy: tuple[float, ...]
+
+    def run(self, world: SimWorld, renderer: mujoco.Renderer | None = None) -> None:
+        """Render each camera from the copy and publish it to ``world``'s link (``renderer``: one made on the
+        calling thread; default the world's own)."""
+        for idx, name in enumerate(CAMERA_NAMES):
+            rgb = world.render_camera(name, self.data, renderer)
+            if world.link is not None:
+                world.link.write_frame(idx, self.counts[idx], self.sim_time, rgb, self.fovy[idx])
+
+
 class SimWorld:
     """The simulated workcell for one :class:`TaskSpec` at a time."""
 
@@ -142,6 +162,8 @@ class SimWorld:
         self._episode = 0
         self._frame_count = [0] * len(CAMERA_NAMES)
         self._last_frames: dict[str, np.ndarray] = {}
+        self._render_data: mujoco.MjData | None = None  # the copy frames are rendered from (frame_job)
+        self._render_data_model: mujoco.MjModel | None = None
         self.events: list[dict[str, Any]] = []
         self.spec = spec
         self.reset(spec)
@@ -426,36 +448,35 @@ class SimWorld:
     def render_due(self) -> None:
         """Render both cameras for this moment and publish them to the link; the next frame falls due one
         camera period later (``auto_render`` False: the caller decides when, :mod:`sim_bridge.world_clock`)."""
-        d = self.data
-        assert d is not None
+        self.frame_job().run(self)
+
+    def frame_job(self) -> FrameJob:
+        """The frames due now, to render from a copy of this moment's state (here, or on a thread of its own:
+        :class:`sim_bridge.frame_renderer.FrameRenderer`, while the world steps on); the next frame falls due
+        one camera period later."""
+        m, d = self.model, self.data
+        assert m is not None and d is not None
         period = 1.0 / self.camera_hz
         self._next_frame += period
         if self._next_frame <= d.time:  # never burst to catch up
             self._next_frame = d.time + period
-        for idx, name in enumerate(CAMERA_NAMES):
-            rgb = self.render_camera(name)
+        if self._render_data is None or self._render_data_model is not m:
+            self._render_data, self._render_data_model = mujoco.MjData(m), m
+        mujoco.mj_copyData(self._render_data, m, d)
+        for idx in range(len(CAMERA_NAMES)):
             self._frame_count[idx] += 1
-            if self.link is not None:
-                self.link.write_frame(idx, self._frame_count[idx], float(d.time), rgb, self._cam_fovy[idx])
+        return FrameJob(m, self._render_data, tuple(self._frame_count), float(d.time), tuple(self._cam_fovy))
 
-    def refresh_frames(self) -> None:
-        """Render both cameras now and publish them to the link (e.g. while the physics is paused)."""
-        if not self.render_enabled:
-            return
-        d = self.data
-        assert d is not None
-        for idx, name in enumerate(CAMERA_NAMES):
-            rgb = self.render_camera(name)
-            self._frame_count[idx] += 1
-            if self.link is not None:
-                self.link.write_frame(idx, self._frame_count[idx], float(d.time), rgb, self._cam_fovy[idx])
-
-    def render_camera(self, camera: str) -> np.ndarray:
-        """Render ``camera`` now: (IMAGE_SIZE, IMAGE_SIZE, 3) uint8 RGB (a private copy)."""
-        if self._renderer is None:
+    def render_camera(self, camera: str, data: mujoco.MjData | None = None,
+                      renderer: mujoco.Renderer | None = None) -> np.ndarray:  # fmt: skip
+        """Render ``camera`` now (or from ``data``, a copy of a moment's state; with ``renderer``, one made on the
+        calling thread: a GL context is its thread's): (IMAGE_SIZE, IMAGE_SIZE, 3) uint8 RGB, a private copy."""
+        renderer = renderer or self._renderer
+        if renderer is None or not self.render_enabled:
             raise RuntimeError("this SimWorld was created with render=False")
-        self._renderer.update_scene(self.data, camera=self.CAMERAS[camera], scene_option=self._scene_option)
-        rgb = self._renderer.render().copy()
+        renderer.update_scene(self.data if data is None else data, camera=self.CAMERAS[camera],
+                              scene_option=self._scene_option)  # fmt: skip
+        rgb = renderer.render().copy()
         self._last_frames[camera] = rgb
         return rgb
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from libero_workcell.contract import CAMERA_NAMES
+from sim_bridge.frame_renderer import FrameRenderer
 from sim_bridge.lockstep import LockstepWorld, Stall, Tick
 from sim_bridge.scene import TIMESTEP
 from sim_bridge.world import SimWorld
@@ -52,7 +53,8 @@ class WorldClock:
     """Advance ``world`` tick by tick; with ``lockstep``, each tick waits for its participants."""
 
     def __init__(self, world: SimWorld, plan: ClockPlan, lockstep: LockstepWorld | None = None,
-                 real_time_factor: float = 1.0, wall: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 real_time_factor: float = 1.0, wall: Callable[[], float] = time.monotonic,
+                 render_thread: bool = False) -> None:  # fmt: skip
         if world.auto_render:
             raise ValueError("a WorldClock renders the frames itself: build the SimWorld with auto_render=False")
         self.world = world
@@ -67,12 +69,18 @@ class WorldClock:
         self._frame_ns = [0] * len(CAMERA_NAMES)
         self._due = False
         self._stalls: list[Stall] = []
+        # lockstep: frames rendered on a thread of their own while the world steps on, announced when done
+        self._renderer: FrameRenderer | None = None
+        if render_thread and lockstep is not None and world.render_enabled:
+            self._renderer = FrameRenderer(world, on_done=lockstep.wake)
+        self._rendering: Tick | None = None  # the tick whose frames are being rendered
         self._anchor: tuple[float, int] | None = None  # (wall, tick) the pace is measured from
         self._new_episode = True
 
     # ---- episodes
     def reset(self, spec: object | None = None) -> None:
         """A new episode, starting on the next control step (the clock jumps at most one control period)."""
+        self._finish_frames()
         self.world.reset(spec)  # type: ignore[arg-type]
         self._new_episode = True
         self._anchor = None
@@ -114,10 +122,37 @@ class WorldClock:
         if not self._due:
             return tick
         self._due = False
+        self._finish_frames()
         if self.lockstep is not None:
             self._stalls += self.lockstep.wait_frames_taken(stop)
-        self.world.render_due()
-        return replace(tick, frames=self.world.frame_counts, rendered=(1 << len(CAMERA_NAMES)) - 1)
+        rendered = replace(tick, rendered=(1 << len(CAMERA_NAMES)) - 1)
+        if self._renderer is None:
+            self.world.render_due()
+            return replace(rendered, frames=self.world.frame_counts)
+        job = self.world.frame_job()
+        self._rendering = replace(rendered, frames=job.counts)
+        self._renderer.submit(job)
+        return tick  # announced when done (poll)
+
+    def poll(self) -> None:
+        """Announce frames a thread finished rendering (the cameras take them, whatever tick it is now)."""
+        if self._rendering is not None and self._renderer is not None and not self._renderer.busy:
+            if self._renderer.error is not None:
+                raise RuntimeError(f"rendering failed: {self._renderer.error!r}") from self._renderer.error
+            assert self.lockstep is not None
+            done, self._rendering = self._rendering, None
+            self.lockstep.frames_ready(done)
+
+    def _finish_frames(self) -> None:
+        """Wait for frames still being rendered, and announce them."""
+        if self._renderer is not None and self._rendering is not None:
+            self._renderer.wait_idle()
+            self.poll()
+
+    def close(self) -> None:
+        self._finish_frames()
+        if self._renderer is not None:
+            self._renderer.close()
 
     def publish(self, tick: Tick) -> None:
         if self.lockstep is not None:
@@ -127,7 +162,11 @@ class WorldClock:
         """Wait for the participants' parts in the last tick published (nothing without lockstep); those that
         died or stopped answering since the last call."""
         stalls, self._stalls = self._stalls, []
-        return stalls + ([] if self.lockstep is None else self.lockstep.wait_done(stop))
+        if self.lockstep is None:
+            return stalls
+        stalls += self.lockstep.wait_done(stop, self.poll)
+        self.poll()
+        return stalls
 
     def pace(self, stop: object | None = None) -> None:
         """Hold the next tick back until its wall time at ``real_time_factor`` (0: no wait)."""

@@ -251,11 +251,13 @@ class SimWorldNode(Node):
                 self.get_logger().fatal(f"sim world thread crashed: {exc!r}")
                 self._error = exc
         finally:
+            if self.clock is not None:
+                self.clock.close()
             self.world.close()
 
     def _loop(self, world: SimWorld) -> None:
         plan = ClockPlan.of(float(self._param(Params.SERVO_HZ)), float(self._param(Params.CONTROL_HZ)))
-        clock = WorldClock(world, plan, self.lockstep, self.rtf)
+        clock = WorldClock(world, plan, self.lockstep, self.rtf, render_thread=True)
         clock.pause_at_done = bool(self._param("pause_at_done"))
         self.clock = clock
         ep_period_ns = period_ns(float(self._param("episode_hz")))
@@ -291,7 +293,7 @@ class SimWorldNode(Node):
                 self._publish_episode(world)
                 next_ep_ns = tick.time_ns + ep_period_ns
             clock.publish(tick)
-            rendered = clock.render(tick, self._stop)  # while the nodes that need only the state work on it
+            rendered = clock.render(tick, self._stop)  # on a thread, while the world and the nodes go on
             if rendered is not tick:
                 clock.publish(rendered)
             stalls = clock.wait(self._stop)
