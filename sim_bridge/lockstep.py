@@ -61,6 +61,7 @@ _H_FRAMES = 16  # per camera: frame counter of the newest frame
 _H_FRAME_NS = _H_FRAMES + len(CAMERA_NAMES)  # per camera: its sim time, ns
 _H_FRAMES_TICK = _H_FRAME_NS + len(CAMERA_NAMES)  # the tick whose frames are the newest rendered (-1: none yet)
 _H_FRAMES_MASK = _H_FRAMES_TICK + 1  # bit i: camera i rendered at that tick
+_H_FRAMES_TIME = _H_FRAMES_MASK + 1  # that tick's sim time, ns (the frames' stamp)
 HEADER_WORDS: Final = 32
 # World states
 STARTING, RUNNING, CLOSED = 0, 1, 2
@@ -188,6 +189,7 @@ class Tick:
     paused: bool  # the episode is over and the physics stands still (the clock runs on)
     frames_tick: int = -1  # the tick of the newest rendered frames (a camera's part: read and publish them)
     frames_mask: int = 0  # bit i: camera i rendered then
+    frames_time_ns: int = 0  # their sim time (later ticks may have announced newer frames still being rendered)
 
     @property
     def time(self) -> float:
@@ -294,7 +296,8 @@ class _Block:
         return Tick(int(v[_H_TICK]), int(v[_H_TIME_NS]), int(v[_H_EPISODE]), None if step < 0 else step,
                     tuple(int(x) for x in v[_H_FRAMES:_H_FRAMES + n]),
                     tuple(int(x) for x in v[_H_FRAME_NS:_H_FRAME_NS + n]), int(v[_H_RENDERED]),
-                    bool(v[_H_PAUSED]), int(v[_H_FRAMES_TICK]), int(v[_H_FRAMES_MASK]))  # fmt: skip
+                    bool(v[_H_PAUSED]), int(v[_H_FRAMES_TICK]), int(v[_H_FRAMES_MASK]),
+                    int(v[_H_FRAMES_TIME]))  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------- the world
@@ -373,7 +376,7 @@ class LockstepWorld:
         h[_H_FRAME_NS:_H_FRAME_NS + n] = tick.frame_time_ns
         h[_H_RENDERED], h[_H_PAUSED], h[_H_STATE] = tick.rendered, int(tick.paused), RUNNING
         if tick.rendered:
-            h[_H_FRAMES_TICK], h[_H_FRAMES_MASK] = tick.index, tick.rendered
+            h[_H_FRAMES_TICK], h[_H_FRAMES_MASK], h[_H_FRAMES_TIME] = tick.index, tick.rendered, tick.time_ns
             self.frames_tick = tick
         h[_H_TICK] = tick.index
         h[_H_SEQ] += 1
@@ -390,6 +393,7 @@ class LockstepWorld:
         h[_H_SEQ] += 1
         h[_H_FRAMES:_H_FRAMES + n] = frames_tick.frames
         h[_H_FRAMES_TICK], h[_H_FRAMES_MASK] = frames_tick.index, frames_tick.rendered
+        h[_H_FRAMES_TIME] = frames_tick.time_ns
         h[_H_SEQ] += 1
         self.frames_tick = frames_tick
         for p in self._block.members():
@@ -558,7 +562,8 @@ class LockstepParticipant:
                 if tick.frames_tick > self._handled and tick.frames_mask & self.cameras:
                     self._handled = tick.frames_tick
                     self.waiting(5)
-                    return replace(tick, index=tick.frames_tick, rendered=tick.frames_mask)
+                    return replace(tick, index=tick.frames_tick, rendered=tick.frames_mask,
+                                   frame_time_ns=(tick.frames_time_ns,) * len(CAMERA_NAMES))  # fmt: skip
             elif tick is not None and tick.index > self._handled and tick.needs(self.kinds, self.cameras):
                 self._handled = tick.index
                 self.waiting(5)
