@@ -273,7 +273,8 @@ class AuboBridgeNode(Node):
         try:
             st, loop = self.driver.status(), self._loop_stats()
         except BackendError as exc:
-            error = ros_msgs.diagnostics_msg("aubo_bridge", TCP_FRAME, ros_msgs.DIAG_ERROR, str(exc), {})
+            error = ros_msgs.diagnostics_msg("aubo_bridge", TCP_FRAME, ros_msgs.DIAG_ERROR, str(exc), {},
+                                             self.get_clock().now().to_msg())  # fmt: skip
             self._pub_diag.publish(error)
             return
         level = {
@@ -302,7 +303,8 @@ class AuboBridgeNode(Node):
         message = st.fault or st.last_error or st.mode.value
         if not alive:
             message = f"servo loop is not running: nothing is streamed to the arm ({message})"
-        self._pub_diag.publish(ros_msgs.diagnostics_msg("aubo_bridge", TCP_FRAME, level, message, values))
+        self._pub_diag.publish(ros_msgs.diagnostics_msg("aubo_bridge", TCP_FRAME, level, message, values,
+                                                        self.get_clock().now().to_msg()))  # fmt: skip
         del self._latency_ms[:-200]
 
     def shutdown(self) -> None:

@@ -60,6 +60,7 @@ class ConveyorNode(Node):
             max_speed=float(self.get_parameter("max_speed").value),
         )
         use_sim = bool(self.get_parameter(Params.USE_SIM).value)
+        self._sim_time = bool(self.get_parameter(Params.USE_SIM_TIME).value)
         kind = str(self.get_parameter("backend").value)
         io = declare_config(self, "io", IO_PARAMS)
         if not use_sim and kind == "io" and io["nominal_speed"] != config.speed:
@@ -119,7 +120,8 @@ class ConveyorNode(Node):
 
     def _publish(self) -> None:
         s = self.driver.read()
-        t = ros_msgs.wall_from_monotonic(s.stamp)
+        # the node's clock in sim (the world's), the measurement's own time on the wall clock
+        t = self.get_clock().now().to_msg() if self._sim_time else ros_msgs.wall_from_monotonic(s.stamp)
         self._pub_state.publish(ros_msgs.joint_state_msg([BELT_JOINT_NAME], [s.position], t, [s.speed]))
 
     def _publish_diag(self) -> None:
@@ -132,7 +134,8 @@ class ConveyorNode(Node):
             "speed_mps": f"{s.speed:.4f}",
             "set_speed_mps": self.driver.set_speed_value,
         }
-        self._pub_diag.publish(ros_msgs.diagnostics_msg("conveyor", "belt", level, s.fault or "ok", values))
+        self._pub_diag.publish(ros_msgs.diagnostics_msg("conveyor", "belt", level, s.fault or "ok", values,
+                                                        self.get_clock().now().to_msg()))  # fmt: skip
 
 
 def main(args: list[str] | None = None) -> None:

@@ -229,7 +229,8 @@ class PolicyNode(Node):
             values["round_trip_p50_ms"] = float(np.percentile(rtts, 50))
             values["round_trip_max_ms"] = float(np.max(rtts))
         values.update({f"count_{k}": v for k, v in r.counters.items()})
-        self._diag.publish(ros_msgs.diagnostics_msg("policy_node", SOURCE_POLICY, level, message, values))
+        self._diag.publish(ros_msgs.diagnostics_msg("policy_node", SOURCE_POLICY, level, message, values,
+                                                    self.get_clock().now().to_msg()))  # fmt: skip
 
     # ------------------------------------------------------------------ lifecycle
     def shutdown(self) -> None:
