@@ -21,6 +21,11 @@ from aubo_bridge.backend import BackendError
 from aubo_bridge.config import ConfigError
 from libero_workcell.loopback import free_port
 
+# pyaubo_sdk 0.24.1 crashes the process that holds a streamed RTDE client, on its own thread, now and then when
+# it closes (docs/rtde.md); the node keeps its client in a child process, these tests hold one here. The suite runs
+# them on an xdist worker (test.sh), so such a crash fails one attempt, which runs again on a fresh worker.
+pytestmark = pytest.mark.flaky(reruns=2)
+
 FIELDS = ["R1_actual_q", "R1_actual_qd", "R1_robot_mode", "R1_safety_mode", "runtime_state", "line_number",
           "R1_actual_TCP_pose"]  # AuboRobot/aubo_ros2_driver's, in its order  # fmt: skip
 
