@@ -42,7 +42,7 @@ def test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses(tm
     metrics = episodes[-1]["metrics"]
     # On sim time in lockstep the load of the machine changes nothing: the built-in expert places all three
     assert metrics["placed"] == [True, True, True] and metrics["SR"] == 1 and not metrics.get("aborted"), metrics
-    assert all(c == 0 for c in codes.values()), codes
+    assert not {n: c for n, c in codes.items() if c}, codes  # a node that crashed or had to be killed on stop
     rows = [json.loads(line) for line in timing.read_text().splitlines()]
     kinds = [r["kind"] for r in rows]
     # openpi's start wait, then the policy at every step: with policy_latency 0 (LIBERO's protocol) the world

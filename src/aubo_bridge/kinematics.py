@@ -9,6 +9,7 @@ elbow or wrist flips between control steps). Pure numpy: no ROS, no MuJoCo.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -18,41 +19,77 @@ from transforms3d.euler import euler2mat
 from aubo_bridge.description import JOINT_LIMITS, JOINT_ORIGINS, TOOL_OFFSET
 from libero_workcell.rotations import rotation_error
 
-# URDF joint origins as (rotation, translation); URDF rpy is fixed-axis roll, pitch, yaw.
-_ORIGIN_R: Final = tuple(euler2mat(*j.rpy, axes="sxyz") for j in JOINT_ORIGINS)
-_ORIGIN_P: Final = tuple(np.array(j.xyz, dtype=float) for j in JOINT_ORIGINS)
+# URDF joint origins as (rotation, translation); URDF rpy is fixed-axis roll, pitch, yaw. Kept as plain floats:
+# the chain below runs in the servo path several times per tick, where numpy's per-call cost on 3-vectors
+# dominates the arithmetic (bench.sim_time measures the tick).
+_ORIGIN_R: Final = tuple(tuple(tuple(float(x) for x in row) for row in euler2mat(*j.rpy, axes="sxyz"))
+                         for j in JOINT_ORIGINS)  # fmt: skip
+_ORIGIN_P: Final = tuple(tuple(float(x) for x in j.xyz) for j in JOINT_ORIGINS)
 
 
 def _chain(q: np.ndarray, tool_offset: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(joint axes z_i (6x3), joint origins p_i (6x3), TCP position, TCP rotation) in the base frame.
 
-    3x3 rotations and translations rather than 4x4 products: this runs in the
-    servo path, a few times per control step.
+    R_i = R_{i-1} R_origin_i Rz(q_i) and p_i = p_{i-1} + R_{i-1} p_origin_i, written out on floats (Rz only
+    mixes the first two columns).
     """
-    R = np.eye(3)
-    p = np.zeros(3)
-    axes = np.empty((6, 3))
-    origins = np.empty((6, 3))
-    for i, (Ro, po, angle) in enumerate(zip(_ORIGIN_R, _ORIGIN_P, q, strict=True)):
-        p = p + R @ po
-        c, s = np.cos(angle), np.sin(angle)
-        R = R @ Ro @ np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-        axes[i] = R[:, 2]
-        origins[i] = p
-    return axes, origins, p + R @ tool_offset, R
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0
+    px = py = pz = 0.0
+    axes: list[tuple[float, float, float]] = []
+    origins: list[tuple[float, float, float]] = []
+    for ((a00, a01, a02), (a10, a11, a12), (a20, a21, a22)), (ox, oy, oz), angle in zip(
+        _ORIGIN_R, _ORIGIN_P, np.asarray(q, float).tolist(), strict=True
+    ):
+        px, py, pz = (
+            px + r00 * ox + r01 * oy + r02 * oz,
+            py + r10 * ox + r11 * oy + r12 * oz,
+            pz + r20 * ox + r21 * oy + r22 * oz,
+        )
+        m00, m01, m02 = (
+            r00 * a00 + r01 * a10 + r02 * a20,
+            r00 * a01 + r01 * a11 + r02 * a21,
+            r00 * a02 + r01 * a12 + r02 * a22,
+        )
+        m10, m11, m12 = (
+            r10 * a00 + r11 * a10 + r12 * a20,
+            r10 * a01 + r11 * a11 + r12 * a21,
+            r10 * a02 + r11 * a12 + r12 * a22,
+        )
+        m20, m21, m22 = (
+            r20 * a00 + r21 * a10 + r22 * a20,
+            r20 * a01 + r21 * a11 + r22 * a21,
+            r20 * a02 + r21 * a12 + r22 * a22,
+        )
+        c, s = math.cos(angle), math.sin(angle)
+        r00, r01, r02 = m00 * c + m01 * s, m01 * c - m00 * s, m02
+        r10, r11, r12 = m10 * c + m11 * s, m11 * c - m10 * s, m12
+        r20, r21, r22 = m20 * c + m21 * s, m21 * c - m20 * s, m22
+        axes.append((r02, r12, r22))
+        origins.append((px, py, pz))
+    tx, ty, tz = np.asarray(tool_offset, float).tolist()
+    tcp = (
+        px + r00 * tx + r01 * ty + r02 * tz,
+        py + r10 * tx + r11 * ty + r12 * tz,
+        pz + r20 * tx + r21 * ty + r22 * tz,
+    )
+    R = np.array(((r00, r01, r02), (r10, r11, r12), (r20, r21, r22)))
+    return np.array(axes), np.array(origins), np.array(tcp), R
 
 
 def fk(q: np.ndarray, tool_offset: np.ndarray = TOOL_OFFSET) -> tuple[np.ndarray, np.ndarray]:
     """TCP (position m, rotation matrix) in the base frame for joints ``q`` (rad)."""
-    _, _, p, R = _chain(np.asarray(q, float), tool_offset)
+    _, _, p, R = _chain(q, tool_offset)
     return p, R
 
 
 def fk_jacobian(q: np.ndarray, tool_offset: np.ndarray = TOOL_OFFSET) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(TCP position, TCP rotation, geometric Jacobian 6x6) in one pass over the chain."""
-    axes, origins, p, R = _chain(np.asarray(q, float), tool_offset)
+    axes, origins, p, R = _chain(q, tool_offset)
+    d = p - origins  # z_i x (p - p_i), the rows written out (np.cross costs more than the products)
     J = np.empty((6, 6))
-    J[:3] = np.cross(axes, p - origins).T
+    J[0] = axes[:, 1] * d[:, 2] - axes[:, 2] * d[:, 1]
+    J[1] = axes[:, 2] * d[:, 0] - axes[:, 0] * d[:, 2]
+    J[2] = axes[:, 0] * d[:, 1] - axes[:, 1] * d[:, 0]
     J[3:] = axes.T
     return p, R, J
 

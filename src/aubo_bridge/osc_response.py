@@ -22,7 +22,8 @@ from typing import Final
 
 import numpy as np
 from scipy.linalg import expm
-from scipy.spatial.transform import Rotation
+
+from libero_workcell.rotations import rotation_error, rotvec_matrix
 
 # Fitted to robosuite 1.4.0's Panda (tools/fit_osc_response.py): minimax of the per-sequence
 # RMS error over the travel. Position from the translation-only sequences, rotation from the
@@ -71,7 +72,7 @@ def transition(kp: float, zeta: float, dt: float) -> np.ndarray:
 def next_goal(ref: RefState, goal: Goal, dpos: np.ndarray, drot: np.ndarray) -> Goal:
     """robosuite's goal update: relative to the reference pose; the orientation goal only moves on a
     non-zero rotation delta (world-frame axis-angle, left-multiplied)."""
-    R = Rotation.from_rotvec(drot).as_matrix() @ ref.R if np.any(drot != 0.0) else goal.R
+    R = rotvec_matrix(drot) @ ref.R if np.any(drot != 0.0) else goal.R
     return Goal(ref.pos + dpos, R)
 
 
@@ -87,9 +88,9 @@ class OscResponse:
     def step(self, ref: RefState, goal: Goal) -> RefState:
         offset, vel = self._phi_pos @ np.stack([ref.pos - goal.pos, ref.vel])
         # Orientation offset as the rotation vector taking the goal to the reference (world frame).
-        rot_offset = Rotation.from_matrix(ref.R @ goal.R.T).as_rotvec()
+        rot_offset = rotation_error(ref.R, goal.R)
         rot_offset, omega = self._phi_rot @ np.stack([rot_offset, ref.omega])
-        R = Rotation.from_rotvec(rot_offset).as_matrix() @ goal.R
+        R = rotvec_matrix(rot_offset) @ goal.R
         return RefState(goal.pos + offset, vel, R, omega)
 
 

@@ -1,6 +1,12 @@
-"""Rotation helpers every layer shares (the driver's IK, the tracking law)."""
+"""Rotation helpers every layer shares (the driver's IK and response model, the tracking law).
+
+Closed forms on 3x3 matrices: these run in the servo path several times per tick, where building a scipy
+``Rotation`` costs more than the arithmetic; scipy takes over where a closed form is badly conditioned.
+"""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from scipy.spatial.transform import Rotation
@@ -21,3 +27,23 @@ def rotation_error(R_target: np.ndarray, R_current: np.ndarray) -> np.ndarray:
     if angle > np.pi - 1e-2:
         return Rotation.from_matrix(E).as_rotvec()
     return (angle / (2.0 * np.sin(angle))) * v
+
+
+def rotvec_matrix(v: np.ndarray) -> np.ndarray:
+    """Rotation matrix of the rotation vector ``v`` (Rodrigues: I + a K + b K^2, K the cross matrix of ``v``),
+    with a = sin(t)/t and b = (1 - cos t)/t^2 from their series below 1e-6 rad (no 0/0 and no cancellation)."""
+    x, y, z = (float(c) for c in v)
+    t2 = x * x + y * y + z * z
+    if t2 < 1e-12:
+        a, b = 1.0 - t2 / 6.0, 0.5 - t2 / 24.0
+    else:
+        t = math.sqrt(t2)
+        a, h = math.sin(t) / t, math.sin(0.5 * t) / t
+        b = 2.0 * h * h
+    return np.array(
+        (
+            (1.0 - b * (y * y + z * z), b * x * y - a * z, b * x * z + a * y),
+            (b * x * y + a * z, 1.0 - b * (x * x + z * z), b * y * z - a * x),
+            (b * x * z - a * y, b * y * z + a * x, 1.0 - b * (x * x + y * y)),
+        )
+    )
