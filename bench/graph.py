@@ -122,7 +122,7 @@ class GraphSession:
     def cpu_times(self) -> dict[str, float]:
         """CPU seconds (user + system, all threads) used so far by each node and by this bench process."""
         assert self.running is not None
-        out = {name: _proc_cpu_seconds(pid) for name, pid in self.running.pids.items()}
+        out = {name: proc_cpu_seconds(pid) for name, pid in self.running.pids.items()}
         t = os.times()
         out["bench (this process)"] = t.user + t.system
         out["_wall"] = time.time()
@@ -205,7 +205,7 @@ class GraphSession:
         return out
 
 
-def _proc_cpu_seconds(pid: int) -> float:
+def proc_cpu_seconds(pid: int) -> float:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import fmt
+from bench.graph import proc_cpu_seconds
+from libero_workcell.contract import CONTROL_HZ_DEFAULT
 
 TARGET_RTF = 5.0
 REPO = Path(__file__).resolve().parents[1]
@@ -57,11 +59,16 @@ def episode(overrides: list[str], env: dict[str, str], log_dir: Path, timeout: f
     reports: list[tuple[float, dict]] = []
     node.create_subscription(String, Topics.SIM_EPISODE, lambda m: reports.append((time.monotonic(),
                              json.loads(m.data))), qos(Qos.LATCHED))  # fmt: skip
+    cpu_start: dict[str, float] = {}
+    cpu_end: dict[str, float] = {}
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not (reports and reports[-1][1].get("done")):
             graph.check()
             ex.spin_once(timeout_sec=0.05)
+            if reports and not cpu_start:
+                cpu_start = {n: proc_cpu_seconds(p) for n, p in graph.pids.items()}
+        cpu_end = {n: proc_cpu_seconds(p) for n, p in graph.pids.items()}
         if not (reports and reports[-1][1].get("done")):
             raise TimeoutError(f"no episode end within {timeout:g} s; logs in {log_dir}")
     finally:
@@ -74,8 +81,20 @@ def episode(overrides: list[str], env: dict[str, str], log_dir: Path, timeout: f
     end = next(r for r in reports if r[1].get("done"))
     sim, wall = end[1]["sim_time"] - start[1]["sim_time"], end[0] - start[0]
     m = end[1]["metrics"]
+    steps = sim * CONTROL_HZ_DEFAULT
+    cpu = {n: (cpu_end[n] - cpu_start[n]) / steps * 1e3 for n in cpu_end if n in cpu_start and steps > 0}
     return {"sim_s": sim, "wall_s": wall, "rtf": sim / wall if wall > 0 else float("nan"), "placed": m["placed"],
-            "aborted": m.get("aborted")}  # fmt: skip
+            "aborted": m.get("aborted"), "cpu_ms_per_step": cpu}  # fmt: skip
+
+
+def cpu_line(r: dict[str, Any]) -> str:
+    """CPU ms each node used per control step, their sum, and the cores the graph kept busy."""
+    cpu = r["cpu_ms_per_step"]
+    total = sum(cpu.values())
+    wall_ms = 1e3 / (r["rtf"] * CONTROL_HZ_DEFAULT)
+    parts = ", ".join(f"{n} {v:.1f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
+    return (f"  CPU ms per control step (50 ms of sim): {parts}; sum {total:.1f} in {wall_ms:.1f} ms of wall: "
+            f"{total / wall_ms:.2f} cores busy")
 
 
 def line(label: str, r: dict[str, Any], target: bool = False) -> str:
@@ -124,11 +143,13 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(a.repeat):
             runs.append(episode([*base, f"sim_link:=bench_ls{i}"], env, tmp / f"ls{i}"))
             print(line(f"run {i + 1}", runs[-1], target=True))
+            print(cpu_line(runs[-1]))
         same = all(r["placed"] == runs[0]["placed"] for r in runs)
         print(f"  the same outcome every run: {same}")
         print("2. the same episode, the world running free (lockstep:=false), for contrast")
         free = episode([*base, "lockstep:=false", "sim_link:=bench_free"], env, tmp / "free")
         print(line("free-running", free))
+        print(cpu_line(free))
         best = max(r["rtf"] for r in runs)
         print(f"  lockstep costs {fmt(free['rtf'] / best)}x the free-running wall time per sim second; free-running "
               f"placed {free['placed']} (on sim time nothing waits: a node that falls behind misses steps)")

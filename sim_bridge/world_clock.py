@@ -21,6 +21,7 @@ from sim_bridge.scene import TIMESTEP
 from sim_bridge.world import SimWorld
 
 MAX_LAG = 0.25  # s behind the pace before it re-anchors (the world was slower than asked for a while)
+PAUSED_RTF = 1.0  # the fastest a paused world's clock runs
 
 
 def period_ns(hz: float) -> int:
@@ -75,6 +76,7 @@ class WorldClock:
             self._renderer = FrameRenderer(world, on_done=lockstep.wake)
         self._rendering: Tick | None = None  # the tick whose frames are being rendered
         self._anchor: tuple[float, int] | None = None  # (wall, tick) the pace is measured from
+        self._paced_at = self.rtf  # the pace the anchor belongs to
         self._new_episode = True
 
     # ---- episodes
@@ -168,16 +170,25 @@ class WorldClock:
         self.poll()
         return stalls
 
+    @property
+    def effective_rtf(self) -> float:
+        """The pace of the next tick: ``real_time_factor``, but no faster than real time while paused (an
+        episode that is over has nothing to compute: at 0 its clock would spin a core for nothing)."""
+        return PAUSED_RTF if self.paused and (self.rtf <= 0 or self.rtf > PAUSED_RTF) else self.rtf
+
     def pace(self, stop: object | None = None) -> None:
-        """Hold the next tick back until its wall time at ``real_time_factor`` (0: no wait)."""
-        if self.rtf <= 0:
+        """Hold the next tick back until its wall time at :attr:`effective_rtf` (0: no wait)."""
+        rtf = self.effective_rtf
+        if rtf != self._paced_at:  # a new pace starts from here
+            self._paced_at, self._anchor = rtf, None
+        if rtf <= 0:
             return
         now = self._wall()
         if self._anchor is None:  # the next tick is due now; each later one a period (over rtf) after it
             self._anchor = (now, self.index + 1)
             return
         anchor_wall, anchor_tick = self._anchor
-        due = anchor_wall + (self.index + 1 - anchor_tick) * self.plan.servo_ns * 1e-9 / self.rtf
+        due = anchor_wall + (self.index + 1 - anchor_tick) * self.plan.servo_ns * 1e-9 / rtf
         lag = now - due
         if lag > MAX_LAG:
             self.overruns += 1

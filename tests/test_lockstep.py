@@ -229,3 +229,19 @@ def test_real_time_factor_only_caps_the_speed():
         fast.advance()
         fast.pace(Stop())
     assert len(slept) == before
+    # an episode that is over has nothing to compute: its clock runs no faster than real time, even at 0 or 5
+    for rtf in (0.0, 5.0):
+        paused = _clock(rtf=rtf, wall=lambda: now[0])
+        paused.advance()
+        paused.world.abort("test: the episode is over")
+        slept.clear()
+        for _ in range(11):
+            paused.advance()
+            paused.pace(Stop())
+        assert sum(slept) == pytest.approx(10 * 0.01, rel=1e-6), rtf
+        paused.reset()  # a new episode: back to the asked pace
+        slept.clear()
+        for _ in range(11):
+            paused.advance()
+            paused.pace(Stop())
+        assert sum(slept) == pytest.approx(10 * 0.01 / rtf, rel=1e-6) if rtf else not slept
