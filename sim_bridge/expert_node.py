@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any, Final
 
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -21,7 +22,7 @@ from aubo_bridge.config import ACTION_RESPONSES, RESPONSE_LIBERO
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, Params, Qos, Topics
 from libero_workcell.node_main import run_node
-from libero_workcell.node_params import refuse_runtime_changes
+from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
 from libero_workcell.stepping import StampedInputs, Step, StepRunner
@@ -30,16 +31,23 @@ from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 STATE, TRUTH = "state", "truth"
 
 
+# Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
+# (NODE.PARAM:=VALUE) and cell files are checked against.
+PARAMETERS: Final[dict[str, Any]] = {
+    Params.CONTROL_HZ: CONTROL_HZ_DEFAULT,
+    "max_input_age": 0.25,  # s since receipt (wall clock): older inputs -> no action
+    "exit_on_done": False,
+    "action_response": RESPONSE_LIBERO,  # the arm's (aubo_bridge.action_response)
+    Params.USE_SIM: True,
+    Params.SIM_LINK: "workcell",
+    Params.LOCKSTEP: False,
+}
+
+
 class ExpertNode(Node):
     def __init__(self) -> None:
         super().__init__("scripted_expert")
-        self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
-        self.declare_parameter("max_input_age", 0.25)  # s since receipt (wall clock): older inputs -> no action
-        self.declare_parameter("exit_on_done", False)
-        self.declare_parameter("action_response", RESPONSE_LIBERO)  # the arm's (aubo_bridge.action_response)
-        self.declare_parameter(Params.USE_SIM, True)
-        self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.LOCKSTEP, False)
+        declare_all(self, PARAMETERS)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         hz = float(p(Params.CONTROL_HZ))

@@ -10,6 +10,7 @@ policy_node connects to it as it would to a GPU machine's server. ``delay_ms`` a
 from __future__ import annotations
 
 import json
+from typing import Any, Final
 
 from rclpy.node import Node
 from std_msgs.msg import String
@@ -17,7 +18,7 @@ from std_msgs.msg import String
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, Params, Qos, Topics
 from libero_workcell.loopback import LOOPBACK
 from libero_workcell.node_main import run_node
-from libero_workcell.node_params import refuse_runtime_changes
+from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 from libero_workcell.stepping import StampedInputs
 from policy_node.builtin_policies import ReachPolicy
@@ -29,17 +30,24 @@ TRUTH = "truth"
 TRUTH_TIMEOUT = 5.0  # s (wall) a lockstep request waits for the ground truth of its moment
 
 
+# Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
+# (NODE.PARAM:=VALUE) and cell files are checked against.
+PARAMETERS: Final[dict[str, Any]] = {
+    Params.USE_SIM: True,
+    Params.SIM_LINK: "workcell",  # injected into every node; unused here
+    Params.CONTROL_HZ: CONTROL_HZ_DEFAULT,
+    "policy": "expert",
+    "host": LOOPBACK,
+    "port": 8000,
+    "horizon": 10,  # actions per chunk (pi05_libero: 10)
+    "delay_ms": 0.0,  # inference time to spend per request
+}
+
+
 class PolicyServerNode(Node):
     def __init__(self) -> None:
         super().__init__("policy_server")
-        self.declare_parameter(Params.USE_SIM, True)
-        self.declare_parameter(Params.SIM_LINK, "workcell")  # injected into every node; unused here
-        self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
-        self.declare_parameter("policy", "expert")
-        self.declare_parameter("host", LOOPBACK)
-        self.declare_parameter("port", 8000)
-        self.declare_parameter("horizon", 10)  # actions per chunk (pi05_libero: 10)
-        self.declare_parameter("delay_ms", 0.0)  # inference time to spend per request
+        declare_all(self, PARAMETERS)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         if not p(Params.USE_SIM):

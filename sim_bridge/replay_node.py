@@ -24,7 +24,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import cv2
 import numpy as np
@@ -48,7 +48,7 @@ from libero_workcell.contract import (
 from libero_workcell.image_convention import to_upright
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, LiberoFormatError, read_frames
 from libero_workcell.node_main import run_node
-from libero_workcell.node_params import refuse_runtime_changes
+from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.replay_run import REPORT_FILE
 from libero_workcell.ros_qos import qos
 from libero_workcell.stepping import StampedInputs, Step, StepRunner
@@ -71,21 +71,28 @@ class Phase(enum.Enum):
     DONE = "done"
 
 
+# Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
+# (NODE.PARAM:=VALUE) and cell files are checked against.
+PARAMETERS: Final[dict[str, Any]] = {
+    Params.USE_SIM: True,
+    Params.SIM_LINK: "workcell",
+    Params.LOCKSTEP: False,
+    "demo_path": "",
+    "demo": "",
+    "mode": "open_loop",
+    Params.CONTROL_HZ: CONTROL_HZ_DEFAULT,
+    "out_dir": "replay-output",
+    "strip_frames": 6,
+    "settle_time": 2.0,  # s of sim time after the last action before the outcome is read
+    "max_steps": 0,  # 0: the whole demo
+    "start_timeout": 60.0,  # s (wall) for the graph to come up
+}
+
+
 class ReplayNode(Node):
     def __init__(self) -> None:
         super().__init__("demo_replay")
-        self.declare_parameter(Params.USE_SIM, True)
-        self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.LOCKSTEP, False)
-        self.declare_parameter("demo_path", "")
-        self.declare_parameter("demo", "")
-        self.declare_parameter("mode", "open_loop")
-        self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
-        self.declare_parameter("out_dir", "replay-output")
-        self.declare_parameter("strip_frames", 6)
-        self.declare_parameter("settle_time", 2.0)  # s of sim time after the last action before the outcome is read
-        self.declare_parameter("max_steps", 0)  # 0: the whole demo
-        self.declare_parameter("start_timeout", 60.0)  # s (wall) for the graph to come up
+        declare_all(self, PARAMETERS)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         if not p(Params.USE_SIM) or not p(Params.LOCKSTEP):

@@ -28,7 +28,7 @@ import json
 import math
 import threading
 import time
-from typing import Any
+from typing import Any, Final
 
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
@@ -50,7 +50,7 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.node_main import run_node
-from libero_workcell.node_params import fixed_at_startup
+from libero_workcell.node_params import declare_all, fixed_at_startup
 from libero_workcell.task import (
     DEFAULT_ARRIVAL_INTERVAL,
     DEFAULT_BELT_SPEED,
@@ -89,38 +89,45 @@ def spec_from_parameters(p: dict[str, Any]) -> TaskSpec:
     return Catalogue.load().condition(str(p.get("preference") or "")).apply(spec)
 
 
+# Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
+# (NODE.PARAM:=VALUE) and cell files are checked against.
+PARAMETERS: Final[dict[str, Any]] = {
+    Params.USE_SIM: True,  # injected into every node; the world ignores it
+    Params.SIM_LINK: "workcell",
+    "real_time_factor": 1.0,
+    Params.CONTROL_HZ: CONTROL_HZ_DEFAULT,
+    Params.SERVO_HZ: SIM_SERVO_HZ_DEFAULT,
+    # Lockstep (sim_bridge/lockstep.py): each tick waits for the nodes that close the loop; "participants"
+    # (comma-separated node names, from the graph) must all be up before the first tick.
+    Params.LOCKSTEP: False,
+    "participants": "",
+    "start_timeout": 60.0,  # s (wall) for the participants to come up
+    "stall_timeout": 30.0,  # s (wall) a participant may stay silent in one tick
+    Params.CAMERA_HZ: CAMERA_HZ_DEFAULT,
+    "render": True,
+    "episode_hz": 2.0,
+    "pause_at_done": True,
+    "seed": 0,
+    Params.BELT_SPEED: DEFAULT_BELT_SPEED,
+    "arrival_interval": DEFAULT_ARRIVAL_INTERVAL,
+    "first_arrival": DEFAULT_FIRST_ARRIVAL,
+    "t_complete": DEFAULT_T_COMPLETE,  # s after the last availability (the budget's)
+    "combination": -1,
+    "slot_permutation": [-1],
+    "preference": "",
+    # A recorded demo to replay (sim_bridge.replay): its task and first arm pose replace the task parameters.
+    "demo_path": "",
+    "demo": "",
+}
+
+
 class SimWorldNode(Node):
     TASK_PARAMS = ("seed", "belt_speed", "arrival_interval", "first_arrival", "t_complete", "combination",
                    "slot_permutation", "preference")
 
     def __init__(self) -> None:
         super().__init__("sim_world")
-        self.declare_parameter(Params.USE_SIM, True)  # injected into every node; the world ignores it
-        self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter("real_time_factor", 1.0)
-        self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
-        self.declare_parameter(Params.SERVO_HZ, SIM_SERVO_HZ_DEFAULT)
-        # Lockstep (sim_bridge/lockstep.py): each tick waits for the nodes that close the loop; "participants"
-        # (comma-separated node names, from the graph) must all be up before the first tick.
-        self.declare_parameter(Params.LOCKSTEP, False)
-        self.declare_parameter("participants", "")
-        self.declare_parameter("start_timeout", 60.0)  # s (wall) for the participants to come up
-        self.declare_parameter("stall_timeout", 30.0)  # s (wall) a participant may stay silent in one tick
-        self.declare_parameter(Params.CAMERA_HZ, CAMERA_HZ_DEFAULT)
-        self.declare_parameter("render", True)
-        self.declare_parameter("episode_hz", 2.0)
-        self.declare_parameter("pause_at_done", True)
-        self.declare_parameter("seed", 0)
-        self.declare_parameter(Params.BELT_SPEED, DEFAULT_BELT_SPEED)
-        self.declare_parameter("arrival_interval", DEFAULT_ARRIVAL_INTERVAL)
-        self.declare_parameter("first_arrival", DEFAULT_FIRST_ARRIVAL)
-        self.declare_parameter("t_complete", DEFAULT_T_COMPLETE)  # s after the last availability (the budget's)
-        self.declare_parameter("combination", -1)
-        self.declare_parameter("slot_permutation", [-1])
-        self.declare_parameter("preference", "")
-        # A recorded demo to replay (sim_bridge.replay): its task and first arm pose replace the task parameters.
-        self.declare_parameter("demo_path", "")
-        self.declare_parameter("demo", "")
+        declare_all(self, PARAMETERS)
         demo_path = str(self._param("demo_path"))
         self.plan: ReplayPlan | None = load_plan(demo_path, str(self._param("demo"))) if demo_path else None
         self.spec = self._current_spec()  # fail early on bad parameters

@@ -27,7 +27,7 @@ import yaml
 from conftest import REPO, wait_for
 
 from libero_workcell import bringup, cli, dds, launch_presets
-from libero_workcell.bringup import Graph, GraphError, NodeSpec
+from libero_workcell.bringup import Graph, GraphError, NodeSpec, launch_text, node_parameters
 from libero_workcell.launcher import NodeDiedError, launch, ros_params_yaml
 
 SIM_NODES = ["sim_world", "aubo_bridge", "conveyor_driver", "external_camera", "wrist_camera"]
@@ -694,3 +694,140 @@ def test_every_job_is_one_graph_under_ros2_launch_and_workcell_bringup(monkeypat
     assert launched == [(s.name, s.executable, s.parameters) for s in resolved]
     for s in resolved:  # what the dry run printed is this graph
         assert f"workcell: node {s.name} ({s.module}) {s.parameters}" in printed
+
+
+# ----------------------------------------------------------------- every setting a lab sets is settable
+NODE_MODULES_BY_NAME = {n["name"]: n["module"] for n in Graph.load().nodes}
+
+# The settings a newcomer found refused (issue 20), each with a value a lab would give
+LAB_SETTINGS = {
+    "aubo_bridge.arcs.user": "aubo", "aubo_bridge.arcs.password": "123456", "aubo_bridge.tool_offset": "[0, 0, 0.21]",
+    "aubo_bridge.workspace_min": "[0.2, -0.5, 0.05]", "aubo_bridge.workspace_max": "[0.7, 0.5, 0.6]",
+    "aubo_bridge.gripper.baudrate": "115200", "aubo_bridge.gripper.speed": "50", "aubo_bridge.gripper.force": "40",
+    "aubo_bridge.arcs.state_source": "rtde", "aubo_bridge.max_tcp_speed": "0.1",
+    "aubo_bridge.joint_speed_fraction": "0.5", "wrist_camera.uvc.fovy": "60",
+    "recorder.image_convention": "upright", "teleop_pico.teleop.headset_to_base": "[0, 0, 1, 0, 1, 0, 1, 0, 0]",
+}  # fmt: skip
+
+
+def test_every_parameter_a_node_declares_can_be_overridden_by_name():
+    """Each parameter of each node, given as command-line text, is accepted and typed back to its default."""
+    graph = Graph.load()
+    for node in graph.nodes:
+        declared = node_parameters(node["module"])
+        assert declared, node["name"]
+        for param, default in declared.items():
+            if param in graph.inject:
+                continue
+            if isinstance(default, str) and not default:
+                default = "x"  # an empty string is no test of the typing
+            key = f"{node['name']}.{param}"
+            got = graph.argument_values({key: launch_text(default)}) and graph._split({key: launch_text(default)})
+            typed = got[1][(node["name"], param)]
+            assert type(typed) is type(default) and launch_text(typed) == launch_text(default), key
+
+
+def test_the_settings_a_lab_sets_reach_their_nodes_typed():
+    specs = {s.name: s for s in Graph.load().resolve(["teleop:=true", *(f"{k}:={v}" for k, v in LAB_SETTINGS.items())])}
+    for key, text in LAB_SETTINGS.items():
+        node, _, param = key.partition(".")
+        got = specs[node].parameters[param]
+        default = node_parameters(NODE_MODULES_BY_NAME[node])[param]
+        assert type(got) is type(default), (key, got, default)
+        want = text if isinstance(default, str) else yaml.safe_load(text)
+        if isinstance(default, list):
+            assert all(type(g) is type(default[0]) for g in got) and got == [type(default[0])(w) for w in want], key
+        else:
+            assert got == type(default)(want), key
+
+
+def test_an_unknown_parameter_is_refused_with_the_nodes_own_names_and_shared_ones_point_to_their_argument():
+    with pytest.raises(GraphError, match=r"aubo_bridge has no parameter 'arcs\.ipp'; its parameters: .*arcs\.ip,"):
+        Graph.load().resolve(["aubo_bridge.arcs.ipp:=1.2.3.4"])
+    with pytest.raises(GraphError, match="set it with the argument use_sim:="):
+        Graph.load().resolve(["aubo_bridge.use_sim:=false"])
+    with pytest.raises(GraphError, match="tool_offset"):
+        Graph.load().resolve(["aubo_bridge.tool_offset:=[0, 0, x]"])
+
+
+def _cell(tmp_path, text: str):
+    path = tmp_path / "lab_cell.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_cell_file_is_merged_over_the_defaults_and_under_the_command_line(tmp_path):
+    cell = _cell(tmp_path, """
+use_sim: false
+aubo_bridge:
+  arcs: {ip: 192.168.10.20, user: aubo, password: "123456"}
+  tool_offset: [0.0, 0.0, 0.21]
+  gripper: {port: /dev/ttyUSB-gripper}
+wrist_camera:
+  realsense: {serial: "123456789012"}
+""")
+    graph = Graph.load()
+    specs = {s.name: s.parameters for s in graph.resolve([f"cell:={cell}", "aubo_bridge.arcs.user:=operator"])}
+    assert "sim_world" not in specs and specs["aubo_bridge"]["use_sim"] is False  # an argument from the cell
+    arm = specs["aubo_bridge"]
+    assert (arm["arcs.ip"], arm["arcs.password"], arm["tool_offset"]) == ("192.168.10.20", "123456", [0.0, 0.0, 0.21])
+    assert arm["gripper.port"] == "/dev/ttyUSB-gripper"
+    assert arm["arcs.user"] == "operator"  # the command line wins over the cell file
+    assert specs["wrist_camera"]["realsense.serial"] == "123456789012"  # a string stays a string
+    # the path the recorders get is absolute (nodes run in their own working directories)
+    os.chdir(tmp_path)
+    assert graph.argument_values([f"cell:={cell.name}"])["cell"] == str(cell.resolve())
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("aubo_bridge: {arcs: {ipp: 1.2.3.4}}", r"aubo_bridge has no parameter 'arcs\.ipp'"),
+        ("aubo_brige: {auto_enable: true}", "neither an argument nor a node"),
+        ("use_sim: {x: 1}", "takes a value, not a mapping"),
+        ("aubo_bridge: 3", "takes a mapping"),
+        ("- a\n- b", "top level must be a mapping"),
+        ("aubo_bridge: {arcs: {ip: [unclosed", "not valid YAML"),
+        ("cell: other.yaml", "cannot name another cell file"),
+        ("aubo_bridge: {auto_enable: maybe}", "auto_enable"),
+    ],
+)
+def test_a_bad_cell_file_is_refused_with_the_reason(tmp_path, text, match):
+    with pytest.raises(GraphError, match=match):
+        Graph.load().resolve([f"cell:={_cell(tmp_path, text)}"])
+
+
+def test_a_missing_cell_file_is_named():
+    with pytest.raises(GraphError, match=r"cell file /no/such/cell\.yaml does not exist"):
+        Graph.load().resolve(["cell:=/no/such/cell.yaml"])
+
+
+def test_the_recorded_cell_has_its_secrets_redacted(tmp_path):
+    from libero_workcell.cell_file import REDACTED, load_cell
+
+    graph = Graph.load()
+    cell = load_cell(_cell(tmp_path, "aubo_bridge: {arcs: {ip: 10.0.0.2, password: hunter2}}\n"
+                                     "policy_node: {policy: {api_token: abc}}"), graph.arguments, graph.node_names())
+    recorded = cell.recorded()
+    assert recorded["settings"] == {"aubo_bridge.arcs.ip": "10.0.0.2", "aubo_bridge.arcs.password": REDACTED,
+                                    "policy_node.policy.api_token": REDACTED}  # fmt: skip
+    assert "hunter2" not in json.dumps(recorded) and recorded["path"] == str((tmp_path / "lab_cell.yaml").resolve())
+
+
+def test_every_node_declares_its_parameters_from_its_one_list():
+    """No node declares a parameter outside its module's PARAMETERS (the list overrides are checked against)."""
+    import ast
+    import importlib
+
+    for module in sorted(set(NODE_MODULES_BY_NAME.values())):
+        source = Path(importlib.import_module(module).__file__).read_text()
+        calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)
+                 and getattr(n.func, "attr", "") == "declare_parameter"]  # fmt: skip
+        assert not calls, f"{module} declares parameters outside PARAMETERS (line {calls[0].lineno})"
+
+
+def test_the_dry_run_prints_the_cells_settings_without_its_secrets(tmp_path, capsys):
+    cell = _cell(tmp_path, "use_sim: false\naubo_bridge: {arcs: {ip: 10.0.0.7, password: hunter2}}\n")
+    assert cli.main(["bringup", f"cell:={cell}", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "'arcs.ip': '10.0.0.7'" in out and "hunter2" not in out and "'arcs.password': '<redacted>'" in out

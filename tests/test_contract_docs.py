@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import importlib
 import math
 import re
@@ -106,30 +105,6 @@ def test_action_and_state_fields_and_scales() -> None:
         assert f"`{source}`" in DOC
 
 
-def _declared_params(path: Path) -> set[str]:
-    """Parameter names a node declares, resolving Params.X constants and ArmConfig field lists."""
-    tree = ast.parse(path.read_text())
-    names: set[str] = set()
-    tuples: dict[str, list[str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    tuples[target.id] = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "declare_parameter":
-            arg = node.args[0]
-            if isinstance(arg, ast.Constant):
-                names.add(arg.value)
-            elif isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "Params":
-                names.add(getattr(Params, arg.attr))
-            elif isinstance(arg, ast.Name):  # loop variable over a module-level tuple of names
-                for loop in ast.walk(tree):
-                    if isinstance(loop, ast.For) and getattr(loop.target, "id", None) == arg.id:
-                        names.update(tuples.get(getattr(loop.iter, "id", ""), []))
-    return names
-
-
 def _doc_section(title: str) -> str:
     match = re.search(r"^### " + re.escape(title) + r"( \([^\n]*\))?\n(.*?)(?=^#|\Z)", DOC, flags=re.M | re.S)
     assert match, f"no '### {title}' section in docs/interfaces.md"
@@ -138,11 +113,8 @@ def _doc_section(title: str) -> str:
 
 @pytest.mark.parametrize("node", sorted(NODE_SOURCES))
 def test_node_parameters_documented(node: str) -> None:
-    declared = _declared_params(NODE_SOURCES[node])
-    # parameters generated from device config dataclasses: the node module lists them
-    module = importlib.import_module(NODE_MODULES[node])
-    declared |= set(getattr(module, "CONFIG_PARAMS", {}))
-    assert declared, f"found no declare_parameter calls in {node}"
+    declared = set(importlib.import_module(NODE_MODULES[node]).PARAMETERS)  # every parameter the node declares
+    assert declared, f"{node} declares no parameters"
     section = _doc_section(node)
     documented = set(
         re.findall(r"`([\w.]+)`", "\n".join(line.split("|")[1] for line in section.splitlines() if "|" in line))
@@ -158,21 +130,8 @@ def test_shared_parameter_names_documented() -> None:
 
 # ----------------------------------------------------------------- the numbers, not just the names
 def _declared_defaults(node: str) -> dict[str, object]:
-    """Every parameter default a node declares: its config-generated ones plus each literal
-    (or module-constant) default of a declare_parameter call, evaluated in the node's module."""
-    module = importlib.import_module(NODE_MODULES[node])
-    defaults: dict[str, object] = dict(getattr(module, "CONFIG_PARAMS", {}))
-    tree = ast.parse(NODE_SOURCES[node].read_text())
-    for call in ast.walk(tree):
-        if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "declare_parameter" and len(call.args) == 2:
-            name_node, value_node = call.args
-            try:
-                name = eval(compile(ast.Expression(name_node), "<name>", "eval"), vars(module))
-                value = eval(compile(ast.Expression(value_node), "<default>", "eval"), vars(module))
-            except NameError:  # a loop variable: those come from CONFIG_PARAMS
-                continue
-            defaults[name] = value
-    return defaults
+    """Every parameter default a node declares (its module's PARAMETERS, node_params.declare_all)."""
+    return dict(importlib.import_module(NODE_MODULES[node]).PARAMETERS)
 
 
 def _split_top(text: str) -> list[str]:

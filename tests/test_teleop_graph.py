@@ -32,7 +32,9 @@ PREFERENCE = "keep_high+gentle_release"
 def recorded(tmp_path_factory, ros_env):
     out = tmp_path_factory.mktemp("teleop_graph")
     path = out / "d2s.hdf5"
-    overrides = {**{k: str(v) for k, v in launch_presets.TELEOP_COLLECT_SIM.items()},
+    cell = out / "lab_cell.yaml"  # a lab's cell file: its settings reach the nodes and are stored with the session
+    cell.write_text("sim_world: {stall_timeout: 45.0}\naubo_bridge: {arcs: {password: hunter2}}\n")
+    overrides = {**{k: str(v) for k, v in launch_presets.TELEOP_COLLECT_SIM.items()}, "cell": str(cell),
                  "teleop_repeats": str(RUNS), "record_path": str(path), "sim_link": f"teleop_{os.getpid()}",
                  "teleop_pico.exit_when_done": "true", "real_time_factor": "0",  # sim time: as fast as it goes
                  "preference": PREFERENCE}  # collected with a composition of two preferences  # fmt: skip
@@ -57,6 +59,8 @@ def test_the_scripted_session_records_demos_in_libero_layout(recorded) -> None:
     f = read_demos(recorded, images=True)
     assert [d.name for d in f.demos] == [f"demo_{i}" for i in range(RUNS)]
     assert f.env_args["robot"] == "AUBO-i5H" and "flipped vertically" in f.env_args["images"]
+    assert f.env_args["cell"] == {"path": str(recorded.parent / "lab_cell.yaml"), "settings": {
+        "sim_world.stall_timeout": 45.0, "aubo_bridge.arcs.password": "<redacted>"}}  # fmt: skip
     assert f.problem_info["language_instruction"].startswith("pick up")
     for d in f.demos:
         t = d.num_samples

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from typing import Any, Final
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -44,27 +45,31 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.node_main import run_node, serve_trigger
-from libero_workcell.node_params import declare_config, fixed_at_startup
+from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup
 from libero_workcell.rate import CONTROL_PRIORITY, RateLoop, run_loop
 from libero_workcell.ros_qos import qos
 
 ARM_PARAMS = ArmConfig.parameter_defaults()  # every ArmConfig field is a parameter of the same name
 CONFIG_PARAMS = ARM_PARAMS | DEVICE_PARAMS  # every generated parameter, for docs and checks
+# Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
+# (NODE.PARAM:=VALUE) and cell files are checked against.
+PARAMETERS: Final[dict[str, Any]] = {
+    Params.USE_SIM: True,
+    Params.SIM_LINK: "workcell",
+    Params.ACTIVE_SOURCE: SOURCE_NONE,
+    "auto_enable": False,
+    "publish_hz": 50.0,
+    "gripper_path": "modbus",  # modbus (own RS-485) or tool (arm's tool flange)
+    "driver_host": "process",  # process (the driver in a child of its own) or node
+    Params.LOCKSTEP: False,  # sim: the world is the clock (sim_bridge/lockstep.py)
+    **CONFIG_PARAMS,
+}
 
 
 class AuboBridgeNode(Node):
     def __init__(self) -> None:
         super().__init__("aubo_bridge")
-        self.declare_parameter(Params.USE_SIM, True)
-        self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.ACTIVE_SOURCE, SOURCE_NONE)
-        self.declare_parameter("auto_enable", False)
-        self.declare_parameter("publish_hz", 50.0)
-        self.declare_parameter("gripper_path", "modbus")  # modbus (own RS-485) or tool (arm's tool flange)
-        for name, default in ARM_PARAMS.items():
-            self.declare_parameter(name, default)
-        self.declare_parameter("driver_host", "process")  # process (the driver in a child of its own) or node
-        self.declare_parameter(Params.LOCKSTEP, False)  # sim: the world is the clock (sim_bridge/lockstep.py)
+        declare_all(self, PARAMETERS)
         self.config = ArmConfig.from_mapping({n: self.get_parameter(n).value for n in ARM_PARAMS})
         self.use_sim = bool(self.get_parameter(Params.USE_SIM).value)
         self.driver_host = str(self.get_parameter("driver_host").value)

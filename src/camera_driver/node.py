@@ -8,6 +8,7 @@ frame age honestly.
 from __future__ import annotations
 
 import threading
+from typing import Any, Final
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
@@ -26,7 +27,7 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.node_main import run_node
-from libero_workcell.node_params import declare_config, prefixed, refuse_runtime_changes
+from libero_workcell.node_params import declare_all, declare_config, prefixed, refuse_runtime_changes
 from libero_workcell.rate import run_loop
 from libero_workcell.ros_qos import qos
 
@@ -64,17 +65,25 @@ def make_backend(
     raise ValueError(f"device_type must be one of {DEVICE_TYPES} (or empty for the default), got {device_type!r}")
 
 
+# Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
+# (NODE.PARAM:=VALUE) and cell files are checked against.
+PARAMETERS: Final[dict[str, Any]] = {
+    Params.USE_SIM: True,
+    Params.SIM_LINK: "workcell",
+    Params.CAMERA_NAME: "external",
+    Params.CAMERA_HZ: CAMERA_HZ_DEFAULT,
+    Params.MAX_FRAME_AGE: 0.2,
+    "poll_hz": 200.0,
+    "device_type": "",
+    Params.LOCKSTEP: False,  # sim: publish each rendered frame in step with the world
+    **CONFIG_PARAMS,
+}
+
+
 class CameraNode(Node):
     def __init__(self) -> None:
         super().__init__("camera_driver")
-        self.declare_parameter(Params.USE_SIM, True)
-        self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.CAMERA_NAME, "external")
-        self.declare_parameter(Params.CAMERA_HZ, CAMERA_HZ_DEFAULT)
-        self.declare_parameter(Params.MAX_FRAME_AGE, 0.2)
-        self.declare_parameter("poll_hz", 200.0)
-        self.declare_parameter("device_type", "")
-        self.declare_parameter(Params.LOCKSTEP, False)  # sim: publish each rendered frame in step with the world
+        declare_all(self, PARAMETERS)
         realsense = declare_config(self, "realsense", RealSenseConfig.parameter_defaults())
         uvc = declare_config(self, "uvc", UvcConfig.parameter_defaults())
         refuse_runtime_changes(self)

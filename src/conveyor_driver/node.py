@@ -10,6 +10,8 @@ their own callback group, so state publishing goes on meanwhile.
 
 from __future__ import annotations
 
+from typing import Any, Final
+
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -22,7 +24,7 @@ from conveyor_driver.driver import ConveyorBackend, ConveyorConfig, ConveyorDriv
 from libero_workcell import ros_msgs
 from libero_workcell.contract import BELT_JOINT_NAME, Params, Qos, Services, Topics
 from libero_workcell.node_main import log_outcome, off_executor, run_node, serve_trigger
-from libero_workcell.node_params import declare_config, fixed_at_startup, prefixed
+from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup, prefixed
 from libero_workcell.ros_qos import qos
 
 MODBUS_PARAMS = modbus_backend.ConveyorModbusConfig.parameter_defaults()
@@ -45,16 +47,24 @@ def make_backend(use_sim: bool, sim_link: str, backend: str, modbus: dict, io: d
     raise ConveyorError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
 
+# Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
+# (NODE.PARAM:=VALUE) and cell files are checked against.
+PARAMETERS: Final[dict[str, Any]] = {
+    Params.USE_SIM: True,
+    Params.SIM_LINK: "workcell",
+    Params.BELT_SPEED: 0.03,
+    "max_speed": 0.20,
+    "autostart": False,
+    "publish_hz": 20.0,
+    "backend": "modbus",
+    **CONFIG_PARAMS,
+}
+
+
 class ConveyorNode(Node):
     def __init__(self) -> None:
         super().__init__("conveyor_driver")
-        self.declare_parameter(Params.USE_SIM, True)
-        self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.BELT_SPEED, 0.03)
-        self.declare_parameter("max_speed", 0.20)
-        self.declare_parameter("autostart", False)
-        self.declare_parameter("publish_hz", 20.0)
-        self.declare_parameter("backend", "modbus")
+        declare_all(self, PARAMETERS)
         config = ConveyorConfig(
             speed=float(self.get_parameter(Params.BELT_SPEED).value),
             max_speed=float(self.get_parameter("max_speed").value),

@@ -9,6 +9,7 @@ schema is documented at the top of ``config/workcell.yaml``.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -34,6 +35,7 @@ __all__ = [
     "find_graph",
     "launch",
     "launch_text",
+    "node_parameters",
     "parse_overrides",
     "ros_params_yaml",
 ]
@@ -45,6 +47,7 @@ DEFAULT_GRAPH = "workcell.yaml"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _ARG_REF = re.compile(r"^\$\(arg ([A-Za-z][A-Za-z0-9_]*)\)$")
 PARTICIPANTS = "$(participants)"  # a parameter value: the names of the running nodes marked `participant`
+CELL_ARGUMENT = "cell"  # the lab's cell file (cell_file.py): NODE.PARAM settings merged over the graph's defaults
 
 
 class GraphError(ValueError):
@@ -318,22 +321,45 @@ class Graph:
                 args[key] = _typed(raw, self.arguments[key].default, key)
             elif node not in nodes:
                 raise GraphError(f"override {key!r}: no node {node!r}; nodes: {', '.join(nodes)}")
-            elif param not in (declared := self._all_params(nodes[node])):
-                known = ", ".join(declared) or "none"
-                raise GraphError(f"override {key!r}: {node} has no parameter {param!r} in the graph; it has: {known}")
-            else:
-                like = self._param_default(node, param, declared[param])
+            elif param in (listed := self._all_params(nodes[node])):
+                like = self._param_default(node, param, listed[param])
                 params[(node, param)] = _typed(raw, like, key)
+            elif param in self.inject or param == USE_SIM_TIME:
+                how = f"the argument {param}:=" if param in self.inject else f"the argument {self.sim_time_from}:="
+                raise GraphError(f"override {key!r}: {param} is the same for every node; set it with {how}")
+            else:  # declared by the node but not listed in the graph file: typed against the node's own default
+                declared = node_parameters(nodes[node]["module"])
+                if param not in declared:
+                    raise GraphError(f"override {key!r}: {node} has no parameter {param!r}; its parameters: "
+                                     f"{', '.join(sorted(declared))}")  # fmt: skip
+                params[(node, param)] = _typed(raw, declared[param], key)
         return args, params
 
+    def _with_cell(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """``overrides`` over the settings of the cell file they name (``cell:=PATH``), if any: the command
+        line wins over the cell file, which wins over the graph's defaults."""
+        path = overrides.get(CELL_ARGUMENT, self.arguments[CELL_ARGUMENT].default if CELL_ARGUMENT in self.arguments
+                             else "")  # fmt: skip
+        if not path:
+            return dict(overrides)
+        from libero_workcell.cell_file import CellFileError, load_cell
+
+        try:
+            cell = load_cell(str(path), arguments=self.arguments, nodes=self.node_names())
+        except CellFileError as exc:
+            raise GraphError(str(exc)) from None
+        return {**cell.overrides, **overrides, CELL_ARGUMENT: str(cell.path)}
+
     def argument_values(self, overrides: Mapping[str, Any] | Iterable[str] = ()) -> dict[str, Any]:
-        """Typed values of all arguments after ``overrides`` (mapping, or ``key:=value`` strings)."""
-        args, _ = self._split(_as_mapping(overrides))
+        """Typed values of all arguments after ``overrides`` (mapping, or ``key:=value`` strings) and the cell
+        file they name."""
+        args, _ = self._split(self._with_cell(_as_mapping(overrides)))
         return {name: args.get(name, a.default) for name, a in self.arguments.items()}
 
     def resolve(self, overrides: Mapping[str, Any] | Iterable[str] = ()) -> list[NodeSpec]:
-        """The nodes to start, in file order, with injected and overridden parameters."""
-        overrides = _as_mapping(overrides)
+        """The nodes to start, in file order, with injected and overridden parameters (the cell file's
+        settings under the command line's)."""
+        overrides = self._with_cell(_as_mapping(overrides))
         _, param_overrides = self._split(overrides)
         values = self.argument_values(overrides)
         specs = []
@@ -355,8 +381,21 @@ class Graph:
                 elif value == PARTICIPANTS:
                     value = participants
                 params[param] = list(value) if isinstance(value, list) else value
+            for (name, param), value in param_overrides.items():  # declared by the node, not in the graph file
+                if name == node["name"] and param not in chosen:
+                    params[param] = list(value) if isinstance(value, list) else value
             specs.append(NodeSpec(node["name"], node["executable"], node["module"], params))
         return specs
+
+
+def node_parameters(module: str) -> dict[str, Any]:
+    """Every parameter the node behind ``module`` declares, with its default (the module's ``PARAMETERS``,
+    :func:`libero_workcell.node_params.declare_all`); the module is imported on first use."""
+    try:
+        declared = importlib.import_module(module).PARAMETERS
+    except (ImportError, AttributeError) as exc:
+        raise GraphError(f"cannot read the parameters of {module}: {exc}") from exc
+    return dict(declared)
 
 
 def _as_mapping(overrides: Mapping[str, Any] | Iterable[str]) -> Mapping[str, Any]:

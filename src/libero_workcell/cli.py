@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from libero_workcell import bringup, dds
+from libero_workcell.cell_file import redact
 
 DESCRIPTION = "LIBERO-Industry workcell: run the simulated workcell graph and the demo."
 
@@ -69,7 +70,7 @@ def cmd_bringup(args: argparse.Namespace) -> int:
         print(f"workcell: loopback DDS, ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} "
               f"(other shells: eval \"$(workcell env --domain-id {env['ROS_DOMAIN_ID']})\")", flush=True)
     for spec in nodes:
-        print(f"workcell: node {spec.name} ({spec.module}) {spec.parameters}", flush=True)
+        print(f"workcell: node {spec.name} ({spec.module}) {redact(spec.parameters)}", flush=True)
     if args.dry_run:
         return 0
     log_dir = Path(args.log_dir) if args.log_dir else None

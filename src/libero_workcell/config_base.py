@@ -18,9 +18,11 @@ _C = TypeVar("_C", bound="MappedConfig")
 
 
 def ros_value(value: Any) -> Any:
-    """A field value as ROS declares it: arrays become lists of floats, everything else stays."""
+    """A field value as ROS declares it: arrays become lists of floats, tuples lists, everything else stays."""
     if isinstance(value, np.ndarray):
         return [float(v) for v in value]
+    if isinstance(value, tuple):
+        return list(value)
     return value
 
 

@@ -17,10 +17,19 @@ def prefixed(prefix: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
     return {f"{prefix}.{k}" if prefix else k: v for k, v in defaults.items()}
 
 
-def declare_config(node: Any, prefix: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """Declare ``prefix.field`` parameters on ``node``; return ``{field: value}`` as configured."""
-    for name, value in prefixed(prefix, defaults).items():
+def declare_all(node: Any, parameters: Mapping[str, Any]) -> None:
+    """Declare every parameter of a node from its module's ``PARAMETERS`` (name -> default): the one list the
+    graph checks ``NODE.PARAM:=VALUE`` overrides and cell files against (:mod:`libero_workcell.bringup`)."""
+    for name, value in parameters.items():
         node.declare_parameter(name, value)
+
+
+def declare_config(node: Any, prefix: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``{field: value}`` of the ``prefix.field`` parameters on ``node`` as configured (declared here unless
+    :func:`declare_all` did already)."""
+    for name, value in prefixed(prefix, defaults).items():
+        if not node.has_parameter(name):
+            node.declare_parameter(name, value)
     return {k: node.get_parameter(f"{prefix}.{k}" if prefix else k).value for k in defaults}
 
 

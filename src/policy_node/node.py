@@ -23,7 +23,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
@@ -35,7 +35,7 @@ from std_srvs.srv import Trigger
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CAMERA_NAMES, SOURCE_POLICY, Params, Qos, Services, Topics
 from libero_workcell.node_main import run_node
-from libero_workcell.node_params import declare_config, prefixed, refuse_runtime_changes
+from libero_workcell.node_params import declare_all, declare_config, prefixed, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
 from libero_workcell.stepping import StampedInputs, Step, StepRunner
@@ -48,15 +48,23 @@ CONFIG_PARAMS = prefixed("policy", POLICY_DEFAULTS)  # policy.<PolicyConfig fiel
 STATE = "state"
 
 
+# Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
+# (NODE.PARAM:=VALUE) and cell files are checked against.
+PARAMETERS: Final[dict[str, Any]] = {
+    Params.CONTROL_HZ: 20.0,
+    "autostart": True,
+    "timing_path": "",  # JSON lines, one per step; "" = none
+    Params.USE_SIM: True,
+    Params.SIM_LINK: "workcell",
+    Params.LOCKSTEP: False,
+    **CONFIG_PARAMS,
+}
+
+
 class PolicyNode(Node):
     def __init__(self) -> None:
         super().__init__("policy_node")
-        self.declare_parameter(Params.CONTROL_HZ, 20.0)
-        self.declare_parameter("autostart", True)
-        self.declare_parameter("timing_path", "")  # JSON lines, one per step; "" = none
-        self.declare_parameter(Params.USE_SIM, True)
-        self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.LOCKSTEP, False)
+        declare_all(self, PARAMETERS)
         values = declare_config(self, "policy", POLICY_DEFAULTS)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 from rclpy.node import Node
@@ -40,7 +40,7 @@ from libero_workcell.image_convention import CONVENTIONS, ENV_ARGS_TEXT, ROBOSUI
 from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS
 from libero_workcell.node_main import run_node
-from libero_workcell.node_params import refuse_runtime_changes
+from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from libero_workcell.task import TaskSpec
@@ -66,25 +66,33 @@ def console_line(name: str, duration: float, steps: int, dropped: int, last_seco
     return (f"{line} | {last_second} steps in the last second, below {hz:g} Hz" if slow else line), slow
 
 
+# Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
+# (NODE.PARAM:=VALUE) and cell files are checked against.
+PARAMETERS: Final[dict[str, Any]] = {
+    Params.CONTROL_HZ: CONTROL_HZ_DEFAULT,
+    "out_path": "demos/d2s.hdf5",
+    "record_source": SOURCE_TELEOP,
+    "max_state_age": 0.1,  # s
+    Params.MAX_FRAME_AGE: 0.2,  # s
+    "min_free_mb": 512,
+    "image_convention": ROBOSUITE_RAW,  # how images are stored (image_convention.py)
+    "task": "",  # JSON task configuration (the collection plan's); "" in sim: /sim/episode
+    "env_name": "libero_industry_workcell_d2s",
+    "plan_per_config": 0,  # > 0: follow the collection plan, this many demos each
+    "preference": "",  # LIBERO-PeRM catalogue spec(s) the demos are collected with
+    Params.USE_SIM: True,
+    Params.SIM_LINK: "workcell",
+    Params.LOCKSTEP: False,
+    "follow_episodes": False,
+    "cell": "",  # the lab's cell file (libero_workcell.cell_file), stored with the session, secrets redacted
+}
+
+
 class RecorderNode(Node):
     def __init__(self) -> None:
         super().__init__("recorder")
-        self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
-        self.declare_parameter("out_path", "demos/d2s.hdf5")
-        self.declare_parameter("record_source", SOURCE_TELEOP)
-        self.declare_parameter("max_state_age", 0.1)  # s
-        self.declare_parameter(Params.MAX_FRAME_AGE, 0.2)  # s
-        self.declare_parameter("min_free_mb", 512)
-        self.declare_parameter("image_convention", ROBOSUITE_RAW)  # how images are stored (image_convention.py)
-        self.declare_parameter("task", "")  # JSON task configuration (the collection plan's); "" in sim: /sim/episode
-        self.declare_parameter("env_name", "libero_industry_workcell_d2s")
-        self.declare_parameter("plan_per_config", 0)  # > 0: follow the collection plan, this many demos each
-        self.declare_parameter("preference", "")  # LIBERO-PeRM catalogue spec(s) the demos are collected with
-        self.declare_parameter(Params.USE_SIM, True)
-        self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.LOCKSTEP, False)
+        declare_all(self, PARAMETERS)
         # lockstep: record every world episode, from its first control step to its end (the rollout recorder)
-        self.declare_parameter("follow_episodes", False)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         self.hz = float(p(Params.CONTROL_HZ))
@@ -99,6 +107,8 @@ class RecorderNode(Node):
         self.condition = Catalogue.load().condition(str(p("preference")))
         env_args = {"env_name": str(p("env_name")), "robot": ROBOT, "control_freq": self.hz,
                     "images": ENV_ARGS_TEXT[self.convention]}  # fmt: skip
+        if str(p("cell")):  # what made this workcell this lab's, recorded with what it produced
+            env_args["cell"] = self._cell(str(p("cell")))
         instruction = self.task.get("language_instruction", "")
         # Each demo's own attributes hold its instruction (a session spans task configurations).
         problem = {"problem_name": str(p("env_name")), "language_instruction": instruction}
@@ -289,6 +299,14 @@ class RecorderNode(Node):
         res.success, res.message = True, f"saving {writer.name} ({writer.steps} steps)"
         self._publish_status()
         return res
+
+    @staticmethod
+    def _cell(path: str) -> dict[str, Any]:
+        from libero_workcell.bringup import Graph
+        from libero_workcell.cell_file import load_cell
+
+        graph = Graph.load()
+        return load_cell(path, graph.arguments, graph.node_names()).recorded()
 
     def _start_save(self, writer: EpisodeWriter) -> None:
         for key, value in self._asked(self.task).items():  # the task may have become known after the start (sim)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any, Final
 
 import numpy as np
 from rclpy.node import Node
@@ -29,7 +30,7 @@ from libero_workcell import ros_msgs
 from libero_workcell.bringup import find_config_file
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_TELEOP, Params, Qos, Services, Topics
 from libero_workcell.node_main import log_outcome, run_node
-from libero_workcell.node_params import declare_config, prefixed, refuse_runtime_changes
+from libero_workcell.node_params import declare_all, declare_config, prefixed, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
 from libero_workcell.stepping import StampedInputs, Step, StepRunner
@@ -51,19 +52,27 @@ COMMAND_SERVICES = {
 }
 
 
+# Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
+# (NODE.PARAM:=VALUE) and cell files are checked against.
+PARAMETERS: Final[dict[str, Any]] = {
+    Params.CONTROL_HZ: CONTROL_HZ_DEFAULT,
+    "source": "headset",
+    "session_file": "",
+    "session_repeats": 1,
+    "reset_sim": False,
+    "max_state_age": 0.1,  # s
+    "exit_when_done": False,
+    Params.USE_SIM: True,
+    Params.SIM_LINK: "workcell",
+    Params.LOCKSTEP: False,
+    **CONFIG_PARAMS,
+}
+
+
 class TeleopNode(Node):
     def __init__(self) -> None:
         super().__init__("teleop_pico")
-        self.declare_parameter(Params.CONTROL_HZ, CONTROL_HZ_DEFAULT)
-        self.declare_parameter("source", "headset")
-        self.declare_parameter("session_file", "")
-        self.declare_parameter("session_repeats", 1)
-        self.declare_parameter("reset_sim", False)
-        self.declare_parameter("max_state_age", 0.1)  # s
-        self.declare_parameter("exit_when_done", False)
-        self.declare_parameter(Params.USE_SIM, True)
-        self.declare_parameter(Params.SIM_LINK, "workcell")
-        self.declare_parameter(Params.LOCKSTEP, False)
+        declare_all(self, PARAMETERS)
         values = declare_config(self, "teleop", TELEOP_DEFAULTS)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731

@@ -1,0 +1,108 @@
+"""The lab's cell file: one YAML file, outside the installed tree, that holds what makes a workcell this lab's.
+
+Why: a robot PC's controller address and credentials, serial ports and Modbus IDs, camera serials, workspace
+box and tool offset belong to the lab, not to the package (under colcon ``config/workcell.yaml`` is an installed
+copy that a rebuild overwrites). ``cell:=PATH`` on ``workcell bringup`` or ``ros2 launch`` merges the file over
+the graph's defaults, under anything given on the command line, and the recorders store it with every session
+(secrets redacted). Its keys are the graph's arguments (``use_sim: false``) and its nodes, each a mapping of
+that node's parameters; nested mappings join with dots (``arcs: {ip: ...}`` is ``arcs.ip``)::
+
+    use_sim: false
+    aubo_bridge:
+      arcs: {ip: 192.168.10.20, user: aubo, password: "123456"}
+      tool_offset: [0.0, 0.0, 0.21]
+      gripper: {port: /dev/ttyUSB-gripper, unit: 9}
+    wrist_camera:
+      realsense: {serial: "123456789012"}
+
+Parameters are checked against what each node declares (:func:`libero_workcell.bringup.node_parameters`);
+an unknown key is refused with the valid names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REDACTED = "<redacted>"
+_SECRET = re.compile(r"password|passwd|token|secret|api_key", re.IGNORECASE)
+MAX_BYTES = 1 << 20  # a cell file is a page of settings; anything this big is not one
+
+
+class CellFileError(ValueError):
+    """A cell file that cannot be read or does not fit the graph."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    path: Path
+    overrides: dict[str, Any] = field(default_factory=dict)  # "arg" / "node.param" -> value, as from a command line
+
+    def recorded(self) -> dict[str, Any]:
+        """What a session stores: the file's path and its settings with every secret redacted."""
+        return {"path": str(self.path), "settings": redact(self.overrides)}
+
+
+def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with the value of every key that names a secret (password, token, ...) replaced."""
+    return {k: (REDACTED if _SECRET.search(k) else v) for k, v in settings.items()}
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any], where: str) -> None:
+    if isinstance(value, Mapping):
+        if not value:
+            raise CellFileError(f"{where}: {prefix} is an empty mapping")
+        for key, sub in value.items():
+            if not isinstance(key, str) or not key:
+                raise CellFileError(f"{where}: {prefix} has a key that is not a name: {key!r}")
+            _flatten(f"{prefix}.{key}", sub, out, where)
+    else:
+        out[prefix] = value
+
+
+def load_cell(path: str | Path, arguments: Collection[str], nodes: Collection[str]) -> Cell:
+    """Read and check a cell file against the graph's ``arguments`` and ``nodes`` (names)."""
+    given = Path(path).expanduser()
+    where = str(given)
+    try:
+        resolved = given.resolve(strict=True)
+        if not resolved.is_file():
+            raise CellFileError(f"cell file {where} is not a file")
+        if resolved.stat().st_size > MAX_BYTES:
+            raise CellFileError(f"cell file {where} is larger than {MAX_BYTES} bytes: not a cell file")
+        text = resolved.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CellFileError(f"cell file {where} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CellFileError(f"cell file {where} cannot be read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CellFileError(f"cell file {where} is not valid YAML: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise CellFileError(f"cell file {where}: the top level must be a mapping of arguments and nodes")
+    overrides: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "cell":
+            raise CellFileError(f"cell file {where}: a cell file cannot name another cell file")
+        if key in arguments:
+            if isinstance(value, Mapping):
+                raise CellFileError(f"cell file {where}: argument {key} takes a value, not a mapping")
+            overrides[str(key)] = value
+        elif key in nodes:
+            if not isinstance(value, Mapping):
+                raise CellFileError(f"cell file {where}: node {key} takes a mapping of its parameters")
+            flat: dict[str, Any] = {}
+            _flatten(str(key), value, flat, where)
+            overrides.update(flat)
+        else:
+            raise CellFileError(f"cell file {where}: {key!r} is neither an argument nor a node of the graph; "
+                                f"arguments: {', '.join(sorted(arguments))}; nodes: {', '.join(nodes)}")  # fmt: skip
+    return Cell(resolved, overrides)
