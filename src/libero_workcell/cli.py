@@ -13,11 +13,12 @@ import os
 import shlex
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from libero_workcell import bringup, dds
+from libero_workcell import bringup, dds, run_registry
 from libero_workcell.cell_file import redact
 
 DESCRIPTION = "LIBERO-Industry workcell: run the simulated workcell graph and the demo."
@@ -77,6 +78,10 @@ def cmd_bringup(args: argparse.Namespace) -> int:
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     running = bringup.launch(nodes, env=env, log_dir=log_dir, echo=sys.stdout)
+    if "ROS_DOMAIN_ID" in env:  # where `workcell call` / `status` in another shell find this graph
+        run_registry.announce(run_registry.GraphRecord(int(env["ROS_DOMAIN_ID"]), os.getpid(), time.time(),
+                                                       bool(values.get("use_sim", True)), args.job or "",
+                                                       str(values.get("cell", ""))))  # fmt: skip
     try:
         exits = running.wait()
     except KeyboardInterrupt:
@@ -86,6 +91,7 @@ def cmd_bringup(args: argparse.Namespace) -> int:
         for sig in handlers:  # a second Ctrl-C must not cut the orderly shutdown short
             signal.signal(sig, signal.SIG_IGN)
         running.stop()
+        run_registry.withdraw()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     if exits:
@@ -122,6 +128,35 @@ def cmd_replay(argv: Sequence[str]) -> int:
     return int(run_replay(list(argv)) or 0)
 
 
+def cmd_call(args: argparse.Namespace) -> int:
+    """One operator command on the running graph: 0 if every step succeeded, 1 if one was refused."""
+    from libero_workcell import operator_cli as op
+
+    try:
+        steps = op.steps_of(args.what, args.args)
+        domain = op.find_domain(args.domain_id)
+        print(f"workcell: {args.what} {' '.join(args.args)} on ROS_DOMAIN_ID {domain}", flush=True)
+        with op.joined(domain) as client:
+            return 0 if op.run_steps(client, steps) else 1
+    except op.OperatorError as exc:
+        print(f"workcell: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """One screen of the running graph's state."""
+    from libero_workcell import operator_cli as op
+
+    try:
+        domain = op.find_domain(args.domain_id)
+        with op.joined(domain) as client:
+            print(op.format_status(op.snapshot(client, args.seconds), domain), flush=True)
+    except op.OperatorError as exc:
+        print(f"workcell: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workcell", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -145,6 +180,22 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("env", help="print the loopback DDS environment as shell lines")
     p.add_argument("--domain-id", type=int, default=None)
     p.set_defaults(func=cmd_env)
+
+    from libero_workcell.operator_cli import COMMANDS
+
+    p = sub.add_parser("call", help="an operator command on the running graph (enable, stop-all, belt, ...)",
+                       description="Commands: " + "; ".join(f"{k}: {v[0]}" for k, v in COMMANDS.items()) +
+                       ". The running graph is found by itself (or --domain-id).",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("what", metavar="COMMAND", choices=list(COMMANDS), help=", ".join(COMMANDS))
+    p.add_argument("args", nargs="*", metavar="ARG")
+    p.add_argument("--domain-id", type=int, default=None, help="the graph's ROS_DOMAIN_ID (default: found)")
+    p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("status", help="one screen of the running graph: arm, source, belt, cameras, episode")
+    p.add_argument("--seconds", type=float, default=2.0, help="how long to listen (default 2)")
+    p.add_argument("--domain-id", type=int, default=None, help="the graph's ROS_DOMAIN_ID (default: found)")
+    p.set_defaults(func=cmd_status)
 
     sub.add_parser("demo", help="the full demo on the simulated workcell (`workcell demo --help`)", add_help=False)
     sub.add_parser("replay", help="replay a recorded demo through the graph (`workcell replay --help`)",

@@ -1,0 +1,382 @@
+"""``workcell call`` and ``workcell status``: the operator's commands, on any install (no ``ros2`` needed).
+
+Why: the wheel install has no ``ros2`` command, and every graph runs on loopback DDS on a domain of its own,
+so calling ``/aubo/enable`` by hand meant knowing the domain and the profile. These commands find the running
+graph (:mod:`libero_workcell.run_registry`, or ``--domain-id``), join its domain on the loopback profile in
+their own process, and speak to its nodes through their services and parameters: the same services a lab
+would call with ``ros2 service call``, listed in ``docs/operator.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from libero_workcell import dds, run_registry
+from libero_workcell.contract import (
+    ACTION_NAMES,
+    ACTION_SOURCES,
+    CONTROL_HZ_DEFAULT,
+    SOURCE_NONE,
+    Params,
+    Services,
+    Topics,
+)
+
+JOG_STEPS = 10
+JOG_MAX_STEPS = 100  # 5 s at 20 Hz: a jog is a check, not a way to drive
+SERVICE_WAIT_S = 5.0  # for a service to be discovered on the graph's domain
+CALL_TIMEOUT_S = 30.0  # for its answer (homing answers at once; a save answers when the file is closed)
+
+
+class OperatorError(RuntimeError):
+    """A command that could not be carried out (no graph, no such service, refused): the message says why."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing a command does: a Trigger service, a parameter of a node set to a value, or a stream of one
+    action (``jog``: ``steps`` control steps of ``action`` as the arm's active source)."""
+
+    service: str = ""
+    node: str = ""
+    param: str = ""
+    value: Any = None
+    required: bool = True  # False: a node that is not in this graph is skipped (stop-all on a graph without it)
+    action: tuple[float, ...] = ()
+    steps: int = 0
+
+    def describe(self) -> str:
+        if self.action:
+            return f"jog {list(self.action)} x {self.steps} steps"
+        return self.service or f"{self.node}.{self.param} := {self.value!r}"
+
+
+def _triggers(*names: str, required: bool = True) -> list[Step]:
+    return [Step(service=n, required=required) for n in names]
+
+
+# What each command does, in order. stop-all holds the arm first: it is what moves.
+COMMANDS: dict[str, tuple[str, Callable[[list[str]], list[Step]]]] = {
+    "enable": ("enable the arm (it then follows its active source)", lambda a: _triggers(Services.ARM_ENABLE)),
+    "stop": ("hold the arm where it is and refuse actions until enabled again", lambda a: _triggers(Services.ARM_STOP)),
+    "home": ("move the arm to its home pose (enabled arms only)", lambda a: _triggers(Services.ARM_HOME)),
+    "reset": ("acknowledge an arm fault (the arm stays disabled: enable it after)",
+              lambda a: _triggers(Services.ARM_RESET_FAULT)),
+    "stop-all": ("hold the arm, stop the belt, stop the policy", lambda a: [
+        *_triggers(Services.ARM_STOP), *_triggers(Services.CONVEYOR_STOP),
+        *_triggers(Services.POLICY_STOP, required=False)]),
+    "belt": ("belt start | stop | reset | speed M_PER_S", lambda a: _belt(a)),
+    "source": (f"the arm's active source: one of {', '.join((*ACTION_SOURCES, SOURCE_NONE))}", lambda a: _source(a)),
+    "episode": ("episode start | save | discard (the recorder)", lambda a: _episode(a)),
+    "policy": ("policy start | stop", lambda a: _policy(a)),
+    "jog": (f"jog AXIS VALUE [STEPS]: send one action STEPS times (default {JOG_STEPS}) at the control rate as the "
+            f"arm's active source; AXIS one of {', '.join(ACTION_NAMES)}, VALUE in [-1, 1] (the first motion "
+            "check, docs/bringup.md)", lambda a: _jog(a)),
+}  # fmt: skip
+
+
+def _jog(args: list[str]) -> list[Step]:
+    if len(args) not in (2, 3) or args[0] not in ACTION_NAMES:
+        raise OperatorError(f"jog takes AXIS VALUE [STEPS], AXIS one of {', '.join(ACTION_NAMES)}")
+    try:
+        value, steps = float(args[1]), int(args[2]) if len(args) == 3 else JOG_STEPS
+    except ValueError:
+        raise OperatorError(f"jog: {' '.join(args[1:])!r} is not VALUE [STEPS]") from None
+    if not -1.0 <= value <= 1.0:  # NaN fails too
+        raise OperatorError(f"jog value {value} is outside [-1, 1]")
+    if not 1 <= steps <= JOG_MAX_STEPS:
+        raise OperatorError(f"jog steps {steps}: from 1 to {JOG_MAX_STEPS}")
+    action = [0.0] * len(ACTION_NAMES)
+    action[ACTION_NAMES.index(args[0])] = value
+    return [Step(action=tuple(action), steps=steps)]
+
+
+def _one(args: list[str], choices: Sequence[str], what: str) -> str:
+    if len(args) != 1 or args[0] not in choices:
+        raise OperatorError(f"{what} takes one of: {', '.join(choices)}")
+    return args[0]
+
+
+def _belt(args: list[str]) -> list[Step]:
+    if args[:1] == ["speed"]:
+        if len(args) != 2:
+            raise OperatorError("belt speed takes one value in m/s")
+        try:
+            speed = float(args[1])
+        except ValueError:
+            raise OperatorError(f"belt speed: {args[1]!r} is not a number (m/s)") from None
+        if not 0.0 <= speed < 1.0 or speed != speed:
+            raise OperatorError(f"belt speed {speed} m/s: give a speed from 0 (the drive refuses beyond its limit)")
+        return [Step(node="conveyor_driver", param=Params.BELT_SPEED, value=speed)]
+    verb = _one(args, ("start", "stop", "reset", "speed"), "belt")
+    return _triggers({"start": Services.CONVEYOR_START, "stop": Services.CONVEYOR_STOP,
+                      "reset": Services.CONVEYOR_RESET_FAULT}[verb])  # fmt: skip
+
+
+def _source(args: list[str]) -> list[Step]:
+    source = _one(args, (*ACTION_SOURCES, SOURCE_NONE), "source")
+    return [Step(node="aubo_bridge", param=Params.ACTIVE_SOURCE, value=source)]
+
+
+def _episode(args: list[str]) -> list[Step]:
+    verb = _one(args, ("start", "save", "discard"), "episode")
+    return _triggers({"start": Services.RECORDER_START, "save": Services.RECORDER_SAVE,
+                      "discard": Services.RECORDER_DISCARD}[verb])  # fmt: skip
+
+
+def _policy(args: list[str]) -> list[Step]:
+    verb = _one(args, ("start", "stop"), "policy")
+    return _triggers(Services.POLICY_START if verb == "start" else Services.POLICY_STOP)
+
+
+def steps_of(command: str, args: Sequence[str]) -> list[Step]:
+    """What ``command args`` does, or :class:`OperatorError` naming the valid commands."""
+    if command not in COMMANDS:
+        raise OperatorError(f"unknown command {command!r}; commands: {', '.join(COMMANDS)}")
+    return COMMANDS[command][1](list(args))
+
+
+def find_domain(explicit: int | None) -> int:
+    """``--domain-id``, else the newest running graph's, else an inherited ``ROS_DOMAIN_ID``."""
+    if explicit is not None:
+        return explicit
+    newest = run_registry.newest_domain()
+    if newest is not None:
+        return newest
+    inherited = dds.inherited_domain_id()
+    if inherited is not None:
+        return inherited
+    raise OperatorError("no running graph found (start one with `workcell bringup` or `ros2 launch libero_workcell "
+                        "...`), and no --domain-id or ROS_DOMAIN_ID given")  # fmt: skip
+
+
+class GraphClient:
+    """An rclpy node of its own on the graph's domain, for one command."""
+
+    def __init__(self, node: Any, executor: Any) -> None:
+        self.node, self.executor = node, executor
+
+    def _wait(self, future: Any, timeout: float) -> Any:
+        self.executor.spin_until_future_complete(future, timeout_sec=timeout)
+        if not future.done():
+            raise OperatorError(f"no answer within {timeout:g} s")
+        return future.result()
+
+    def trigger(self, service: str, timeout: float = CALL_TIMEOUT_S) -> tuple[bool, str]:
+        from std_srvs.srv import Trigger
+
+        client = self.node.create_client(Trigger, service)
+        try:
+            if not client.wait_for_service(timeout_sec=SERVICE_WAIT_S):
+                raise OperatorError(f"{service} is not offered in this graph (is its node running?)")
+            reply = self._wait(client.call_async(Trigger.Request()), timeout)
+            return bool(reply.success), str(reply.message)
+        finally:
+            self.node.destroy_client(client)
+
+    def set_parameter(self, node: str, name: str, value: Any) -> tuple[bool, str]:
+        from rcl_interfaces.srv import SetParameters
+        from rclpy.parameter import Parameter
+
+        client = self.node.create_client(SetParameters, f"/{node}/set_parameters")
+        try:
+            if not client.wait_for_service(timeout_sec=SERVICE_WAIT_S):
+                raise OperatorError(f"node {node} is not running in this graph")
+            request = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
+            result = self._wait(client.call_async(request), CALL_TIMEOUT_S).results[0]
+            return bool(result.successful), str(result.reason) or f"{name} = {value!r}"
+        finally:
+            self.node.destroy_client(client)
+
+    def active_source(self) -> str:
+        """The arm's active source, from its latched topic."""
+        from std_msgs.msg import String
+
+        from libero_workcell.contract import Qos
+        from libero_workcell.ros_qos import qos
+
+        got: list[str] = []
+        sub = self.node.create_subscription(String, Topics.ACTIVE_SOURCE, lambda m: got.append(m.data),
+                                            qos(Qos.LATCHED))  # fmt: skip
+        try:
+            deadline = time.monotonic() + SERVICE_WAIT_S
+            while not got and time.monotonic() < deadline:
+                self.executor.spin_once(timeout_sec=0.05)
+        finally:
+            self.node.destroy_subscription(sub)
+        if not got:
+            raise OperatorError("the arm bridge's active source was not heard (is aubo_bridge running?)")
+        return got[-1]
+
+    def jog(self, action: Sequence[float], steps: int) -> tuple[bool, str]:
+        """Publish ``action`` ``steps`` times at the control rate as the active source; the arm's results."""
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import String
+
+        from libero_workcell import ros_msgs
+        from libero_workcell.contract import Qos
+        from libero_workcell.ros_qos import qos
+
+        source = self.active_source()
+        if source not in ACTION_SOURCES:
+            return False, f"the arm's active source is {source!r}: `workcell call source teleop` first"
+        results: list[dict] = []
+        sub = self.node.create_subscription(String, Topics.ACTION_RESULT, lambda m: results.append(json.loads(m.data)),
+                                            qos(Qos.COMMAND))  # fmt: skip
+        pub = self.node.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
+        try:
+            deadline = time.monotonic() + SERVICE_WAIT_S
+            while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+                self.executor.spin_once(timeout_sec=0.05)
+            period = 1.0 / CONTROL_HZ_DEFAULT
+            start = time.monotonic()
+            for k in range(steps):
+                pub.publish(ros_msgs.action_msg(action, source))
+                while time.monotonic() < start + (k + 1) * period:
+                    self.executor.spin_once(timeout_sec=max(0.0, start + (k + 1) * period - time.monotonic()))
+            end = time.monotonic() + 0.5
+            while time.monotonic() < end:
+                self.executor.spin_once(timeout_sec=0.05)
+        finally:
+            self.node.destroy_publisher(pub)
+            self.node.destroy_subscription(sub)
+        mine = [r for r in results if r.get("source") == source]
+        accepted = sum(1 for r in mine if r.get("accepted"))
+        reasons = sorted({str(r.get("reason")) for r in mine if not r.get("accepted")})
+        ok = accepted == steps
+        return ok, f"{accepted} of {steps} accepted as {source!r}" + (f"; refused: {'; '.join(reasons)}" if reasons
+                                                                       else "")  # fmt: skip
+
+    def node_names(self) -> set[str]:
+        return {name for name, _ in self.node.get_node_names_and_namespaces()}
+
+
+@contextmanager
+def joined(domain_id: int) -> Iterator[GraphClient]:
+    """A :class:`GraphClient` on ``domain_id`` over the loopback profile (this process joins it)."""
+    dds.apply_loopback_env(domain_id)
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+
+    context = Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node(f"workcell_operator_{os.getpid()}", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    try:
+        yield GraphClient(node, executor)
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+        node.destroy_node()
+        context.try_shutdown()
+
+
+def run_steps(client: GraphClient, steps: Sequence[Step], out: Any = sys.stdout) -> bool:
+    """Carry out ``steps`` in order, each reported on a line; every step is tried (stop-all must reach the belt
+    even when the arm refused). True if all that ran succeeded."""
+    all_ok = True
+    services: set[str] | None = None
+    for step in steps:
+        try:
+            if not step.required:
+                if services is None:
+                    services = {name for name, _ in client.node.get_service_names_and_types()}
+                if step.service not in services:
+                    print(f"  {step.describe()}: skipped (not in this graph)", file=out, flush=True)
+                    continue
+            if step.action:
+                ok, message = client.jog(step.action, step.steps)
+            elif step.service:
+                ok, message = client.trigger(step.service)
+            else:
+                ok, message = client.set_parameter(step.node, step.param, step.value)
+        except OperatorError as exc:
+            ok, message = False, str(exc)
+        all_ok &= ok
+        print(f"  {step.describe()}: {'ok' if ok else 'REFUSED'}: {message}", file=out, flush=True)
+    return all_ok
+
+
+# ------------------------------------------------------------------------------------------------ status
+STATUS_TOPICS = (Topics.DIAGNOSTICS, Topics.ACTIVE_SOURCE, Topics.CONVEYOR_STATE, Topics.RECORDER_STATUS,
+                 Topics.POLICY_STATUS, Topics.TELEOP_STATUS, Topics.SIM_EPISODE)  # fmt: skip
+
+
+def snapshot(client: GraphClient, seconds: float) -> dict[str, Any]:
+    """What the graph publishes over ``seconds``: the newest of each status topic, diagnostics per name."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+
+    from libero_workcell.contract import Qos
+    from libero_workcell.ros_qos import qos
+
+    seen: dict[str, Any] = {"diagnostics": {}}
+
+    def on_diag(msg: DiagnosticArray) -> None:
+        for st in msg.status:
+            level = int.from_bytes(st.level, "little") if isinstance(st.level, bytes) else int(st.level)
+            seen["diagnostics"][st.name] = (level, st.message, {kv.key: kv.value for kv in st.values})
+
+    def on_json(key: str) -> Callable[[String], None]:
+        def cb(msg: String) -> None:
+            try:
+                seen[key] = json.loads(msg.data)
+            except ValueError:
+                seen[key] = msg.data
+
+        return cb
+
+    n = client.node
+    n.create_subscription(DiagnosticArray, Topics.DIAGNOSTICS, on_diag, qos(Qos.DIAGNOSTICS))
+    n.create_subscription(PoseStamped, Topics.TCP_POSE, lambda m: seen.__setitem__("tcp", (
+        m.pose.position.x, m.pose.position.y, m.pose.position.z)), qos(Qos.STATE))  # fmt: skip
+    n.create_subscription(String, Topics.ACTIVE_SOURCE, lambda m: seen.__setitem__("source", m.data), qos(Qos.LATCHED))
+    n.create_subscription(JointState, Topics.CONVEYOR_STATE, lambda m: seen.__setitem__(
+        "belt", (list(m.position), list(m.velocity))), qos(Qos.STATE))  # fmt: skip
+    for key, topic in (("recorder", Topics.RECORDER_STATUS), ("episode", Topics.SIM_EPISODE)):
+        n.create_subscription(String, topic, on_json(key), qos(Qos.LATCHED))
+    for key, topic in (("policy", Topics.POLICY_STATUS), ("teleop", Topics.TELEOP_STATUS)):
+        n.create_subscription(String, topic, on_json(key), qos(Qos.STATE))
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        client.executor.spin_once(timeout_sec=0.05)
+    seen["nodes"] = sorted(client.node_names() - {n.get_name()})
+    return seen
+
+
+LEVELS = {0: "ok", 1: "WARN", 2: "ERROR", 3: "STALE"}
+
+
+def format_status(seen: dict[str, Any], domain_id: int) -> str:
+    """One screen: the nodes, each device's state (faults first), the source, belt, recording, policy."""
+    lines = [f"graph on ROS_DOMAIN_ID {domain_id}: nodes {', '.join(seen.get('nodes') or ['none'])}"]
+    diags = seen.get("diagnostics", {})
+    for name, (level, message, values) in sorted(diags.items(), key=lambda kv: -kv[1][0]):
+        detail = ", ".join(f"{k} {values[k]}" for k in ("mode", "fault", "active_source") if values.get(k))
+        lines.append(f"  {LEVELS.get(level, level):5s} {name}: {message}" + (f" ({detail})" if detail else ""))
+    if not diags:
+        lines.append("  no diagnostics received (is the graph running on this domain?)")
+    lines.append(f"  active source: {seen.get('source', 'unknown')}")
+    if "tcp" in seen:
+        lines.append("  tcp: x {:.4f} y {:.4f} z {:.4f} m".format(*seen["tcp"]))
+    if "belt" in seen:
+        pos, vel = (v[0] if v else float("nan") for v in seen["belt"])
+        lines.append(f"  belt: {vel:.3f} m/s (position {pos:.3f} m)")
+    for key in ("recorder", "policy", "teleop", "episode"):
+        if key in seen:
+            value = seen[key]
+            if key == "episode" and isinstance(value, dict):
+                value = {"episode": value.get("episode"), "sim_time": round(float(value.get("sim_time") or 0), 2),
+                         "done": value.get("done"), "placed": (value.get("metrics") or {}).get("placed")}
+            lines.append(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}"[:400])
+    return "\n".join(lines)

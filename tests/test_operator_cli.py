@@ -1,0 +1,117 @@
+"""The operator's commands (`workcell call`, `workcell status`): parsing, finding the running graph, and the
+commands themselves against a running simulated graph, from a shell that knows nothing of its domain."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import REPO, wait_for
+
+from libero_workcell import operator_cli as op
+from libero_workcell import run_registry
+from libero_workcell.contract import Services
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "command, args, match",
+    [
+        ("dance", [], "unknown command 'dance'; commands: enable, stop"),
+        ("belt", ["fast"], "belt takes one of: start, stop, reset, speed"),
+        ("belt", ["speed"], "belt speed takes one value"),
+        ("belt", ["speed", "quick"], "'quick' is not a number"),
+        ("belt", ["speed", "nan"], "give a speed from 0"),
+        ("belt", ["speed", "-0.1"], "give a speed from 0"),
+        ("source", ["robot"], "source takes one of: teleop, policy, expert, none"),
+        ("episode", [], "episode takes one of: start, save, discard"),
+        ("policy", ["go"], "policy takes one of: start, stop"),
+    ],
+)
+def test_a_bad_command_is_refused_before_anything_is_called(command, args, match):
+    with pytest.raises(op.OperatorError, match=match):
+        op.steps_of(command, args)
+
+
+def test_stop_all_holds_the_arm_first_and_stops_the_belt_and_any_policy():
+    steps = op.steps_of("stop-all", [])
+    assert [s.service for s in steps] == [Services.ARM_STOP, Services.CONVEYOR_STOP, Services.POLICY_STOP]
+    assert [s.required for s in steps] == [True, True, False]
+    assert op.steps_of("belt", ["speed", "0.05"])[0].value == 0.05
+
+
+def test_the_newest_running_graph_is_found_and_a_stale_record_is_dropped(registry, monkeypatch):
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    with pytest.raises(op.OperatorError, match="no running graph found"):
+        op.find_domain(None)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    run_registry.announce(run_registry.GraphRecord(41, dead.pid, time.time(), True))
+    run_registry.announce(run_registry.GraphRecord(42, os.getpid(), time.time() - 10, True))
+    assert op.find_domain(None) == 42  # the dead one's record is ignored, and removed
+    assert not (run_registry.runs_dir() / f"{dead.pid}.json").exists()
+    monkeypatch.setenv("ROS_DOMAIN_ID", "7")
+    assert op.find_domain(None) == 42 and op.find_domain(9) == 9  # a running graph first, an explicit id always
+    run_registry.withdraw()
+    assert op.find_domain(None) == 7
+
+
+def _tcp_z(status: str) -> float:
+    line = next(ln for ln in status.splitlines() if ln.strip().startswith("tcp:"))
+    return float(line.split(" z ")[1].split()[0])
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_nothing_of_it(ros_env, tmp_path,
+                                                                                         registry):
+    env = {**ros_env, "XDG_RUNTIME_DIR": str(tmp_path)}
+    bringup = subprocess.Popen([sys.executable, "-m", "libero_workcell.cli", "bringup", f"sim_link:=op{os.getpid()}",
+                                "--log-dir", str(tmp_path / "logs")], env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    shell = {k: v for k, v in env.items() if k not in ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE")}
+
+    def workcell(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "libero_workcell.cli", *args], env=shell, cwd=REPO,
+                              capture_output=True, text=True, timeout=90)  # fmt: skip
+
+    try:
+        assert wait_for(run_registry.running, timeout=60.0)
+        domain = run_registry.running()[0].domain_id
+        assert str(domain) == ros_env["ROS_DOMAIN_ID"]
+        assert wait_for(lambda: "enabled (mode enabled" in workcell("status").stdout, timeout=90.0, interval=1.0)
+        switched = workcell("call", "source", "policy")
+        assert switched.returncode == 0 and "active_source := 'policy': ok" in switched.stdout, switched
+        stop = workcell("call", "stop-all")
+        assert stop.returncode == 0, stop
+        assert "/aubo/stop: ok" in stop.stdout and "/conveyor/stop: ok" in stop.stdout
+        assert "/policy/stop: skipped (not in this graph)" in stop.stdout
+        status = workcell("status", "--seconds", "3")
+        assert "mode disabled, active_source policy" in status.stdout and "belt: 0.000 m/s" in status.stdout, status
+        refused = workcell("call", "home")  # a disabled arm does not home: refused, with the reason, exit 1
+        assert refused.returncode == 1 and "/aubo/home: REFUSED: cannot home while disabled" in refused.stdout
+        assert workcell("call", "enable").returncode == 0
+        nan = workcell("call", "jog", "dz", "nan")  # refused here: nothing is sent
+        assert nan.returncode == 2 and "outside [-1, 1]" in nan.stderr
+        z0 = _tcp_z(workcell("status").stdout)
+        jog = workcell("call", "jog", "dz", "0.1")  # the first-motion check: 10 steps up, 5 mm goal offset each
+        assert jog.returncode == 0 and "10 of 10 accepted as 'policy'" in jog.stdout, jog
+        rise = _tcp_z(workcell("status").stdout) - z0
+        assert 0.005 < rise < 0.05, rise  # the libero response covers about a quarter of each step's offset
+        missing = workcell("call", "episode", "start")  # no recorder in this graph
+        assert missing.returncode == 1 and "/recorder/start is not offered in this graph" in missing.stdout
+    finally:
+        os.killpg(bringup.pid, signal.SIGINT)
+        bringup.wait(timeout=30)
+    assert not run_registry.running()  # the graph withdrew its record when it stopped
+    gone = workcell("call", "enable")
+    assert gone.returncode == 2 and "no running graph found" in gone.stderr
