@@ -831,3 +831,13 @@ def test_the_dry_run_prints_the_cells_settings_without_its_secrets(tmp_path, cap
     assert cli.main(["bringup", f"cell:={cell}", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "'arcs.ip': '10.0.0.7'" in out and "hunter2" not in out and "'arcs.password': '<redacted>'" in out
+
+
+def test_a_graph_started_by_ros2_launch_is_found_by_the_operator_commands(monkeypatch, tmp_path):
+    from libero_workcell import run_registry
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("ROS_DOMAIN_ID", "23")
+    _run_launch_file(monkeypatch, {"use_sim": "false"})
+    (record,) = run_registry.running()
+    assert (record.domain_id, record.pid, record.use_sim) == (23, os.getpid(), False)

@@ -17,11 +17,13 @@ not at module import: they exist on a robot PC with ROS 2, not as wheels.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from libero_workcell import bringup, dds
+from libero_workcell import bringup, dds, run_registry
 
 GRAPH_FILE = "workcell.yaml"
 
@@ -66,6 +68,10 @@ def workcell_launch_description(launch_dir: Path, defaults: Mapping[str, Any] | 
             out += [UnsetEnvironmentVariable(name=name) for name in dds.CONFLICTING_VARS]
             out += [SetEnvironmentVariable(name=k, value=v) for k, v in dds.loopback_vars(domain).items()]
             out.append(LogInfo(msg=f"loopback DDS on ROS_DOMAIN_ID={domain} ({dds.profile_path()})"))
+            # where `workcell call` / `status` find this graph (the record goes stale when this process ends)
+            run_registry.announce(run_registry.GraphRecord(domain, os.getpid(), time.time(),
+                                                           bool(values.get("use_sim", True)), "",
+                                                           str(values.get("cell", ""))))  # fmt: skip
         for spec in graph.resolve(overrides):
             out.append(
                 Node(
