@@ -3,7 +3,8 @@ policy_url:=ws://GPU-HOST:8000 task:="pick up ..." [preference:=...] [ARG:=VALUE
 
 The physical workcell graph (``config/workcell.yaml``, ``use_sim:=false``) with ``policy:=true``:
 ``policy_node`` queries openpi's policy server at ``policy_url`` at 20 Hz and drives as source ``policy``
-(the bridge's active source). The arm still waits for ``/aubo/enable``. Arguments: docs/policy.md,
+(the bridge's active source). The arm still waits for ``/aubo/enable`` and the policy for ``/policy/start``
+(``workcell call enable``, ``workcell call policy start``: it never drives by itself here). Arguments: docs/policy.md,
 docs/interfaces.md. Without ROS 2's launch: ``workcell bringup --job deploy_real policy_url:=...``.
 """
 

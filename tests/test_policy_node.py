@@ -20,7 +20,7 @@ STATE = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
 
 
 @pytest.fixture
-def rig(tmp_path):
+def rig(tmp_path, request):
     """(node, spin, actions, diagnostics, server): the policy node fed at 20 Hz by a feeder node."""
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
@@ -31,7 +31,7 @@ def rig(tmp_path):
     server = LocalPolicyServer(ReachPolicy([0.45, 0.0, 0.35], delay_ms=30)).start()
     args = ["--ros-args", "-p", f"policy.url:={server.url}", "-p", "policy.task:=pick up the parts",
             "-p", "policy.start_wait_steps:=4", "-p", "policy.reconnect_period:=0.2",
-            "-p", f"timing_path:={tmp_path / 'timing.jsonl'}"]  # fmt: skip
+            "-p", f"timing_path:={tmp_path / 'timing.jsonl'}", *getattr(request, "param", [])]  # fmt: skip
     rclpy.init(args=args)
     node = PolicyNode()
     feeder = rclpy.create_node("feeder")
@@ -110,3 +110,17 @@ def test_the_policy_drives_at_the_control_rate_stops_on_request_and_holds_when_t
     assert not after or after[-1] - t_stop < 0.1 + 0.05, after  # held within 2 control periods
     lost = diagnostics[-1]
     assert lost["level"] == 2 and "no policy server" in lost["message"], lost
+
+
+@pytest.mark.parametrize("rig", [["-p", "use_sim:=false", "-p", "autostart:=true"]], indirect=True)
+def test_on_the_physical_cell_the_policy_drives_only_after_an_explicit_start(rig) -> None:
+    """autostart is for the simulated workcell: on hardware, enabling the arm must not hand it to a policy
+    that is already streaming."""
+    from std_srvs.srv import Trigger
+
+    node, spin, actions, _, _, _ = rig
+    spin(1.5)
+    assert not actions and not node.running
+    assert node._srv_start(Trigger.Request(), Trigger.Response()).success
+    spin(1.5)
+    assert len(actions) > 15 and all(src == SOURCE_POLICY for _, _, src in actions)

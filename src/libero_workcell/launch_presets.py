@@ -13,7 +13,8 @@ TELEOP_COLLECT_SIM: Final[dict[str, Any]] = {"teleop": True, "teleop_source": "s
 TELEOP_COLLECT_REAL: Final[dict[str, Any]] = {"use_sim": False, "teleop": True, "teleop_source": "headset"}
 # Deploying a checkpoint: on the physical workcell against a policy server (policy_url), and on the simulated
 # one against the local server (the scripted expert's chunks over openpi's protocol, no GPU).
-DEPLOY_REAL: Final[dict[str, Any]] = {"use_sim": False, "policy": True}
+# on hardware the policy drives only after /policy/start (policy_node enforces it too)
+DEPLOY_REAL: Final[dict[str, Any]] = {"use_sim": False, "policy": True, "policy_autostart": False}
 DEPLOY_SIM: Final[dict[str, Any]] = {"policy": True, "policy_local_server": True}
 
 # The jobs, by their launch file's name (launch/<name>.launch.py)

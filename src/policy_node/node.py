@@ -81,7 +81,12 @@ class PolicyNode(Node):
         self._lock = threading.Lock()
         self._state: tuple[float, np.ndarray] | None = None
         self._frames: dict[str, tuple[float, np.ndarray]] = {}
-        self.autostart = bool(self.get_parameter("autostart").value)
+        # On the physical cell the policy never drives by itself: only an explicit /policy/start (logged) starts
+        # it, whatever autostart says (enabling the arm must not hand it to a policy already streaming).
+        self.autostart = bool(self.get_parameter("autostart").value) and bool(p(Params.USE_SIM))
+        if bool(self.get_parameter("autostart").value) and not self.autostart:
+            self.get_logger().warning("physical workcell: autostart is ignored; the policy drives only after "
+                                      f"{Services.POLICY_START} (workcell call policy start)")  # fmt: skip
         self.running = self.autostart
         self.records: list[StepRecord] = []  # the last few, for status and tests
         self._now = 0.0  # lockstep: the step's sim time, the runner's clock
@@ -213,7 +218,7 @@ class PolicyNode(Node):
         self.runner.restart_episode()
         self.running = True
         res.success, res.message = True, f"policy episode started ({self.config.start_wait_steps} wait steps first)"
-        self.get_logger().info(res.message)
+        self.get_logger().warning(f"{Services.POLICY_START}: {res.message}")  # who started the policy, in the log
         return res
 
     def _srv_stop(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
