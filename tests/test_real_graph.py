@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from conftest import TEST_OUTPUT, ros_probe, wait_for
 from emulators.arcs_emulator import ArcsEmulator
-from emulators.modbus_devices import CtagEmulator
+from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import SocatPair
 
 from aubo_bridge.kinematics import HOME_Q, fk
@@ -45,9 +45,21 @@ def devices() -> Iterator[tuple[ArcsEmulator, CtagEmulator, str]]:
 
 
 @pytest.fixture(scope="module")
-def node(devices) -> Iterator[Any]:
+def belt() -> Iterator[tuple[DeltaVfdEmulator, str]]:
+    """The conveyor's drive (a Delta VFD on RS-485), for the cell interlock."""
+    pair = SocatPair()
+    vfd = DeltaVfdEmulator(pair.a)
+    try:
+        yield vfd, pair.b
+    finally:
+        vfd.close()
+        pair.close()
+
+
+@pytest.fixture(scope="module")
+def node(devices, belt) -> Iterator[Any]:
     arm, _, gripper_port = devices
-    (spec,) = [
+    specs = [
         s
         for s in Graph.load().resolve(
             [
@@ -57,16 +69,17 @@ def node(devices) -> Iterator[Any]:
                 "aubo_bridge.arcs.ip:=127.0.0.1",
                 f"aubo_bridge.arcs.rpc_port:={arm.port}",
                 f"aubo_bridge.gripper.port:={gripper_port}",
+                f"conveyor_driver.modbus.port:={belt[1]}",
             ]
         )
-        if s.name == "aubo_bridge"
+        if s.name in ("aubo_bridge", "conveyor_driver")
     ]
-    running = launch([spec], env=dict(os.environ), log_dir=TEST_OUTPUT / "test_real_graph")
+    running = launch(specs, env=dict(os.environ), log_dir=TEST_OUTPUT / "test_real_graph")
     try:
         yield running
     finally:
         codes = running.stop(timeout=10)
-        assert codes == {"aubo_bridge": 0}, codes
+        assert codes == {"aubo_bridge": 0, "conveyor_driver": 0}, codes
 
 
 class Probe:
@@ -175,3 +188,22 @@ def test_protective_stop_faults_and_never_resumes_by_itself(probe, devices) -> N
     assert ok, msg
     probe.stream([0.0, 0.2, 0.0, 0, 0, 0, 0], 5)
     assert fk(settle(arm))[0][1] - fk(q_stopped)[0][1] == pytest.approx(5 * 0.2 * ACTION_POS_SCALE, abs=2e-3)
+
+
+def test_an_arm_fault_stops_the_belt_which_starts_again_only_when_told(probe, devices, belt) -> None:
+    """The cell interlock (conveyor_driver stop_on_arm_fault, on by default): an e-stop or protective stop of
+    the arm stops the belt; resetting the arm does not restart it."""
+    arm, _, _ = devices
+    vfd, _ = belt
+    ok, msg = probe.call(Services.CONVEYOR_START)
+    assert ok and wait_for(lambda: vfd.running and vfd.output_hz > 1.0, 5.0), msg
+    arm.protective_stop()
+    assert wait_for(lambda: not vfd.running, 5.0)  # the drive was told to stop, not just the arm
+    arm.clear_cause()
+    assert wait_for(lambda: probe.call(Services.ARM_RESET_FAULT)[0], 10.0, interval=0.5)
+    assert probe.fresh_diag()["mode"] == "disabled"
+    time.sleep(1.0)
+    assert not vfd.running  # an acknowledged arm fault does not restart the belt
+    ok, msg = probe.call(Services.CONVEYOR_START)
+    assert ok and wait_for(lambda: vfd.running, 5.0), msg
+    assert probe.call(Services.CONVEYOR_STOP)[0]

@@ -11,6 +11,7 @@ protocol or math lives here.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -137,6 +138,8 @@ class AuboBridgeNode(Node):
         self._pub_gripper = self.create_publisher(JointState, Topics.GRIPPER_STATE, qos(Qos.STATE))
         self._pub_state = self.create_publisher(JointState, Topics.ROBOT_STATE, qos(Qos.STATE, self.lockstep))
         self._pub_source = self.create_publisher(String, Topics.ACTIVE_SOURCE, qos(Qos.LATCHED))
+        self._pub_mode = self.create_publisher(String, Topics.ARM_MODE, qos(Qos.LATCHED))
+        self._mode_sent: tuple[str, str] | None = None
         self._pub_diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
         self._pub_result = self.create_publisher(String, Topics.ACTION_RESULT, qos(Qos.COMMAND, self.lockstep))
         self.create_subscription(JointState, Topics.ACTION, self._on_action, qos(Qos.COMMAND))
@@ -267,6 +270,10 @@ class AuboBridgeNode(Node):
             return
         if st.measurement_stamp <= 0 and stamp is None:
             return
+        mode = (st.mode.value, st.fault or "")
+        if mode != self._mode_sent:  # on every change: the cell interlock (conveyor_driver) follows it
+            self._mode_sent = mode
+            self._pub_mode.publish(String(data=json.dumps({"mode": mode[0], "fault": mode[1]})))
         t = stamp if stamp is not None else ros_msgs.wall_from_monotonic(st.measurement_stamp)
         quat = Rotation.from_rotvec(st.tcp_rotvec).as_quat()  # x, y, z, w
         self._pub_joints.publish(ros_msgs.joint_state_msg(ARM_JOINT_NAMES, st.q, t))

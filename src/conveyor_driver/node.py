@@ -10,6 +10,7 @@ their own callback group, so state publishing goes on meanwhile.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -17,7 +18,7 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64
+from std_msgs.msg import Float64, String
 
 from conveyor_driver import io_backend, modbus_backend
 from conveyor_driver.driver import ConveyorBackend, ConveyorConfig, ConveyorDriver, ConveyorError
@@ -57,6 +58,7 @@ PARAMETERS: Final[dict[str, Any]] = {
     "autostart": False,
     "publish_hz": 20.0,
     "backend": "modbus",
+    "stop_on_arm_fault": True,  # the cell interlock: an arm fault (an e-stop among them) stops the belt
     **CONFIG_PARAMS,
 }
 
@@ -103,6 +105,11 @@ class ConveyorNode(Node):
         self.add_on_set_parameters_callback(self._on_params)
         self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish)
         self.create_timer(1.0, self._publish_diag)
+        # The cell interlock: an arm fault (an e-stop among them) stops the belt; it starts again only when told
+        self._arm_fault = ""
+        if bool(self.get_parameter("stop_on_arm_fault").value):
+            self.create_subscription(String, Topics.ARM_MODE, self._on_arm_mode, qos(Qos.LATCHED),
+                                     callback_group=commands)  # fmt: skip
         if bool(self.get_parameter("autostart").value):
             _ok, msg = self.driver.start()
             self.get_logger().info(f"autostart: {msg}")
@@ -111,6 +118,22 @@ class ConveyorNode(Node):
         """A conveyor whose driver goes away stops."""
         self.driver.stop()
         self.driver.close()
+
+    async def _on_arm_mode(self, msg: String) -> None:
+        try:
+            report = json.loads(msg.data)
+            faulted, fault = report.get("mode") == "fault", str(report.get("fault") or "")
+        except (ValueError, AttributeError):
+            self.get_logger().error(f"{Topics.ARM_MODE}: not a mode report: {msg.data[:80]!r}")
+            return
+        if faulted and not self._arm_fault:
+            self._arm_fault = fault or "fault"
+            ok, text = await off_executor(self, self.driver.stop)
+            log = self.get_logger().error if ok else self.get_logger().fatal
+            log(f"arm fault ({self._arm_fault}): belt {'stopped' if ok else 'NOT STOPPED: ' + text} "
+                "(stop_on_arm_fault); it starts again only on /conveyor/start")  # fmt: skip
+        elif not faulted:
+            self._arm_fault = ""
 
     async def _on_speed(self, msg: Float64) -> None:
         ok, text = await off_executor(self, lambda: self.driver.set_speed(msg.data))

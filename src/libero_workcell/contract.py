@@ -98,6 +98,8 @@ class Topics:
     ACTION_RESULT: Final = "/workcell/action_result"
     ROBOT_STATE: Final = "/workcell/robot_state"  # sensor_msgs/JointState, 7-D state
     ACTIVE_SOURCE: Final = "/workcell/active_source"  # std_msgs/String, latched
+    # std_msgs/String (JSON {"mode", "fault"}), latched, on every change: what the cell interlock follows
+    ARM_MODE: Final = "/aubo/mode"
     JOINT_STATES: Final = "/aubo/joint_states"  # sensor_msgs/JointState, 6 arm joints
     TCP_POSE: Final = "/aubo/tcp_pose"  # geometry_msgs/PoseStamped in BASE_FRAME
     GRIPPER_STATE: Final = "/aubo/gripper/state"  # sensor_msgs/JointState, one "gripper" joint
