@@ -48,3 +48,34 @@ def test_a_configuration_tells_the_operator_and_records_itself() -> None:
     assert f"{config.belt_speed} m/s" in text and "tray left to right" in text
     with pytest.raises(ValueError, match="per_config"):
         CollectionPlan(per_config=0)
+
+
+def test_workcell_plan_reads_the_session_being_collected(tmp_path, capsys) -> None:
+    """`workcell plan next | status` against a session file's saved episodes (read-only: a recorder may be
+    writing it): the next setup in words and the JSON a recorder's `task` takes, and the progress."""
+    import json
+
+    import h5py
+
+    from libero_workcell import cli
+    from recorder.session_file import episodes_dir_of
+
+    session = tmp_path / "d2s.hdf5"
+    plan = CollectionPlan(per_config=1)
+    first, second = plan.configurations[:2]
+    folder = episodes_dir_of(session)
+    folder.mkdir()
+    with h5py.File(folder / "demo_0.hdf5", "w") as f:  # one saved demo of the first configuration
+        demo = f.create_group("data").create_group("demo_0")
+        for key, value in first.attrs().items():
+            demo.attrs[key] = json.dumps(value) if isinstance(value, list) else value
+    (folder / "demo_1.hdf5.partial").write_bytes(b"")  # an episode being written is not counted
+    assert cli.main(["plan", "next", "--session", str(session), "--per-config", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"set up {second.setup()}")
+    task = json.loads(out.split("task: ", 1)[1])
+    assert task == second.attrs() and task["language_instruction"] and json.loads(task["task_spec"])
+    assert cli.main(["plan", "status", "--session", str(session), "--per-config", "1"]) == 0
+    status = capsys.readouterr().out
+    assert status.splitlines()[0].endswith("1 of 16 plan demos (1 demos in the file)")
+    assert "done  combination 0 slots" in status and "held out for evaluation" in status

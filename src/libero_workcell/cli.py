@@ -157,6 +157,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """The collection plan against a session file: what to set up next, or the progress."""
+    from recorder.collection_plan import plan_report
+
+    try:
+        print(plan_report(args.session, args.per_config, args.what))
+    except (OSError, ValueError) as exc:
+        print(f"workcell: {args.session}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workcell", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -196,6 +208,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=2.0, help="how long to listen (default 2)")
     p.add_argument("--domain-id", type=int, default=None, help="the graph's ROS_DOMAIN_ID (default: found)")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("plan", help="the collection plan: next (what to set up) or status (demos per configuration)")
+    p.add_argument("what", choices=("next", "status"))
+    p.add_argument("--session", default="demos/d2s.hdf5", help="the session file being collected (record_path)")
+    p.add_argument("--per-config", type=int, default=5, help="demos per configuration (recorder.plan_per_config)")
+    p.set_defaults(func=cmd_plan)
 
     sub.add_parser("demo", help="the full demo on the simulated workcell (`workcell demo --help`)", add_help=False)
     sub.add_parser("replay", help="replay a recorded demo through the graph (`workcell replay --help`)",

@@ -103,3 +103,28 @@ class CollectionPlan:
 
     def is_held_out(self, config: Configuration) -> bool:
         return config.slot_permutation in held_out(config.combination)
+
+
+# ------------------------------------------------------------------------------------ `workcell plan`
+def plan_report(path: str, per_config: int, what: str) -> str:
+    """``next``: the configuration to set up next (words, and the JSON a recorder's ``task`` takes);
+    ``status``: demos per configuration of the plan, held-out ones named."""
+    from recorder.session_file import saved_demo_attrs
+
+    plan = CollectionPlan(per_config)
+    attrs = saved_demo_attrs(path)
+    if what == "next":
+        config = plan.next(attrs)
+        if config is None:
+            return f"the plan is complete: {per_config} demos of each of its {len(plan.configurations)} configurations"
+        return f"set up {config.setup()}\ntask: {json.dumps(config.attrs())}"
+    counts = plan.progress(attrs)
+    done = sum(min(n, per_config) for n in counts.values())
+    lines = [f"{path}: {done} of {per_config * len(counts)} plan demos ({len(attrs)} demos in the file)"]
+    for config, n in counts.items():
+        mark = "done" if n >= per_config else f"{n}/{per_config}"
+        lines.append(f"  {mark:>6s}  combination {config.combination} slots {list(config.slot_permutation)} "
+                     f"at {config.belt_speed} m/s")  # fmt: skip
+    held = ", ".join(f"combination {c}: {[list(p) for p in held_out(c)]}" for c in range(len(COMBINATIONS)))
+    lines.append(f"  held out for evaluation (never collected): {held}")
+    return "\n".join(lines)

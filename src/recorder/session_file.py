@@ -48,6 +48,25 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def episodes_dir_of(path: str | Path) -> Path:
+    """Where a session file keeps its episode files (one HDF5 file per demo)."""
+    path = Path(path).absolute()
+    return path.with_name(path.stem + "_episodes")
+
+
+def saved_demo_attrs(path: str | Path) -> list[dict[str, Any]]:
+    """The attributes of every complete demo of a session, read-only (a recorder may be writing it)."""
+    folder = episodes_dir_of(path)
+    if not folder.is_dir():
+        return []
+    names = sorted((p.name.removesuffix(".hdf5") for p in folder.iterdir() if _EPISODE.match(p.name)), key=demo_order)
+    out = []
+    for name in names:
+        with h5py.File(folder / f"{name}.hdf5", "r") as f:
+            out.append(dict(f["data"][name].attrs))
+    return out
+
+
 class SessionFile:
     def __init__(
         self,
@@ -57,7 +76,7 @@ class SessionFile:
         min_free_bytes: int = MIN_FREE_BYTES,
     ) -> None:
         self.path = Path(path).absolute()
-        self.episodes_dir = self.path.with_name(self.path.stem + "_episodes")
+        self.episodes_dir = episodes_dir_of(self.path)
         self.min_free_bytes = int(min_free_bytes)
         self.problem_info, self.env_args = dict(problem_info), dict(env_args)
         self._counts: dict[str, int] = {}  # demo name -> num_samples, in the index
