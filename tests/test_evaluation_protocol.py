@@ -95,18 +95,45 @@ def test_an_interrupted_run_resumes_with_the_trials_it_has_not_finished(tmp_path
     assert run_trials(trials, tmp_path, fake, domains=[7], progress=False) == rows and len(ran) == 7  # all done
 
 
-def test_a_real_trial_prompts_the_operator_runs_the_policy_for_the_horizon_and_takes_the_labels() -> None:
-    trial = protocol_trials((0.03,), 1)[0]
-    calls, said, slept = [], [], []
+def test_a_real_trial_sets_itself_up_by_command_and_asks_the_operator_only_what_a_person_must_do() -> None:
+    trials = protocol_trials((0.03,), 8)
+    trial = trials[0]
+    calls, said, slept, params, prompts = [], [], [], [], []
+
+    def ask(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(answers)
+
     answers = iter(["", "y", "maybe", "n", "yes", "4", "2"])
-    row = run_real_trial(trial, calls.append, ask=lambda prompt: next(answers), say=said.append, sleep=slept.append)
-    assert calls == [Services.POLICY_START, Services.POLICY_STOP] and slept == [trial.spec.horizon]
+    row = run_real_trial(trial, calls.append, ask=ask, say=said.append, sleep=slept.append,
+                         set_param=lambda *p: params.append(p))  # fmt: skip
+    # the task (the prompt names this trial's slot order) and the belt speed by command, before anything moves
+    assert params == [("policy_node", "policy.task", trial.spec.language_instruction),
+                      ("conveyor_driver", "belt_speed", 0.03)]  # fmt: skip
+    assert calls == [Services.ARM_HOME, Services.CONVEYOR_START, Services.POLICY_START, Services.POLICY_STOP,
+                     Services.CONVEYOR_STOP] and slept == [trial.spec.horizon]  # fmt: skip
     assert row["outcome"]["placed"] == [True, False, True] and row["outcome"]["PCR_S"] == pytest.approx(2 / 3)
-    assert "tray left to right" in said[0] and f"{trial.belt_speed:g} m/s" in said[0]
+    assert "tray left to right" in said[0] and "0.03 m/s" in said[0]
+    assert "empty the tray" in prompts[0] and not any("belt running" in p or "reset the workcell" in p for p in prompts)
+    other = next(t for t in trials if t.spec.language_instruction != trial.spec.language_instruction)
     calls.clear()
+    params.clear()
     answers = iter(["", "y", "y", "y", "3"])
-    row = run_real_trial(
-        trial, calls.append, ask=lambda prompt: next(answers), say=said.append, sleep=slept.append, record=True
-    )
-    assert calls == [Services.RECORDER_START, Services.POLICY_START, Services.POLICY_STOP, Services.RECORDER_SAVE]
+    row = run_real_trial(other, calls.append, ask=ask, say=said.append, sleep=slept.append, record=True,
+                         set_param=lambda *p: params.append(p))  # fmt: skip
+    assert params[0] == ("policy_node", "policy.task", other.spec.language_instruction)  # a new prompt per trial
+    assert calls == [Services.ARM_HOME, Services.CONVEYOR_START, Services.RECORDER_START, Services.POLICY_START,
+                     Services.POLICY_STOP, Services.CONVEYOR_STOP, Services.RECORDER_SAVE]  # fmt: skip
     assert row["outcome"]["placed"] == [True] * 3 and row["outcome"]["PCR_S"] == 1.0
+
+
+def test_a_real_trial_stops_the_policy_and_the_belt_when_interrupted() -> None:
+    trial = protocol_trials((0.03,), 1)[0]
+    calls = []
+
+    def interrupted(_s: float) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_real_trial(trial, calls.append, ask=lambda p: "", say=lambda m: None, sleep=interrupted)
+    assert calls[-2:] == [Services.POLICY_STOP, Services.CONVEYOR_STOP]

@@ -124,3 +124,17 @@ def test_on_the_physical_cell_the_policy_drives_only_after_an_explicit_start(rig
     assert node._srv_start(Trigger.Request(), Trigger.Response()).success
     spin(1.5)
     assert len(actions) > 15 and all(src == SOURCE_POLICY for _, _, src in actions)
+
+
+def test_the_task_changes_at_run_time_and_nothing_else(rig) -> None:
+    """The evaluation on the physical cell sets each trial's task (its prompt) before starting it."""
+    from rclpy.parameter import Parameter
+
+    node, spin, _, _, _, _ = rig
+    (ok,) = node.set_parameters([Parameter("policy.task", value="pick up the parts, right to left")])
+    assert ok.successful and node.task == "pick up the parts, right to left"
+    assert node.get_parameter("policy.task").value == "pick up the parts, right to left"
+    (refused,) = node.set_parameters([Parameter("policy.url", value="ws://elsewhere:8000")])
+    assert not refused.successful and "read once at start-up" in refused.reason
+    spin(1.0)
+    assert node.records and node.records[-1].kind in ("wait", "chunk")  # it runs on, with the new task

@@ -118,7 +118,8 @@ def _run_real(trials, out: Path, settings: EvalSettings, record: bool):
             return probe.call(service, lambda: None)
 
         def one(trial, out_dir, _domain):
-            return {**run_real_trial(trial, call, record=record), "settings": asdict(settings)}
+            return {**run_real_trial(trial, call, record=record, set_param=probe.set_param),
+                    "settings": asdict(settings)}  # fmt: skip
 
         return run_trials(trials, out, one, workers=1, domains=[0], progress=False)
 

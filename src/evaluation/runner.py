@@ -248,6 +248,16 @@ class _Probe:
         finally:
             self.node.destroy_client(client)
 
+    def set_param(self, node: str, name: str, value: Any) -> None:
+        from libero_workcell.operator_cli import GraphClient, OperatorError
+
+        try:
+            ok, reason = GraphClient(self.node, self._ex).set_parameter(node, name, value)
+        except OperatorError as exc:
+            ok, reason = False, str(exc)
+        if not ok:
+            raise RuntimeError(f"{node}.{name} := {value!r} refused: {reason}")
+
     def run_episode(self, horizon: float, check: Callable[[], None]) -> tuple[dict[str, Any], dict[str, Any]]:
         """The world's first episode, driven by the policy and recorded whole (lockstep: both follow the world's
         episodes); its outcome once the world reports it done and the rollout is saved."""
@@ -288,25 +298,38 @@ def run_real_trial(
     say: Callable[[str], None] = print,
     sleep: Callable[[float], None] = time.sleep,
     record: bool = False,
+    set_param: Callable[[str, str, Any], None] | None = None,
 ) -> dict[str, Any]:
-    """One trial on the physical workcell: the operator resets and sets it up, the policy runs for the
-    trial's horizon (``call`` calls a Trigger service by name), then the operator labels each placement.
-    With ``record`` (the graph runs the rollout_recorder: ``record_rollouts:=true``) the rollout is recorded
-    from the policy's start to its stop."""
-    from libero_workcell.contract import Services
+    """One trial on the physical workcell. The runner does what a command can do: it sets the trial's task on
+    the policy node (the prompt names this trial's slot order) and its belt speed, homes the arm, starts the
+    belt, runs the policy for the trial's horizon and stops both (``call`` calls a Trigger service by name,
+    ``set_param(node, parameter, value)`` sets a parameter). The operator does what a person must: empties the
+    tray and feeds the workpieces in the order said, then labels each placement. With ``record`` (the graph
+    runs the rollout_recorder: ``record_rollouts:=true``) the rollout is recorded from the policy's start to
+    its stop."""
+    from libero_workcell.contract import Params, Services
 
     s = trial.spec
+    if set_param is not None:
+        set_param("policy_node", "policy.task", s.language_instruction)
+        set_param("conveyor_driver", Params.BELT_SPEED, float(trial.belt_speed))
+    call(Services.ARM_HOME)
     say(
-        f"trial {trial.index}: feed {', '.join(s.arriving_words)} (in that order) at {trial.belt_speed:g} m/s, "
-        f"every {s.arrival_interval:g} s; tray left to right: {', '.join(s.tray_words)}"
+        f"trial {trial.index}: the arm is homing and the belt is set to {trial.belt_speed:g} m/s; feed "
+        f"{', '.join(s.arriving_words)} (in that order), every {s.arrival_interval:g} s from the start; tray left "
+        f"to right: {', '.join(s.tray_words)}"
     )
-    ask("reset the workcell (arm home, tray empty, belt running), then press Enter to start ")
+    ask("empty the tray, have the workpieces ready and the arm at rest at home, then press Enter to start ")
+    call(Services.CONVEYOR_START)
     if record:
         call(Services.RECORDER_START)
     call(Services.POLICY_START)
     t0 = time.monotonic()
-    sleep(s.horizon)
-    call(Services.POLICY_STOP)
+    try:
+        sleep(s.horizon)
+    finally:  # whatever happens (Ctrl-C among it), the policy and the belt stop
+        call(Services.POLICY_STOP)
+        call(Services.CONVEYOR_STOP)
     if record:
         call(Services.RECORDER_SAVE)
     placed = [_yes(ask, f"was the {w} placed in its slot? [y/n] ") for w in s.arriving_words]

@@ -22,11 +22,13 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, Final
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
@@ -35,7 +37,7 @@ from std_srvs.srv import Trigger
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CAMERA_NAMES, SOURCE_POLICY, Params, Qos, Services, Topics
 from libero_workcell.node_main import run_node
-from libero_workcell.node_params import declare_all, declare_config, prefixed, refuse_runtime_changes
+from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup, prefixed
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
 from libero_workcell.stepping import StampedInputs, Step, StepRunner
@@ -43,6 +45,7 @@ from policy_node.config import PolicyConfig
 from policy_node.observation import Snapshot
 from policy_node.runner import PolicyRunner, StepRecord
 
+TASK_PARAM = "policy.task"  # the one parameter that changes at run time
 POLICY_DEFAULTS = {k: v for k, v in PolicyConfig.parameter_defaults().items() if k != Params.CONTROL_HZ}
 CONFIG_PARAMS = prefixed("policy", POLICY_DEFAULTS)  # policy.<PolicyConfig field>
 STATE = "state"
@@ -66,7 +69,7 @@ class PolicyNode(Node):
         super().__init__("policy_node")
         declare_all(self, PARAMETERS)
         values = declare_config(self, "policy", POLICY_DEFAULTS)
-        refuse_runtime_changes(self)
+        self.add_on_set_parameters_callback(self._on_params)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         self.lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
         self.config = PolicyConfig.from_mapping(
@@ -214,6 +217,19 @@ class PolicyNode(Node):
         return record.action is not None
 
     # ------------------------------------------------------------------ services
+    def _on_params(self, params: list[Any]) -> SetParametersResult:
+        """Only the task changes at run time (the evaluation on the physical cell sets each trial's before
+        starting it); every other parameter is refused with the reason."""
+        refusal = fixed_at_startup(params, changeable=(TASK_PARAM,))
+        if refusal:
+            return SetParametersResult(successful=False, reason=refusal)
+        for p in params:
+            task = str(p.value)
+            self.config = replace(self.config, task=task)
+            self.task = task
+            self.get_logger().info(f"task: {task!r} (from the next /policy/start)")
+        return SetParametersResult(successful=True)
+
     def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         self.runner.restart_episode()
         self.running = True
