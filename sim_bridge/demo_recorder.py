@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from libero_workcell.image_convention import ROBOSUITE_RAW, check_convention, stored
-from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, Demo, write_demo_file
+from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, Demo, aubo_robot_states, write_demo_file
 from libero_workcell.task import TaskSpec
 from sim_bridge.world import SimWorld
 
@@ -48,8 +47,7 @@ class DemoRecorder:
 
     def observe_arm(self, status: Any) -> None:
         """One observation of the AUBO from the arm driver's status (robot_states: gripper, TCP, quat xyzw)."""
-        quat = Rotation.from_rotvec(status.tcp_rotvec).as_quat()
-        robot = np.concatenate([[status.gripper], status.tcp_pos, quat])
+        robot = aubo_robot_states([status.gripper], status.tcp_pos, status.tcp_rotvec)[0]
         self.observe(status.tcp_pos, status.tcp_rotvec, [status.gripper], status.q, robot)
 
     def observe_scene(self, ground_truth: dict) -> None:

@@ -163,7 +163,7 @@ def reference_demo(seqs: Sequence[ReferenceSequence], task_spec_json: str, rest:
     gripper open) so the arm comes back, then ``rest`` zero actions. The recorded path of each sequence is
     robosuite's, placed at the home pose; the return's and the rest's are only placeholders (not compared)."""
     from aubo_bridge.kinematics import HOME_Q, fk
-    from libero_workcell.libero_format import Demo
+    from libero_workcell.libero_format import Demo, aubo_robot_states
 
     p0, R0 = fk(HOME_Q)
     actions, pos, rot, segments = [], [], [], []
@@ -187,9 +187,10 @@ def reference_demo(seqs: Sequence[ReferenceSequence], task_spec_json: str, rest:
         pos += [p0] * rest
         rot += [R0] * rest
     t = len(actions)
+    rotvec = Rotation.from_matrix(np.array(rot)).as_rotvec()
     demo = Demo(
-        "demo_0", np.array(actions), np.array(pos), Rotation.from_matrix(np.array(rot)).as_rotvec(),
-        np.zeros((t, 1)), np.tile(HOME_Q, (t, 1)), np.zeros((t, 8)),
+        "demo_0", np.array(actions), np.array(pos), rotvec,
+        np.zeros((t, 1)), np.tile(HOME_Q, (t, 1)), aubo_robot_states(np.zeros(t), pos, rotvec),
         attrs={"task_spec": task_spec_json, "robot": ROBOT, "source": "robosuite OSC_POSE reference sequences"},
     )  # fmt: skip
     return demo, segments

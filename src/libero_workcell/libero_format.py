@@ -6,7 +6,8 @@ The layout (LIBERO's datasets, robomimic's readers, openpi's LIBERO converter)::
       demo_<i>/                attrs: num_samples, + the task configuration
         actions                (T, 7)  the 7-D action issued after observation t
         rewards, dones         (T,)
-        robot_states           (T, k)  LIBERO: gripper qpos (2), eef pos (3), eef quat (4)
+        robot_states           (T, k)  LIBERO (Panda): finger qpos (2), eef pos (3), eef quat x y z w (4);
+                                       AUBO (every writer here): gripper (1), TCP pos (3), TCP quat x y z w (4)
         obs/ee_pos             (T, 3)  TCP position, m
         obs/ee_ori             (T, 3)  TCP orientation, axis-angle, rad
         obs/ee_states          (T, 6)  ee_pos and ee_ori
@@ -36,6 +37,9 @@ import numpy as np
 from libero_workcell.contract import ACTION_DIM, ACTION_HIGH, ACTION_LOW
 
 IMAGE_KEYS = ("agentview_rgb", "eye_in_hand_rgb")
+# robot_states of an AUBO demo, every writer's (docs/data.md): LIBERO's order (gripper, eef position, eef
+# quaternion x y z w) with the CTAG2F90D's one gripper coordinate where the Panda has two finger joints
+AUBO_ROBOT_STATE = ("gripper", "x", "y", "z", "qx", "qy", "qz", "qw")
 CAMERA_IMAGE_KEYS = {"external": "agentview_rgb", "wrist": "eye_in_hand_rgb"}  # the workcell's camera -> its key
 
 
@@ -233,6 +237,16 @@ def read_frames(path: str | Path, demo: str, key: str, steps: Sequence[int]) -> 
         if bad:
             raise LiberoFormatError(f"{path}: {where}/{key} has {ds.shape[0]} frames; asked for steps {bad}")
         return np.stack([ds[int(s)] for s in steps]) if len(steps) else np.zeros((0, *ds.shape[1:]), np.uint8)
+
+
+def aubo_robot_states(gripper: Any, ee_pos: Any, ee_ori: Any) -> np.ndarray:
+    """(T, 8) ``robot_states`` of an AUBO demo (:data:`AUBO_ROBOT_STATE`) from the gripper coordinate (T,),
+    TCP positions (T, 3) and TCP axis-angles (T, 3): the one layout every writer uses."""
+    from scipy.spatial.transform import Rotation
+
+    pos, ori = np.atleast_2d(np.asarray(ee_pos, float)), np.atleast_2d(np.asarray(ee_ori, float))
+    grip = np.asarray(gripper, float).reshape(-1, 1)
+    return np.concatenate([grip, pos, Rotation.from_rotvec(ori).as_quat()], axis=1)
 
 
 def image_dataset_options(frame_shape: tuple[int, ...]) -> dict[str, Any]:

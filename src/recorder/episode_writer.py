@@ -28,7 +28,7 @@ from typing import Any, Final
 import h5py
 import numpy as np
 
-from libero_workcell.libero_format import Demo, image_dataset_options, write_demo, write_file_attrs
+from libero_workcell.libero_format import Demo, aubo_robot_states, image_dataset_options, write_demo, write_file_attrs
 from preferences.scoring import annotate
 from recorder.session_file import RecorderError, SessionFile, fsync_dir
 from recorder.step import RecordedStep
@@ -147,7 +147,7 @@ class EpisodeWriter:
             np.array([r.ee_ori for r in rows], float),
             np.array([[r.gripper] for r in rows], float),
             np.array([r.joints for r in rows], float),
-            np.array([np.concatenate([[r.gripper], r.ee_pos, r.ee_ori]) for r in rows], float),
+            aubo_robot_states([r.gripper for r in rows], [r.ee_pos for r in rows], [r.ee_ori for r in rows]),
             attrs=attrs,
         )
         try:  # the preferences asked and their per-step satisfaction (preference/satisfaction); never the episode
