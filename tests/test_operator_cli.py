@@ -61,6 +61,9 @@ def test_the_newest_running_graph_is_found_and_a_stale_record_is_dropped(registr
     assert not (run_registry.runs_dir() / f"{dead.pid}.json").exists()
     monkeypatch.setenv("ROS_DOMAIN_ID", "7")
     assert op.find_domain(None) == 42 and op.find_domain(9) == 9  # a running graph first, an explicit id always
+    run_registry.announce(run_registry.GraphRecord(42, os.getpid(), time.time() - 10, True, nodes=["aubo_bridge"]))
+    assert op.find_graph(None) == (42, ("aubo_bridge",)) and op.find_graph(42) == (42, ("aubo_bridge",))
+    assert op.find_graph(9) == (9, ())  # another domain: its nodes are not known
     run_registry.withdraw()
     assert op.find_domain(None) == 7
 
@@ -86,17 +89,19 @@ def test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_not
 
     try:
         assert wait_for(run_registry.running, timeout=60.0)
-        domain = run_registry.running()[0].domain_id
-        assert str(domain) == ros_env["ROS_DOMAIN_ID"]
-        assert wait_for(lambda: "enabled (mode enabled" in workcell("status").stdout, timeout=90.0, interval=1.0)
+        (record,) = run_registry.running()
+        assert str(record.domain_id) == ros_env["ROS_DOMAIN_ID"]
+        assert set(record.nodes) == {"sim_world", "aubo_bridge", "conveyor_driver", "external_camera", "wrist_camera"}
+        assert wait_for(lambda: "arm: enabled, fault none" in workcell("status").stdout, timeout=90.0, interval=1.0)
         switched = workcell("call", "source", "policy")
         assert switched.returncode == 0 and "active_source := 'policy': ok" in switched.stdout, switched
         stop = workcell("call", "stop-all")
         assert stop.returncode == 0, stop
         assert "/aubo/stop: ok" in stop.stdout and "/conveyor/stop: ok" in stop.stdout
         assert "/policy/stop: skipped (not in this graph)" in stop.stdout
-        status = workcell("status", "--seconds", "3")
-        assert "mode disabled, active_source policy" in status.stdout and "belt: 0.000 m/s" in status.stdout, status
+        status = workcell("status")  # it waits until it has discovered every node the graph started
+        assert "arm: disabled, fault none, source policy" in status.stdout, status
+        assert "belt: 0.000 m/s" in status.stdout, status
         refused = workcell("call", "home")  # a disabled arm does not home: refused, with the reason, exit 1
         assert refused.returncode == 1 and "/aubo/home: REFUSED: cannot home while disabled" in refused.stdout
         assert workcell("call", "enable").returncode == 0

@@ -79,9 +79,10 @@ def cmd_bringup(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     running = bringup.launch(nodes, env=env, log_dir=log_dir, echo=sys.stdout)
     if "ROS_DOMAIN_ID" in env:  # where `workcell call` / `status` in another shell find this graph
-        run_registry.announce(run_registry.GraphRecord(int(env["ROS_DOMAIN_ID"]), os.getpid(), time.time(),
-                                                       bool(values.get("use_sim", True)), args.job or "",
-                                                       str(values.get("cell", ""))))  # fmt: skip
+        record = run_registry.GraphRecord(int(env["ROS_DOMAIN_ID"]), os.getpid(), time.time(),
+                                          bool(values.get("use_sim", True)), args.job or "",
+                                          str(values.get("cell", "")), tuple(n.name for n in nodes))  # fmt: skip
+        run_registry.announce(record)
     try:
         exits = running.wait()
     except KeyboardInterrupt:
@@ -148,9 +149,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     from libero_workcell import operator_cli as op
 
     try:
-        domain = op.find_domain(args.domain_id)
+        domain, expected = op.find_graph(args.domain_id)
         with op.joined(domain) as client:
-            print(op.format_status(op.snapshot(client, args.seconds), domain), flush=True)
+            print(op.format_status(op.snapshot(client, args.seconds, expected), domain), flush=True)
     except op.OperatorError as exc:
         print(f"workcell: {exc}", file=sys.stderr)
         return 2

@@ -143,18 +143,23 @@ def steps_of(command: str, args: Sequence[str]) -> list[Step]:
     return COMMANDS[command][1](list(args))
 
 
-def find_domain(explicit: int | None) -> int:
-    """``--domain-id``, else the newest running graph's, else an inherited ``ROS_DOMAIN_ID``."""
+def find_graph(explicit: int | None) -> tuple[int, tuple[str, ...]]:
+    """(domain, the nodes it runs if known): ``--domain-id``, else the newest running graph's, else an
+    inherited ``ROS_DOMAIN_ID``."""
+    newest = run_registry.newest()
     if explicit is not None:
-        return explicit
-    newest = run_registry.newest_domain()
+        return explicit, newest.nodes if newest is not None and newest.domain_id == explicit else ()
     if newest is not None:
-        return newest
+        return newest.domain_id, newest.nodes
     inherited = dds.inherited_domain_id()
     if inherited is not None:
-        return inherited
+        return inherited, ()
     raise OperatorError("no running graph found (start one with `workcell bringup` or `ros2 launch libero_workcell "
                         "...`), and no --domain-id or ROS_DOMAIN_ID given")  # fmt: skip
+
+
+def find_domain(explicit: int | None) -> int:
+    return find_graph(explicit)[0]
 
 
 class GraphClient:
@@ -310,8 +315,9 @@ STATUS_TOPICS = (Topics.DIAGNOSTICS, Topics.ACTIVE_SOURCE, Topics.CONVEYOR_STATE
                  Topics.POLICY_STATUS, Topics.TELEOP_STATUS, Topics.SIM_EPISODE)  # fmt: skip
 
 
-def snapshot(client: GraphClient, seconds: float) -> dict[str, Any]:
-    """What the graph publishes over ``seconds``: the newest of each status topic, diagnostics per name."""
+def snapshot(client: GraphClient, seconds: float, expected: Sequence[str] = ()) -> dict[str, Any]:
+    """What the graph publishes over ``seconds`` (longer until the ``expected`` nodes were discovered): the
+    newest of each status topic, diagnostics per name."""
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseStamped
     from sensor_msgs.msg import JointState
@@ -343,14 +349,26 @@ def snapshot(client: GraphClient, seconds: float) -> dict[str, Any]:
     n.create_subscription(String, Topics.ACTIVE_SOURCE, lambda m: seen.__setitem__("source", m.data), qos(Qos.LATCHED))
     n.create_subscription(JointState, Topics.CONVEYOR_STATE, lambda m: seen.__setitem__(
         "belt", (list(m.position), list(m.velocity))), qos(Qos.STATE))  # fmt: skip
-    for key, topic in (("recorder", Topics.RECORDER_STATUS), ("episode", Topics.SIM_EPISODE)):
+    for key, topic in (("recorder", Topics.RECORDER_STATUS), ("episode", Topics.SIM_EPISODE), ("arm", Topics.ARM_MODE)):
         n.create_subscription(String, topic, on_json(key), qos(Qos.LATCHED))
     for key, topic in (("policy", Topics.POLICY_STATUS), ("teleop", Topics.TELEOP_STATUS)):
         n.create_subscription(String, topic, on_json(key), qos(Qos.STATE))
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    # what each running node is heard from by (latched or fast): the arm's mode, the belt's state
+    heard_by = {"aubo_bridge": ("arm", "source", "tcp"), "conveyor_driver": ("belt",)}
+
+    def complete() -> bool:
+        if not set(expected) <= client.node_names():
+            return False
+        return all(k in seen for node in expected for k in heard_by.get(node, ()))
+
+    start = time.monotonic()
+    while True:  # at least `seconds`; longer (up to 3x) until every node the graph runs was heard from
         client.executor.spin_once(timeout_sec=0.05)
+        elapsed = time.monotonic() - start
+        if elapsed >= seconds and (elapsed >= 3 * seconds or complete()):
+            break
     seen["nodes"] = sorted(client.node_names() - {n.get_name()})
+    seen["missing"] = sorted(set(expected) - set(seen["nodes"]))
     return seen
 
 
@@ -360,19 +378,24 @@ LEVELS = {0: "ok", 1: "WARN", 2: "ERROR", 3: "STALE"}
 def format_status(seen: dict[str, Any], domain_id: int) -> str:
     """One screen: the nodes, each device's state (faults first), the source, belt, recording, policy."""
     lines = [f"graph on ROS_DOMAIN_ID {domain_id}: nodes {', '.join(seen.get('nodes') or ['none'])}"]
+    if seen.get("missing"):
+        lines.append(f"  NOT HEARD FROM: {', '.join(seen['missing'])} (started with the graph: stopped or hung?)")
     diags = seen.get("diagnostics", {})
     for name, (level, message, values) in sorted(diags.items(), key=lambda kv: -kv[1][0]):
         detail = ", ".join(f"{k} {values[k]}" for k in ("mode", "fault", "active_source") if values.get(k))
         lines.append(f"  {LEVELS.get(level, level):5s} {name}: {message}" + (f" ({detail})" if detail else ""))
     if not diags:
         lines.append("  no diagnostics received (is the graph running on this domain?)")
-    lines.append(f"  active source: {seen.get('source', 'unknown')}")
+    arm = seen.get("arm") if isinstance(seen.get("arm"), dict) else {}
+    if arm or "source" in seen:
+        fault = arm.get("fault") or "none"
+        lines.append(f"  arm: {arm.get('mode', 'unknown')}, fault {fault}, source {seen.get('source', 'unknown')}")
     if "tcp" in seen:
         lines.append("  tcp: x {:.4f} y {:.4f} z {:.4f} m".format(*seen["tcp"]))
     if "belt" in seen:
         pos, vel = (v[0] if v else float("nan") for v in seen["belt"])
         lines.append(f"  belt: {vel:.3f} m/s (position {pos:.3f} m)")
-    for key in ("recorder", "policy", "teleop", "episode"):
+    for key in ("recorder", "policy", "teleop", "episode"):  # (the arm's mode is on its own line)
         if key in seen:
             value = seen[key]
             if key == "episode" and isinstance(value, dict):

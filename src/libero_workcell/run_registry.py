@@ -26,6 +26,10 @@ class GraphRecord:
     use_sim: bool
     job: str = ""
     cell: str = ""
+    nodes: tuple[str, ...] = ()  # the nodes it started (what `workcell status` waits to hear from)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))  # a list, read back from JSON
 
 
 def runs_dir() -> Path:
@@ -83,7 +87,7 @@ def _records() -> Iterator[Path]:
         yield from folder.glob("*.json")
 
 
-def newest_domain() -> int | None:
-    """The domain of the most recently started graph that still runs, or None."""
+def newest() -> GraphRecord | None:
+    """The most recently started graph that still runs, or None."""
     runs = running()
-    return runs[0].domain_id if runs else None
+    return runs[0] if runs else None

@@ -69,9 +69,9 @@ def workcell_launch_description(launch_dir: Path, defaults: Mapping[str, Any] | 
             out += [SetEnvironmentVariable(name=k, value=v) for k, v in dds.loopback_vars(domain).items()]
             out.append(LogInfo(msg=f"loopback DDS on ROS_DOMAIN_ID={domain} ({dds.profile_path()})"))
             # where `workcell call` / `status` find this graph (the record goes stale when this process ends)
-            run_registry.announce(run_registry.GraphRecord(domain, os.getpid(), time.time(),
-                                                           bool(values.get("use_sim", True)), "",
-                                                           str(values.get("cell", ""))))  # fmt: skip
+            run_registry.announce(run_registry.GraphRecord(
+                domain, os.getpid(), time.time(), bool(values.get("use_sim", True)), "", str(values.get("cell", "")),
+                tuple(spec.name for spec in graph.resolve(overrides))))  # fmt: skip
         for spec in graph.resolve(overrides):
             out.append(
                 Node(
