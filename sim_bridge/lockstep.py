@@ -36,6 +36,7 @@ from typing import Any, Final
 import numpy as np
 
 from libero_workcell.contract import CAMERA_NAMES
+from libero_workcell.processes import pid_alive
 from sim_bridge.link import SHM_DIR, LinkError, link_path
 
 MAGIC: Final = 0x4C4F434B53544550  # "LOCKSTEP"
@@ -96,23 +97,6 @@ def _encode(text: str) -> np.ndarray:
 
 def _decode(words: np.ndarray) -> str:
     return np.asarray(words, dtype=np.int64).tobytes().rstrip(b"\0").decode("ascii", "replace")
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs: a zombie (dead, not yet reaped by its parent, the launcher) is dead."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _make_fifo(path: Path) -> int:

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from libero_workcell.processes import pid_alive
+
 
 @dataclass(frozen=True)
 class GraphRecord:
@@ -36,16 +38,6 @@ def runs_dir() -> Path:
     base = os.environ.get("XDG_RUNTIME_DIR")
     root = Path(base) / "libero_workcell" if base else Path(tempfile.gettempdir()) / f"libero_workcell-{os.getuid()}"
     return root / "graphs"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def announce(record: GraphRecord) -> Path:
@@ -73,7 +65,7 @@ def running() -> list[GraphRecord]:
             record = GraphRecord(**json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError):
             continue
-        if _alive(record.pid):
+        if pid_alive(record.pid):
             out.append(record)
         else:
             with contextlib.suppress(OSError):
