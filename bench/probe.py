@@ -109,8 +109,8 @@ class Probe:
     def _on_diag(self, msg: DiagnosticArray) -> None:
         recv = time.time()
         for st in msg.status:
-            level = st.level[0] if isinstance(st.level, bytes | bytearray) else int(st.level)
-            self.diagnostics.append(Diag(recv, st.name, level, st.message, {kv.key: kv.value for kv in st.values}))
+            self.diagnostics.append(Diag(recv, st.name, ros_msgs.diag_level(st), st.message,
+                                         {kv.key: kv.value for kv in st.values}))  # fmt: skip
 
     # ------------------------------------------------------------ queries
     @staticmethod

@@ -47,8 +47,8 @@ def rig(tmp_path, request):
     def on_diag(msg) -> None:
         for st in msg.status:
             if st.name == "policy_node":
-                level = st.level[0] if isinstance(st.level, bytes) else int(st.level)
-                diagnostics.append({"level": level, "message": st.message, **{kv.key: kv.value for kv in st.values}})
+                diagnostics.append({"level": ros_msgs.diag_level(st), "message": st.message,
+                                    **{kv.key: kv.value for kv in st.values}})  # fmt: skip
 
     feeder.create_subscription(JointState, Topics.ACTION, on_action, qos(Qos.COMMAND))
     feeder.create_subscription(DiagnosticArray, Topics.DIAGNOSTICS, on_diag, qos(Qos.DIAGNOSTICS))

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from libero_workcell import dds, run_registry
+from libero_workcell import dds, ros_msgs, run_registry
 from libero_workcell.contract import (
     ACTION_NAMES,
     ACTION_SOURCES,
@@ -168,6 +168,12 @@ class GraphClient:
     def __init__(self, node: Any, executor: Any) -> None:
         self.node, self.executor = node, executor
 
+    def spin(self, seconds: float, until: Callable[[], Any] = lambda: False) -> None:
+        """Serve callbacks for ``seconds``, or until ``until()`` holds."""
+        deadline = time.monotonic() + seconds
+        while not until() and (left := deadline - time.monotonic()) > 0:
+            self.executor.spin_once(timeout_sec=min(0.05, left))
+
     def _wait(self, future: Any, timeout: float) -> Any:
         self.executor.spin_until_future_complete(future, timeout_sec=timeout)
         if not future.done():
@@ -211,9 +217,7 @@ class GraphClient:
         sub = self.node.create_subscription(String, Topics.ACTIVE_SOURCE, lambda m: got.append(m.data),
                                             qos(Qos.LATCHED))  # fmt: skip
         try:
-            deadline = time.monotonic() + SERVICE_WAIT_S
-            while not got and time.monotonic() < deadline:
-                self.executor.spin_once(timeout_sec=0.05)
+            self.spin(SERVICE_WAIT_S, until=lambda: got)
         finally:
             self.node.destroy_subscription(sub)
         if not got:
@@ -225,36 +229,31 @@ class GraphClient:
         from sensor_msgs.msg import JointState
         from std_msgs.msg import String
 
-        from libero_workcell import ros_msgs
         from libero_workcell.contract import Qos
         from libero_workcell.ros_qos import qos
 
         source = self.active_source()
         if source not in ACTION_SOURCES:
             return False, f"the arm's active source is {source!r}: `workcell call source teleop` first"
-        results: list[dict] = []
-        sub = self.node.create_subscription(String, Topics.ACTION_RESULT, lambda m: results.append(json.loads(m.data)),
+        results: list[ros_msgs.ActionOutcome] = []
+        sub = self.node.create_subscription(String, Topics.ACTION_RESULT,
+                                            lambda m: results.append(ros_msgs.action_result_from_msg(m)),
                                             qos(Qos.COMMAND))  # fmt: skip
         pub = self.node.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
         try:
-            deadline = time.monotonic() + SERVICE_WAIT_S
-            while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
-                self.executor.spin_once(timeout_sec=0.05)
+            self.spin(SERVICE_WAIT_S, until=lambda: pub.get_subscription_count() > 0)
             period = 1.0 / CONTROL_HZ_DEFAULT
             start = time.monotonic()
             for k in range(steps):
                 pub.publish(ros_msgs.action_msg(action, source))
-                while time.monotonic() < start + (k + 1) * period:
-                    self.executor.spin_once(timeout_sec=max(0.0, start + (k + 1) * period - time.monotonic()))
-            end = time.monotonic() + 0.5
-            while time.monotonic() < end:
-                self.executor.spin_once(timeout_sec=0.05)
+                self.spin(start + (k + 1) * period - time.monotonic())
+            self.spin(0.5)  # the last results
         finally:
             self.node.destroy_publisher(pub)
             self.node.destroy_subscription(sub)
-        mine = [r for r in results if r.get("source") == source]
-        accepted = sum(1 for r in mine if r.get("accepted"))
-        reasons = sorted({str(r.get("reason")) for r in mine if not r.get("accepted")})
+        mine = [r for r in results if r.source == source]
+        accepted = sum(1 for r in mine if r.accepted)
+        reasons = sorted({r.reason for r in mine if not r.accepted})
         ok = accepted == steps
         return ok, f"{accepted} of {steps} accepted as {source!r}" + (f"; refused: {'; '.join(reasons)}" if reasons
                                                                        else "")  # fmt: skip
@@ -311,10 +310,6 @@ def run_steps(client: GraphClient, steps: Sequence[Step], out: Any = sys.stdout)
 
 
 # ------------------------------------------------------------------------------------------------ status
-STATUS_TOPICS = (Topics.DIAGNOSTICS, Topics.ACTIVE_SOURCE, Topics.CONVEYOR_STATE, Topics.RECORDER_STATUS,
-                 Topics.POLICY_STATUS, Topics.TELEOP_STATUS, Topics.SIM_EPISODE)  # fmt: skip
-
-
 def snapshot(client: GraphClient, seconds: float, expected: Sequence[str] = ()) -> dict[str, Any]:
     """What the graph publishes over ``seconds`` (longer until the ``expected`` nodes were discovered): the
     newest of each status topic, diagnostics per name."""
@@ -330,8 +325,7 @@ def snapshot(client: GraphClient, seconds: float, expected: Sequence[str] = ()) 
 
     def on_diag(msg: DiagnosticArray) -> None:
         for st in msg.status:
-            level = int.from_bytes(st.level, "little") if isinstance(st.level, bytes) else int(st.level)
-            seen["diagnostics"][st.name] = (level, st.message, {kv.key: kv.value for kv in st.values})
+            seen["diagnostics"][st.name] = (ros_msgs.diag_level(st), st.message, {kv.key: kv.value for kv in st.values})
 
     def on_json(key: str) -> Callable[[String], None]:
         def cb(msg: String) -> None:
@@ -361,18 +355,11 @@ def snapshot(client: GraphClient, seconds: float, expected: Sequence[str] = ()) 
             return False
         return all(k in seen for node in expected for k in heard_by.get(node, ()))
 
-    start = time.monotonic()
-    while True:  # at least `seconds`; longer (up to 3x) until every node the graph runs was heard from
-        client.executor.spin_once(timeout_sec=0.05)
-        elapsed = time.monotonic() - start
-        if elapsed >= seconds and (elapsed >= 3 * seconds or complete()):
-            break
+    client.spin(seconds)  # at least `seconds`; longer (up to 3x) until every node the graph runs was heard from
+    client.spin(2 * seconds, until=complete)
     seen["nodes"] = sorted(client.node_names() - {n.get_name()})
     seen["missing"] = sorted(set(expected) - set(seen["nodes"]))
     return seen
-
-
-LEVELS = {0: "ok", 1: "WARN", 2: "ERROR", 3: "STALE"}
 
 
 def format_status(seen: dict[str, Any], domain_id: int) -> str:
@@ -383,7 +370,8 @@ def format_status(seen: dict[str, Any], domain_id: int) -> str:
     diags = seen.get("diagnostics", {})
     for name, (level, message, values) in sorted(diags.items(), key=lambda kv: -kv[1][0]):
         detail = ", ".join(f"{k} {values[k]}" for k in ("mode", "fault", "active_source") if values.get(k))
-        lines.append(f"  {LEVELS.get(level, level):5s} {name}: {message}" + (f" ({detail})" if detail else ""))
+        shown = ros_msgs.DIAG_LEVEL_NAMES.get(level, level)
+        lines.append(f"  {shown:5s} {name}: {message}" + (f" ({detail})" if detail else ""))
     if not diags:
         lines.append("  no diagnostics received (is the graph running on this domain?)")
     arm = seen.get("arm") if isinstance(seen.get("arm"), dict) else {}

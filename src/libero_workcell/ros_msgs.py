@@ -214,3 +214,10 @@ DIAG_OK = 0
 DIAG_WARN = 1
 DIAG_ERROR = 2
 DIAG_STALE = 3
+DIAG_LEVEL_NAMES = {DIAG_OK: "ok", DIAG_WARN: "WARN", DIAG_ERROR: "ERROR", DIAG_STALE: "STALE"}
+
+
+def diag_level(status: Any) -> int:
+    """A DiagnosticStatus's level as an int (rclpy gives the byte field as ``bytes``)."""
+    level = status.level
+    return level[0] if isinstance(level, bytes | bytearray) else int(level)
