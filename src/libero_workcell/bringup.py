@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from libero_workcell.cell_file import CELL_ARGUMENT, CellFileError, load_cell
 from libero_workcell.launcher import NodeDiedError, NodeExit, RunningGraph, launch, ros_params_yaml
 
 __all__ = [
@@ -47,7 +48,6 @@ DEFAULT_GRAPH = "workcell.yaml"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _ARG_REF = re.compile(r"^\$\(arg ([A-Za-z][A-Za-z0-9_]*)\)$")
 PARTICIPANTS = "$(participants)"  # a parameter value: the names of the running nodes marked `participant`
-CELL_ARGUMENT = "cell"  # the lab's cell file (cell_file.py): NODE.PARAM settings merged over the graph's defaults
 
 
 class GraphError(ValueError):
@@ -338,12 +338,9 @@ class Graph:
     def _with_cell(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """``overrides`` over the settings of the cell file they name (``cell:=PATH``), if any: the command
         line wins over the cell file, which wins over the graph's defaults."""
-        path = overrides.get(CELL_ARGUMENT, self.arguments[CELL_ARGUMENT].default if CELL_ARGUMENT in self.arguments
-                             else "")  # fmt: skip
+        path = overrides.get(CELL_ARGUMENT, getattr(self.arguments.get(CELL_ARGUMENT), "default", ""))
         if not path:
             return dict(overrides)
-        from libero_workcell.cell_file import CellFileError, load_cell
-
         try:
             cell = load_cell(str(path), arguments=self.arguments, nodes=self.node_names())
         except CellFileError as exc:
@@ -354,14 +351,16 @@ class Graph:
         """Typed values of all arguments after ``overrides`` (mapping, or ``key:=value`` strings) and the cell
         file they name."""
         args, _ = self._split(self._with_cell(_as_mapping(overrides)))
+        return self._values(args)
+
+    def _values(self, args: Mapping[str, Any]) -> dict[str, Any]:
         return {name: args.get(name, a.default) for name, a in self.arguments.items()}
 
     def resolve(self, overrides: Mapping[str, Any] | Iterable[str] = ()) -> list[NodeSpec]:
         """The nodes to start, in file order, with injected and overridden parameters (the cell file's
         settings under the command line's)."""
-        overrides = self._with_cell(_as_mapping(overrides))
-        _, param_overrides = self._split(overrides)
-        values = self.argument_values(overrides)
+        args, param_overrides = self._split(self._with_cell(_as_mapping(overrides)))
+        values = self._values(args)
         specs = []
         running = [n for n in self.nodes if self._runs(n, values)]
         participants = ",".join(n["name"] for n in running if n.get("participant", False))

@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+CELL_ARGUMENT = "cell"  # the graph argument that names a cell file
 REDACTED = "<redacted>"
 _SECRET = re.compile(r"password|passwd|token|secret|api_key", re.IGNORECASE)
 MAX_BYTES = 1 << 20  # a cell file is a page of settings; anything this big is not one
@@ -90,7 +91,7 @@ def load_cell(path: str | Path, arguments: Collection[str], nodes: Collection[st
         raise CellFileError(f"cell file {where}: the top level must be a mapping of arguments and nodes")
     overrides: dict[str, Any] = {}
     for key, value in data.items():
-        if key == "cell":
+        if key == CELL_ARGUMENT:
             raise CellFileError(f"cell file {where}: a cell file cannot name another cell file")
         if key in arguments:
             if isinstance(value, Mapping):

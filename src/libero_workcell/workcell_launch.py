@@ -61,6 +61,7 @@ def workcell_launch_description(launch_dir: Path, defaults: Mapping[str, Any] | 
         # as under `workcell bringup`, applied or refused with its error, never dropped.
         overrides |= {k: v for k, v in context.launch_configurations.items() if "." in k}
         values = graph.argument_values(overrides)
+        specs = graph.resolve(overrides)
         out = []
         if values.get("loopback_dds", False):
             domain = dds.inherited_domain_id(getattr(context, "environment", None))  # the launch's own env
@@ -71,8 +72,8 @@ def workcell_launch_description(launch_dir: Path, defaults: Mapping[str, Any] | 
             # where `workcell call` / `status` find this graph (the record goes stale when this process ends)
             run_registry.announce(run_registry.GraphRecord(
                 domain, os.getpid(), time.time(), bool(values.get("use_sim", True)), "", str(values.get("cell", "")),
-                tuple(spec.name for spec in graph.resolve(overrides))))  # fmt: skip
-        for spec in graph.resolve(overrides):
+                tuple(spec.name for spec in specs)))  # fmt: skip
+        for spec in specs:
             out.append(
                 Node(
                     package=bringup.PACKAGE,
