@@ -21,7 +21,7 @@ from aubo_bridge.kinematics import fk, ik, rotation_error
 from aubo_bridge.osc_response import Goal, OscResponse, RefState, next_goal, transition
 from libero_workcell.contract import SOURCE_POLICY, action_to_delta, gripper_command_to_coord, validate_action
 from libero_workcell.layout import ROBOT
-from libero_workcell.libero_format import Demo
+from libero_workcell.libero_format import Demo, aubo_robot_states
 from libero_workcell.task import TaskSpec
 from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
 from sim_bridge.episode import make_sim_rig
@@ -163,7 +163,9 @@ def convert_kinematic(demo: Demo, arm: ArmConfig | None = None) -> Converted:
     pos = np.array([r[0] for r in rows])
     rot = Rotation.from_matrix(np.array([r[1] for r in rows]))  # one batched conversion for the whole demo
     grip = np.array([[r[2]] for r in rows])
-    for p, rv, quat, gr, q in zip(pos, rot.as_rotvec(), rot.as_quat(), grip, (r[3] for r in rows), strict=True):
-        recorder.observe(p, rv, gr, q, np.concatenate([gr, p, quat]))
+    rotvec = rot.as_rotvec()
+    robot = aubo_robot_states(grip[:, 0], pos, rotvec)
+    for p, rv, rs, gr, q in zip(pos, rotvec, robot, grip, (r[3] for r in rows), strict=True):
+        recorder.observe(p, rv, gr, q, rs)
     attrs = converted_attrs(demo, tracking, "kinematic", {"task_spec": spec_json})
     return Converted(recorder.demo(demo.name, attrs, tracking.actions), tracking, {}, recorded_placed(demo))

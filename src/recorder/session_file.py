@@ -54,14 +54,19 @@ def episodes_dir_of(path: str | Path) -> Path:
     return path.with_name(path.stem + "_episodes")
 
 
+def complete_episodes(folder: Path) -> list[str]:
+    """The demo names of the complete episode files in ``folder``, in demo order."""
+    names = [p.name.removesuffix(".hdf5") for p in folder.iterdir() if _EPISODE.match(p.name)]
+    return sorted(names, key=demo_order)
+
+
 def saved_demo_attrs(path: str | Path) -> list[dict[str, Any]]:
     """The attributes of every complete demo of a session, read-only (a recorder may be writing it)."""
     folder = episodes_dir_of(path)
     if not folder.is_dir():
         return []
-    names = sorted((p.name.removesuffix(".hdf5") for p in folder.iterdir() if _EPISODE.match(p.name)), key=demo_order)
     out = []
-    for name in names:
+    for name in complete_episodes(folder):
         with h5py.File(folder / f"{name}.hdf5", "r") as f:
             out.append(dict(f["data"][name].attrs))
     return out
@@ -87,7 +92,7 @@ class SessionFile:
         self.partials = sorted(p.name for p in self.episodes_dir.glob(f"*{PARTIAL}"))
         if self.partials:
             log.warning("%s: incomplete episodes from an earlier run, kept as they are: %s", self.path, self.partials)
-        adopted = [n for n in self._complete_on_disk() if n not in self._counts]
+        adopted = [n for n in complete_episodes(self.episodes_dir) if n not in self._counts]
         for name in adopted:  # saved, but the crash came before the index was rewritten
             self._counts[name] = self._samples_of(self.episode_path(name))
         if adopted:
@@ -179,10 +184,6 @@ class SessionFile:
             if not episode.exists():
                 raise RecorderError(f"{self.path}: {name}'s episode file {episode} is missing")
             self._counts[name] = self._samples_of(episode)
-
-    def _complete_on_disk(self) -> list[str]:
-        names = [p.name.removesuffix(".hdf5") for p in self.episodes_dir.iterdir() if _EPISODE.match(p.name)]
-        return sorted(names, key=demo_order)
 
     @staticmethod
     def _samples_of(episode: Path) -> int:
