@@ -8,6 +8,7 @@ and every child process inherits it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -132,6 +133,19 @@ def graph_runner(request: pytest.FixtureRequest, ros_env: dict[str, str]) -> Ite
     yield start
     for running in reversed(started):
         running.stop()
+
+
+def json_messages(node: Any, topic: str) -> list[Any]:
+    """Every std_msgs/String JSON message on a latched ``topic`` (the world's episode reports, the recorder's
+    status), decoded, in arrival order: the list fills while ``node`` is spun."""
+    from std_msgs.msg import String
+
+    from libero_workcell.contract import Qos
+    from libero_workcell.ros_qos import qos
+
+    out: list[Any] = []
+    node.create_subscription(String, topic, lambda m: out.append(json.loads(m.data)), qos(Qos.LATCHED))
+    return out
 
 
 @contextlib.contextmanager

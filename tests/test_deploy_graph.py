@@ -8,21 +8,18 @@ import json
 import os
 
 import pytest
-from conftest import ros_probe, wait_for
+from conftest import json_messages, ros_probe, wait_for
 
 from libero_workcell import launch_presets
 from libero_workcell.bringup import Graph
-from libero_workcell.contract import Qos, Topics
+from libero_workcell.contract import Topics
 from libero_workcell.launcher import launch
 from libero_workcell.loopback import free_port
-from libero_workcell.ros_qos import qos
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
 def test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses(tmp_path, ros_env) -> None:
-    from std_msgs.msg import String
-
     port = free_port()
     timing = tmp_path / "policy_timing.jsonl"
     overrides = {**{k: str(v) for k, v in launch_presets.DEPLOY_SIM.items()}, "sim_link": f"deploy_{os.getpid()}",
@@ -32,8 +29,7 @@ def test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses(tm
     episodes: list[dict] = []
     try:
         with ros_probe("deploy_probe") as node:
-            node.create_subscription(String, Topics.SIM_EPISODE, lambda m: episodes.append(json.loads(m.data)),
-                                     qos(Qos.LATCHED))  # fmt: skip
+            episodes = json_messages(node, Topics.SIM_EPISODE)
             done = wait_for(lambda: episodes and episodes[-1].get("done"), timeout=240.0, interval=0.2)
             graph.check()
     finally:

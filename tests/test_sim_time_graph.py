@@ -9,7 +9,6 @@ hang.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import signal
@@ -20,13 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ros_probe, wait_for
+from conftest import json_messages, ros_probe, wait_for
 
 from libero_workcell.bringup import Graph
-from libero_workcell.contract import Qos, Topics
+from libero_workcell.contract import Topics
 from libero_workcell.launcher import launch
 from libero_workcell.libero_format import read_demos
-from libero_workcell.ros_qos import qos
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 # A shorter episode, for suite time: arrivals 8 s apart, 3 s to complete the last (horizon 4 + 16 + 3 + 2 s)
@@ -54,8 +52,6 @@ def cpu_hog(cores: int = 2) -> Iterator[None]:
 
 def expert_episode(out: Path, env: dict[str, str], rtf: float, extra: list[str] = ()) -> tuple[Path, dict]:
     """One expert episode through the graph, recorded whole; the recording and the world's final report."""
-    from std_msgs.msg import String
-
     path = out / "expert.hdf5"
     overrides = ["expert:=true", "record_rollouts:=true", "rollout_recorder.record_source:=expert",
                  f"record_path:={path}", f"sim_link:=simtime_{os.getpid()}_{out.name}", f"real_time_factor:={rtf}",
@@ -65,10 +61,7 @@ def expert_episode(out: Path, env: dict[str, str], rtf: float, extra: list[str] 
     status: list[dict] = []
     try:
         with ros_probe("simtime_probe") as node:
-            node.create_subscription(String, Topics.SIM_EPISODE, lambda m: reports.append(json.loads(m.data)),
-                                     qos(Qos.LATCHED))  # fmt: skip
-            node.create_subscription(String, Topics.RECORDER_STATUS, lambda m: status.append(json.loads(m.data)),
-                                     qos(Qos.LATCHED))  # fmt: skip
+            reports, status = json_messages(node, Topics.SIM_EPISODE), json_messages(node, Topics.RECORDER_STATUS)
             saved = wait_for(lambda: reports and reports[-1].get("done") and status and status[-1]["num_demos"] == 1
                              and not status[-1]["saving"], timeout=300, interval=0.2)  # fmt: skip
             graph.check()
@@ -104,15 +97,12 @@ def test_an_episode_is_the_same_on_an_idle_machine_as_fast_as_it_goes_and_beside
 def test_a_node_that_stops_answering_is_named_and_the_episode_ends(tmp_path, ros_env) -> None:
     """The expert is frozen (SIGSTOP) mid-episode: the world names it and what it was waiting for, ends the
     episode (aborted, with the reason) after its stall timeout, and goes on without it."""
-    from std_msgs.msg import String
-
     overrides = ["expert:=true", f"sim_link:=stall_{os.getpid()}", "sim_world.stall_timeout:=3.0", *SHORT]
     graph = launch(Graph.load().resolve(overrides), env=ros_env, log_dir=tmp_path / "logs")
     reports: list[dict] = []
     try:
         with ros_probe("stall_probe") as node:
-            node.create_subscription(String, Topics.SIM_EPISODE, lambda m: reports.append(json.loads(m.data)),
-                                     qos(Qos.LATCHED))  # fmt: skip
+            reports = json_messages(node, Topics.SIM_EPISODE)
             assert wait_for(lambda: reports and reports[-1]["sim_time"] > 1.0, timeout=60), reports[-1:]
             expert = graph.pids["scripted_expert"]
             os.kill(expert, signal.SIGSTOP)
