@@ -23,7 +23,8 @@ from preferences.trajectory import Trajectory
 from sim_bridge.replay import load_plan, recorded_placed, replay_in_process
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
-RUNS = 2
+RUNS = 1  # one session: bit-for-bit reproduction through the graph is test_sim_time_graph's and, here, the
+# in-process replay's (the recorded actions give back the recorded path exactly)
 SESSION_S = 54.0  # the shipped session's length
 PREFERENCE = "keep_high+gentle_release"
 
@@ -98,21 +99,11 @@ def test_the_scripted_session_records_demos_in_libero_layout(recorded) -> None:
         assert np.all(np.diff(ticks) == 5)  # every action took effect 5 servo ticks after the one before
 
 
-def test_the_same_session_played_twice_records_the_same_demo(recorded) -> None:
-    """Deterministic: the two runs of the session (each from a reset world) are one demo, recorded twice."""
-    a, b = read_demos(recorded, images=True).demos
-    assert a.num_samples == b.num_samples
-    for key in ("actions", "ee_pos", "ee_ori", "gripper_states", "joint_states", "robot_states"):
-        np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
-    for key in ("agentview_rgb", "eye_in_hand_rgb"):
-        np.testing.assert_array_equal(a.images[key], b.images[key], err_msg=key)
-
-
 def test_a_recorded_demo_replays_to_its_tcp_path_and_outcome(recorded) -> None:
     """Replayed on the simulated workcell in one process (sim time), the recorded actions (open loop) give back
     the recorded TCP path exactly and place what was placed: the graph in lockstep runs the same steps as one
     process. (Through the graph: tests/test_replay_graph.py.)"""
-    plan = load_plan(recorded, "demo_1")
+    plan = load_plan(recorded, "demo_0")
     assert plan.demo.servo_tick is not None
     open_loop = replay_in_process(plan, "open_loop")
     print("open loop:", open_loop.tracking)
