@@ -209,7 +209,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 PARALLEL_MODULES = frozenset({
     "test_action_response.py", "test_arm_driver.py", "test_arm_driver_libero.py", "test_arm_driver_properties.py",
     "test_collection_plan.py", "test_contract_docs.py", "test_convert.py", "test_conveyor_driver.py",
-    "test_evaluation_preferences.py", "test_evaluation_protocol.py", "test_expert_episodes.py",
+    "test_docs_commands.py", "test_evaluation_preferences.py", "test_evaluation_protocol.py", "test_expert_episodes.py",
     "test_expert_options.py", "test_export_lerobot.py", "test_image_convention.py", "test_kinematics.py",
     "test_libero_format.py", "test_panda_demos.py", "test_panda_osc.py", "test_policy_chunks.py",
     "test_preference_demos.py", "test_preferences.py", "test_replay.py", "test_retarget.py", "test_sim_scene.py",
