@@ -308,10 +308,11 @@ def run_real_trial(
     runs the rollout_recorder: ``record_rollouts:=true``) the rollout is recorded from the policy's start to
     its stop."""
     from libero_workcell.contract import Params, Services
+    from policy_node.config import TASK_PARAM
 
     s = trial.spec
     if set_param is not None:
-        set_param("policy_node", "policy.task", s.language_instruction)
+        set_param("policy_node", TASK_PARAM, s.language_instruction)
         set_param("conveyor_driver", Params.BELT_SPEED, float(trial.belt_speed))
     call(Services.ARM_HOME)
     say(
