@@ -116,9 +116,8 @@ def test_the_policy_drives_at_the_control_rate_stops_on_request_and_holds_when_t
 def test_on_the_physical_cell_the_policy_drives_only_after_an_explicit_start(rig) -> None:
     """autostart is for the simulated workcell: on hardware, enabling the arm must not hand it to a policy
     that is already streaming; and a start without a task is refused with the reason."""
-    from std_srvs.srv import Trigger
-
     from rclpy.parameter import Parameter
+    from std_srvs.srv import Trigger
 
     node, spin, actions, _, _, _ = rig
     spin(1.5)
