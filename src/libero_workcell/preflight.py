@@ -102,8 +102,8 @@ def report(checks: Iterable[Check]) -> str:
     """One line per check (and the what-to-do under each that did not pass), then the count."""
     checks = list(checks)
     if not checks:
-        return ("nothing to check: no node of this graph uses a device (the simulated workcell's run on the sim "
-                "world; `use_sim:=false`, or a --job such as real_workcell, checks the physical cell)")  # fmt: skip
+        return ("nothing to check: no node of this graph uses a device (on the simulated workcell every device "
+                "is the sim world; `use_sim:=false`, or a --job such as real_workcell, checks the physical cell)")
     width = max(len(c.node) for c in checks)
     lines = []
     for c in checks:
