@@ -240,12 +240,6 @@ def classify(text: str, devices: Iterable[str] | None = None) -> Fault | None:
     return next((f for f in FAULTS if f.device in wanted and f.matches(text)), None)
 
 
-def annotate(text: str, devices: Iterable[str] | None = None) -> str:
-    """``text`` with its code and recovery, for the operator: ``text [CODE]: recovery`` (as is, unknown)."""
-    fault = classify(text, devices)
-    return text if fault is None else f"{text} [{fault.code}] -> {fault.recovery}"
-
-
 def markdown_table() -> str:
     """The table docs/operator.md holds under "Faults"."""
     rows = ["| code | device | meaning | recovery |", "|---|---|---|---|"]
