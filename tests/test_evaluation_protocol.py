@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -137,3 +138,52 @@ def test_a_real_trial_stops_the_policy_and_the_belt_when_interrupted() -> None:
     with pytest.raises(KeyboardInterrupt):
         run_real_trial(trial, calls.append, ask=lambda p: "", say=lambda m: None, sleep=interrupted)
     assert calls[-2:] == [Services.POLICY_STOP, Services.CONVEYOR_STOP]
+
+
+def test_a_real_evaluation_runs_a_dry_run_horizon_and_stops_at_a_trial_that_fails_for_a_person(
+        tmp_path, monkeypatch, capsys) -> None:  # fmt: skip
+    """`python -m evaluation real --horizon S`: each trial runs S seconds (recorded as horizon_s); a trial whose
+    start is refused stops the run there with the belt and policy stopped, unrecorded, so a rerun goes on from it."""
+    import evaluation.__main__ as cli
+    import evaluation.runner as runner
+
+    calls: list[str] = []
+    refuse = {"index": 1}  # the trial whose policy start the node refuses
+
+    class Probe:  # the runner's rclpy node, standing in: services by name, parameters
+        def __init__(self, _name: str) -> None:
+            self.task = ""
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def call(self, service: str, _check) -> str:
+            calls.append(service)
+            if service == Services.POLICY_START and len([c for c in calls if c == Services.ARM_HOME]) == \
+                    refuse["index"] + 1:  # fmt: skip
+                raise RuntimeError(f"{service} refused: no task: ...")
+            return "ok"
+
+        def set_param(self, node: str, name: str, value) -> None:
+            pass
+
+    monkeypatch.setattr(runner, "_Probe", Probe)
+    monkeypatch.setattr("sys.stdin", io.StringIO("\ny\ny\ny\n3\n\n"))  # the operator's answers
+    argv = ["real", "--out", str(tmp_path), "--speeds", "0.03", "--trials-per-speed", "3", "--horizon", "0.01"]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "trial 1 failed: /policy/start refused: no task" in err and "the cell needs a person" in err
+    (row,) = load_results(tmp_path)  # trial 1 is not recorded: a rerun starts with it; trial 2 never ran
+    assert row["trial"]["index"] == 0 and row["horizon_s"] == 0.01 and row["outcome"]["placed"] == [True] * 3
+    assert calls[-3:] == [Services.POLICY_START, Services.POLICY_STOP, Services.CONVEYOR_STOP]  # nothing left running
+    assert json.loads((tmp_path / "results.json").read_text())["settings"]["horizon"] == 0.01
+
+    refuse["index"] = -1  # the person saw to the cell: the same command goes on from trial 1
+    monkeypatch.setattr("sys.stdin", io.StringIO("\nn\nn\nn\n0\n" * 2))
+    calls.clear()
+    assert cli.main(argv) == 0
+    assert [r["trial"]["index"] for r in load_results(tmp_path)] == [0, 1, 2] and calls.count(Services.ARM_HOME) == 2
+    assert cli.main(["sim", "--out", str(tmp_path), "--horizon", "5"]) == 2  # a simulated trial runs its own

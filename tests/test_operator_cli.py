@@ -49,6 +49,14 @@ def test_stop_all_holds_the_arm_first_and_stops_the_belt_and_any_policy():
     assert op.steps_of("belt", ["speed", "0.05"])[0].value == 0.05
 
 
+def test_hold_and_disable_are_stop_and_policy_task_sets_the_instruction():
+    assert op.steps_of("hold", []) == op.steps_of("disable", []) == op.steps_of("stop", [])  # held, then disabled
+    (step,) = op.steps_of("policy", ["task", "pick up the", "parts"])
+    assert (step.node, step.param, step.value) == ("policy_node", "policy.task", "pick up the parts")
+    with pytest.raises(op.OperatorError, match="policy task takes the instruction"):
+        op.steps_of("policy", ["task", " "])
+
+
 def test_the_newest_running_graph_is_found_and_a_stale_record_is_dropped(registry, monkeypatch):
     monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
     with pytest.raises(op.OperatorError, match="no running graph found"):

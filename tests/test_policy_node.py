@@ -115,12 +115,18 @@ def test_the_policy_drives_at_the_control_rate_stops_on_request_and_holds_when_t
 @pytest.mark.parametrize("rig", [["-p", "use_sim:=false", "-p", "autostart:=true"]], indirect=True)
 def test_on_the_physical_cell_the_policy_drives_only_after_an_explicit_start(rig) -> None:
     """autostart is for the simulated workcell: on hardware, enabling the arm must not hand it to a policy
-    that is already streaming."""
+    that is already streaming; and a start without a task is refused with the reason."""
+    from rclpy.parameter import Parameter
     from std_srvs.srv import Trigger
 
     node, spin, actions, _, _, _ = rig
     spin(1.5)
     assert not actions and not node.running
+    (ok,) = node.set_parameters([Parameter("policy.task", value="")])  # no task: no world here to give one
+    refused = node._srv_start(Trigger.Request(), Trigger.Response())
+    assert ok.successful and not refused.success and not node.running
+    assert "no task" in refused.message and "workcell call policy task" in refused.message
+    (ok,) = node.set_parameters([Parameter("policy.task", value="pick up the parts")])
     assert node._srv_start(Trigger.Request(), Trigger.Response()).success
     spin(1.5)
     assert len(actions) > 15 and all(src == SOURCE_POLICY for _, _, src in actions)

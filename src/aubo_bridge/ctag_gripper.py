@@ -85,6 +85,10 @@ class CtagConfig(SerialLineConfig, MappedConfig):
                 "a glitch absorbed by retries would read as stale"
             )
 
+    def poll_blocks(self) -> list[tuple[int, int]]:
+        """The registers read every poll (the feedback, the alarm if there is one): reads only."""
+        return [(self.reg_feedback, 2)] + ([(self.reg_alarm, 1)] if self.reg_alarm >= 0 else [])
+
 
 
 class CtagGripperBackend:
@@ -96,11 +100,8 @@ class CtagGripperBackend:
         self._grasp = GraspTracker(StallSettings(config.stall_time, config.stall_tolerance, config.stall_margin))
         self._settings = (config.speed, config.force)
         self._enabled = False
-        blocks = [(config.reg_feedback, 2)]
-        if config.reg_alarm >= 0:
-            blocks.append((config.reg_alarm, 1))
         self._bus = ModbusDevice(
-            config.serial(), blocks, config.poll_hz, on_connect=self._on_connect, on_poll=self._on_poll,
+            config.serial(), config.poll_blocks(), config.poll_hz, on_connect=self._on_connect, on_poll=self._on_poll,
             clock=clock, name="ctag_gripper",
         )  # fmt: skip
         try:

@@ -14,6 +14,10 @@ from typing import Any
 from libero_workcell.config_base import MappedConfig
 from libero_workcell.contract import IMAGE_SIZE
 
+# Which real device each camera is by default (LIBERO-Industry workcell: RealSense on the wrist, UVC outside).
+DEFAULT_DEVICE_TYPE = {"wrist": "realsense", "external": "uvc"}
+DEVICE_TYPES = ("realsense", "uvc")
+
 
 class CameraConfigError(ValueError):
     pass

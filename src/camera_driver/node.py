@@ -14,7 +14,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
-from camera_driver.config import RealSenseConfig, UvcConfig
+from camera_driver.config import DEFAULT_DEVICE_TYPE, DEVICE_TYPES, RealSenseConfig, UvcConfig
 from camera_driver.driver import CameraBackend, CameraDriver
 from libero_workcell import ros_msgs
 from libero_workcell.contract import (
@@ -34,9 +34,6 @@ from libero_workcell.ros_qos import qos
 OPTICAL_FRAMES = {"external": EXTERNAL_CAMERA_FRAME, "wrist": WRIST_CAMERA_FRAME}
 
 
-# Which real device each camera is by default (LIBERO-Industry workcell: RealSense on the wrist, UVC outside).
-DEFAULT_DEVICE_TYPE = {"wrist": "realsense", "external": "uvc"}
-DEVICE_TYPES = ("realsense", "uvc")
 # Every generated parameter (device configs under their prefix), for docs and checks.
 CONFIG_PARAMS = prefixed("realsense", RealSenseConfig.parameter_defaults()) | prefixed(
     "uvc", UvcConfig.parameter_defaults()

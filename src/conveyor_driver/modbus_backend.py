@@ -155,6 +155,12 @@ class ConveyorModbusConfig(SerialLineConfig, MappedConfig):
     def is_vfd(self) -> bool:
         return self.preset == "delta_vfd"
 
+    def poll_blocks(self) -> list[tuple[int, int]]:
+        """The registers read every poll: the fault and speed feedback, or with neither the setpoint (a link
+        check); reads only."""
+        blocks = [(r, 1) for r in (self.reg_fault, self.reg_speed_feedback) if r >= 0]
+        return blocks or [(self.reg_setpoint, 1)]
+
 
 def belt_to_motor_rpm(speed: float, cfg: ConveyorModbusConfig) -> float:
     """Belt m/s -> motor rpm: roller rpm = v / (pi D) * 60, times the gear ratio."""
@@ -194,11 +200,8 @@ class ModbusConveyorBackend:
         self._reported = 0.0
         self._speed = 0.0
         self._last_stamp: float | None = None
-        blocks = [(r, 1) for r in (config.reg_fault, config.reg_speed_feedback) if r >= 0]
-        if not blocks:  # nothing to read back: still poll the setpoint, as a link check
-            blocks = [(config.reg_setpoint, 1)]
         self._bus = ModbusDevice(
-            config.serial(), blocks, config.poll_hz, on_connect=self._on_connect, on_poll=self._on_poll,
+            config.serial(), config.poll_blocks(), config.poll_hz, on_connect=self._on_connect, on_poll=self._on_poll,
             clock=clock, name=f"conveyor_{config.preset}",
         )  # fmt: skip
         try:

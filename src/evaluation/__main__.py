@@ -4,9 +4,11 @@
 on its own DDS domain), against the local policy server (the scripted expert's chunks) or ``--policy-url``.
 ``real``: on the physical workcell, with its graph already running (``ros2 launch libero_workcell
 deploy_real.launch.py policy_autostart:=false ...``): the operator sets up each trial and labels each
-placement. Either way DIR gets ``results.jsonl`` (one line per trial, as it finishes: a rerun resumes),
-``results.json`` (settings, trials, metrics), ``results.png``, and the printed table; in sim also every
-rollout (``rollouts/``, LIBERO's HDF5 layout) and policy_node's per-step timing (``timing/``).
+placement (``--horizon S``: a dry run of S seconds per trial); a trial that fails with an error stops the run
+there, for a person to see to the cell (the same command then goes on from it). Either way DIR gets
+``results.jsonl`` (one line per trial, as it finishes: a rerun resumes), ``results.json`` (settings, trials,
+metrics), ``results.png``, and the printed table; in sim also every rollout (``rollouts/``, LIBERO's HDF5
+layout) and policy_node's per-step timing (``timing/``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from evaluation.preference_scores import REPORT_DIR, sa_line, score_trials
 from evaluation.protocol import TRIALS_PER_SPEED, protocol_trials
 from evaluation.report import PLOT_FILE, plot, table, write_results
-from evaluation.runner import EvalSettings, run_real_trial, run_sim_trial, run_trials
+from evaluation.runner import EvalSettings, run_sim_trial, run_trials
 from preferences.catalogue import PreferenceError
 from recorder.collection_plan import SPEEDS
 
@@ -55,6 +57,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--record", action="store_true", help="real: record each rollout (the graph runs with record_rollouts:=true)"
     )
+    ap.add_argument("--horizon", type=float, default=None, metavar="S",
+                    help="real: run the policy S seconds per trial instead of the trial's horizon (a dry run); "
+                         "each result records the horizon it ran as horizon_s")  # fmt: skip
     ap.add_argument("--no-progress", action="store_true")
     return ap.parse_args(argv)
 
@@ -68,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"evaluation: --set wants NAME:=VALUE, got {item!r}", file=sys.stderr)
             return 2
         extra[name] = value
+    if a.horizon is not None and (a.where != "real" or not 0 < a.horizon < float("inf")):
+        print("evaluation: --horizon S is for the physical cell (real), S > 0 seconds; a simulated trial runs its "
+              "task's horizon", file=sys.stderr)  # fmt: skip
+        return 2
     checkpoint = a.checkpoint or ("builtin:expert" if a.where == "sim" and not a.policy_url else "unnamed")
     settings = EvalSettings(checkpoint, a.policy_url, a.mode, a.replan_steps, a.preference, extra)
     trials = protocol_trials(tuple(a.speeds), a.trials_per_speed, a.preference)
@@ -83,7 +92,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             trials, a.out, functools.partial(run_sim_trial, settings=settings), a.workers, progress=not a.no_progress
         )
     else:
-        rows = _run_real(trials, a.out, settings, a.record)
+        rows, stopped = _run_real(trials, a.out, settings, a.record, a.horizon)
+        if stopped is not None:
+            print(f"evaluation: {stopped}\nevaluation: stopped there: the cell needs a person (check it, `workcell "
+                  f"status`); the finished trials are kept in {a.out}; run the same command again to go on from this "
+                  "trial", file=sys.stderr)  # fmt: skip
+        if not rows:
+            return 1
     doc = write_results(
         a.out,
         rows,
@@ -93,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "speeds": a.speeds,
             "trials_per_speed": a.trials_per_speed,
             "workers": a.workers,
+            "horizon": a.horizon,  # real: a dry run's horizon per trial (None: each trial's own)
             "commit": _commit(),
         },
     )
@@ -109,19 +125,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if len(rows) == len(trials) else 1
 
 
-def _run_real(trials, out: Path, settings: EvalSettings, record: bool):
-    from evaluation.runner import _Probe
+def _run_real(trials, out: Path, settings: EvalSettings, record: bool, horizon: float | None):
+    from evaluation.runner import _Probe, run_real_trials
 
     with _Probe("evaluation") as probe:
-
-        def call(service: str) -> str:
-            return probe.call(service, lambda: None)
-
-        def one(trial, out_dir, _domain):
-            return {**run_real_trial(trial, call, record=record, set_param=probe.set_param),
-                    "settings": asdict(settings)}  # fmt: skip
-
-        return run_trials(trials, out, one, workers=1, domains=[0], progress=False)
+        return run_real_trials(trials, out, settings, lambda service: probe.call(service, lambda: None),
+                               set_param=probe.set_param, record=record, horizon=horizon)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``workcell``: the project command (bringup, demo, replay, env).
+"""``workcell``: the project command (bringup, check, env, call, status, plan, demo, replay).
 
 Why: launch_ros is not installable from PyPI, so ``workcell bringup`` runs the
 same graph as ``ros2 launch libero_workcell sim_workcell.launch.py`` through
@@ -101,6 +101,20 @@ def cmd_bringup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """The preflight of the graph bringup would start (libero_workcell.preflight): 0 all passed, 1 a check failed."""
+    from libero_workcell import preflight
+
+    graph = bringup.Graph.load(args.graph)
+    nodes = graph.resolve(job_overrides(args.job, args.overrides))
+    names = tuple(n.name for n in nodes)
+    print(f"workcell check: graph {graph.path}" + (f", job {args.job}" if args.job else "") +
+          f"; nodes {', '.join(names)}", flush=True)  # fmt: skip
+    checks = preflight.run(nodes, preflight.Context(names, preflight.ports_busy(), args.timeout))
+    print(preflight.report(checks), flush=True)
+    return preflight.exit_code(checks)
+
+
 def cmd_env(args: argparse.Namespace) -> int:
     """Print the loopback DDS environment as shell lines (``eval "$(workcell env)"``)."""
     for key in dds.CONFLICTING_VARS:
@@ -189,6 +203,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--only", default="", metavar="NODE[,NODE]",
                    help="start only these nodes of the graph (e.g. to check one device on its own)")
     p.set_defaults(func=cmd_bringup)
+
+    p = sub.add_parser("check", help="a read-only preflight of the devices the graph bringup would start uses",
+                       description="Check what the graph `workcell bringup` would start needs, with the same "
+                       "arguments: the controller's RPC and RTDE ports, the login and the arm's modes, the gripper "
+                       "and the conveyor drive at their Modbus IDs (reads only), each camera, the headset service, "
+                       "the policy server, the recorder's folder. Nothing is enabled, started or moved. Exit 0: "
+                       "all passed; 1: a check failed (each says what to do); 2: bad arguments.")  # fmt: skip
+    p.add_argument("overrides", nargs="*", metavar="key:=value")
+    p.add_argument("--graph", default=None, help="graph YAML file (path or name in config/)")
+    p.add_argument("--job", default=None, metavar="NAME", help="start from a job's defaults, as for bringup")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds per probe (default 10)")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("env", help="print the loopback DDS environment as shell lines")
     p.add_argument("--domain-id", type=int, default=None)

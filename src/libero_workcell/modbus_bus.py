@@ -344,6 +344,25 @@ class ModbusDevice:
                 self._closing.wait(self.serial.reconnect_period)
 
 
+def read_once(serial: SerialSettings, blocks: Sequence[tuple[int, int]], timeout: float = 2.0,
+              name: str = "modbus") -> dict[int, int]:  # fmt: skip
+    """One read of each block (holding registers, FC3, with the settings' retries) and nothing written: whether a
+    device answers at its ID, for a preflight. The registers read; BusError saying what failed."""
+    device = ModbusDevice(serial, blocks, poll_hz=1.0 / timeout, name=name)  # one poll, right after connecting
+    try:
+        device.start(connect_timeout=0.0)
+        deadline = time.monotonic() + timeout
+        while (snap := device.snapshot()).stamp == 0.0 and snap.fault == Snapshot(0.0).fault:
+            if time.monotonic() > deadline:
+                raise BusError(f"{name}: no answer within {timeout:g} s")
+            time.sleep(0.005)
+    finally:
+        device.close()
+    if snap.stamp == 0.0:
+        raise BusError(snap.fault or f"{name}: no answer")
+    return dict(snap.regs)
+
+
 def _short(exc: BaseException | None) -> str:
     text = str(exc).split("\n")[0] if exc else "unknown"
     return text.replace("Modbus Error: ", "")

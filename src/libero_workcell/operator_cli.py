@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from libero_workcell import dds, ros_msgs, run_registry
+from libero_workcell import dds, faults, ros_msgs, run_registry
 from libero_workcell.contract import (
     ACTION_NAMES,
     ACTION_SOURCES,
@@ -66,6 +66,9 @@ def _triggers(*names: str, required: bool = True) -> list[Step]:
 COMMANDS: dict[str, tuple[str, Callable[[list[str]], list[Step]]]] = {
     "enable": ("enable the arm (it then follows its active source)", lambda a: _triggers(Services.ARM_ENABLE)),
     "stop": ("hold the arm where it is and refuse actions until enabled again", lambda a: _triggers(Services.ARM_STOP)),
+    # what `stop` does is both: the arm holds where it is, and it is disabled until `enable`
+    "hold": ("the same as stop", lambda a: _triggers(Services.ARM_STOP)),
+    "disable": ("the same as stop", lambda a: _triggers(Services.ARM_STOP)),
     "home": ("move the arm to its home pose (enabled arms only)", lambda a: _triggers(Services.ARM_HOME)),
     "reset": ("acknowledge an arm fault (the arm stays disabled: enable it after)",
               lambda a: _triggers(Services.ARM_RESET_FAULT)),
@@ -75,7 +78,8 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], list[Step]]]] = {
     "belt": ("belt start | stop | reset | speed M_PER_S", lambda a: _belt(a)),
     "source": (f"the arm's active source: one of {', '.join((*ACTION_SOURCES, SOURCE_NONE))}", lambda a: _source(a)),
     "episode": ("episode start | save | discard (the recorder)", lambda a: _episode(a)),
-    "policy": ("policy start | stop", lambda a: _policy(a)),
+    "policy": ("policy start | stop | task TEXT (the instruction, before start on the physical cell)",
+               lambda a: _policy(a)),
     "jog": (f"jog AXIS VALUE [STEPS]: send one action STEPS times (default {JOG_STEPS}) at the control rate as the "
             f"arm's active source; AXIS one of {', '.join(ACTION_NAMES)}, VALUE in [-1, 1] (the first motion "
             "check, docs/bringup.md)", lambda a: _jog(a)),
@@ -132,7 +136,14 @@ def _episode(args: list[str]) -> list[Step]:
 
 
 def _policy(args: list[str]) -> list[Step]:
-    verb = _one(args, ("start", "stop"), "policy")
+    if args[:1] == ["task"]:
+        from policy_node.config import TASK_PARAM
+
+        text = " ".join(args[1:]).strip()
+        if not text:
+            raise OperatorError('policy task takes the instruction: workcell call policy task "pick up the ..."')
+        return [Step(node="policy_node", param=TASK_PARAM, value=text)]
+    verb = _one(args, ("start", "stop", "task"), "policy")
     return _triggers(Services.POLICY_START if verb == "start" else Services.POLICY_STOP)
 
 
@@ -362,8 +373,27 @@ def snapshot(client: GraphClient, seconds: float, expected: Sequence[str] = ()) 
     return seen
 
 
+# Which devices' faults each diagnostics name reports (libero_workcell.faults): a gripper's come through the arm.
+DIAG_DEVICES: dict[str, tuple[str, ...]] = {
+    "aubo_bridge": (faults.ARM, faults.GRIPPER),
+    "conveyor": (faults.BELT,),
+    "policy_node": (faults.POLICY,),
+    "camera": (faults.CAMERA,),  # camera/external, camera/wrist
+}
+
+
 def format_status(seen: dict[str, Any], domain_id: int) -> str:
-    """One screen: the nodes, each device's state (faults first), the source, belt, recording, policy."""
+    """One screen: the nodes, each device's state (faults first, each with its code), the source, belt, recording,
+    policy, and what to do about each fault (libero_workcell.faults)."""
+    found: dict[str, faults.Fault] = {}  # code -> fault, in the order shown
+
+    def coded(text: str, devices: Sequence[str]) -> str:
+        fault = faults.classify(text, devices) if text and devices else None
+        if fault is None:
+            return ""
+        found.setdefault(fault.code, fault)
+        return f" [{fault.code}]"
+
     lines = [f"graph on ROS_DOMAIN_ID {domain_id}: nodes {', '.join(seen.get('nodes') or ['none'])}"]
     if seen.get("missing"):
         lines.append(f"  NOT HEARD FROM: {', '.join(seen['missing'])} (started with the graph: stopped or hung?)")
@@ -371,13 +401,19 @@ def format_status(seen: dict[str, Any], domain_id: int) -> str:
     for name, (level, message, values) in sorted(diags.items(), key=lambda kv: -kv[1][0]):
         detail = ", ".join(f"{k} {values[k]}" for k in ("mode", "fault", "active_source") if values.get(k))
         shown = ros_msgs.DIAG_LEVEL_NAMES.get(level, level)
-        lines.append(f"  {shown:5s} {name}: {message}" + (f" ({detail})" if detail else ""))
+        code = ""
+        if level >= ros_msgs.DIAG_WARN:  # a camera's cause is in its backend's last error
+            text = f"{message} {values.get('last_error') or ''}".strip()
+            code = coded(text, DIAG_DEVICES.get(name.split("/")[0], ()))
+        lines.append(f"  {shown:5s} {name}: {message}{code}" + (f" ({detail})" if detail else ""))
     if not diags:
         lines.append("  no diagnostics received (is the graph running on this domain?)")
     arm = seen.get("arm") if isinstance(seen.get("arm"), dict) else {}
     if arm or "source" in seen:
         fault = arm.get("fault") or "none"
-        lines.append(f"  arm: {arm.get('mode', 'unknown')}, fault {fault}, source {seen.get('source', 'unknown')}")
+        code = coded(arm.get("fault") or "", (faults.ARM, faults.GRIPPER))
+        source = seen.get("source", "unknown")
+        lines.append(f"  arm: {arm.get('mode', 'unknown')}, fault {fault}{code}, source {source}")
     if "tcp" in seen:
         lines.append("  tcp: x {:.4f} y {:.4f} z {:.4f} m".format(*seen["tcp"]))
     if "belt" in seen:
@@ -390,4 +426,12 @@ def format_status(seen: dict[str, Any], domain_id: int) -> str:
                 value = {"episode": value.get("episode"), "sim_time": round(float(value.get("sim_time") or 0), 2),
                          "done": value.get("done"), "placed": (value.get("metrics") or {}).get("placed")}
             lines.append(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}"[:400])
+    recorder, teleop = seen.get("recorder"), seen.get("teleop")
+    if isinstance(recorder, dict) and recorder.get("error"):
+        lines.append(f"  recorder error: {recorder['error']}{coded(str(recorder['error']), (faults.RECORDER,))}")
+    if isinstance(teleop, dict) and (code := coded(str(teleop.get("status", "")), (faults.TELEOP,))):
+        lines.append(f"  teleop holds the arm: {teleop.get('status')}{code}")
+    if found:
+        lines.append("  what to do:")
+        lines += [f"    {f.code}: {f.recovery}" for f in found.values()]
     return "\n".join(lines)

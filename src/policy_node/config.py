@@ -13,6 +13,9 @@ from policy_node.chunks import BLEND_OLD_DEFAULT
 from policy_node.observation import STATE_CONTRACT, STATE_FORMATS
 from preferences.catalogue import Catalogue, Condition, PreferenceError
 
+# policy_node declares every field as policy.<field>; the task is the one that changes at run time (each trial's
+# instruction on the physical cell, `workcell call policy task`)
+TASK_PARAM: Final = "policy.task"
 MODE_ASYNC: Final = "async"  # prefetch the next chunk while this one runs (policy_node.chunks)
 MODE_SYNC: Final = "sync"  # openpi's LIBERO client: stand still while each chunk is computed
 MODES: Final = (MODE_ASYNC, MODE_SYNC)

@@ -6,7 +6,8 @@ synchronously or ahead of time, every action validated): the action it hands out
 ``/workcell/action``; when it hands out none (no chunk yet, the server lost, the observation too old),
 nothing is published and aubo_bridge's watchdog holds the arm within 1.5 control periods.
 
-Services (std_srvs/Trigger): ``/policy/start`` begins an episode (the start wait, then the policy drives),
+Services (std_srvs/Trigger): ``/policy/start`` begins an episode (the start wait, then the policy drives; on the
+physical cell only with a task: refused with the reason without one),
 ``/policy/stop`` ends it; with ``autostart`` (default) the first episode starts at once. On the simulated
 workcell in lockstep a step is the world's control step, taken on that step's exact observation, and with
 ``autostart`` every world episode is a policy episode (restarted at its first step, over at its end); a
@@ -41,11 +42,10 @@ from libero_workcell.node_params import declare_all, declare_config, fixed_at_st
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
 from libero_workcell.stepping import StampedInputs, Step, StepRunner
-from policy_node.config import PolicyConfig
+from policy_node.config import TASK_PARAM, PolicyConfig
 from policy_node.observation import Snapshot
 from policy_node.runner import PolicyRunner, StepRecord
 
-TASK_PARAM = "policy.task"  # the one parameter that changes at run time
 POLICY_DEFAULTS = {k: v for k, v in PolicyConfig.parameter_defaults().items() if k != Params.CONTROL_HZ}
 CONFIG_PARAMS = prefixed("policy", POLICY_DEFAULTS)  # policy.<PolicyConfig field>
 STATE = "state"
@@ -71,7 +71,8 @@ class PolicyNode(Node):
         values = declare_config(self, "policy", POLICY_DEFAULTS)
         self.add_on_set_parameters_callback(self._on_params)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
-        self.lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
+        self.use_sim = bool(p(Params.USE_SIM))
+        self.lockstep = self.use_sim and bool(p(Params.LOCKSTEP))
         self.config = PolicyConfig.from_mapping(
             {**values, "control_hz": float(self.get_parameter(Params.CONTROL_HZ).value)}
         )
@@ -231,6 +232,12 @@ class PolicyNode(Node):
         return SetParametersResult(successful=True)
 
     def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        if not self.task and not self.use_sim:  # on the physical cell there is no world to give the instruction
+            res.success, res.message = False, (f"no task: on the physical cell the policy starts only with an "
+                                               f"instruction: `workcell call policy task \"...\"` ({TASK_PARAM}), "
+                                               "then start again")  # fmt: skip
+            self.get_logger().error(f"{Services.POLICY_START} refused: {res.message}")
+            return res
         self.runner.restart_episode()
         self.running = True
         res.success, res.message = True, f"policy episode started ({self.config.start_wait_steps} wait steps first)"

@@ -1,0 +1,251 @@
+"""Every fault the stack reports to the operator, in one table: a short stable code, what it means, what to do.
+
+Why: the nodes report faults as text (``/diagnostics`` messages, the arm's ``/aubo/mode``, the recorder's and the
+teleop's status), written where the fault is found and worded for that place. An operator needs the same
+answer for the same fault wherever it shows: ``workcell status`` matches each reported text against this table
+and prints the code and its recovery; ``docs/operator.md`` ("Faults") holds the table as
+:func:`markdown_table` writes it (``tests/test_fault_codes.py`` keeps the two in step, and checks that the
+messages the code really produces find their codes). ``python -m libero_workcell.faults`` prints the table.
+
+Order matters: the first entry whose pattern matches a text is its fault, so the specific come before the
+general (a gripper fault reaches the operator through the arm, prefixed ``gripper:``; every policy fault
+through ``no policy server: ...``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+ARM, GRIPPER, BELT, CAMERA, POLICY, RECORDER, TELEOP = "arm", "gripper", "conveyor", "camera", "policy", "recorder", \
+    "teleop"  # fmt: skip
+DEVICES: Final = (ARM, GRIPPER, BELT, CAMERA, POLICY, RECORDER, TELEOP)
+RESET_ENABLE: Final = "then `workcell call reset` and `workcell call enable`"
+
+
+@dataclass(frozen=True)
+class Fault:
+    code: str  # short and stable: quoted in logs, notes and the docs
+    device: str  # one of DEVICES
+    pattern: str  # a regular expression found (re.search) in the text the stack reports
+    meaning: str
+    recovery: str
+    example: str  # a text the stack reports for it (tests/test_fault_codes.py checks it finds this code)
+
+    def matches(self, text: str) -> bool:
+        return re.search(self.pattern, text) is not None
+
+
+FAULTS: Final[tuple[Fault, ...]] = (
+    # ---------------------------------------------------------------- the gripper (reported through the arm)
+    Fault("GRIP-ALARM", GRIPPER, r"gripper alarm code",
+          "The gripper reports an alarm (its alarm register is non-zero).",
+          f"Check the fingers are free and the load within the gripper's force; {RESET_ENABLE}.",
+          "gripper: gripper alarm code 3"),
+    Fault("GRIP-STALE", GRIPPER, r"gripper state stale",
+          "No fresh reading from the gripper within `gripper.max_age`: the bus is too slow or the gripper stopped "
+          "answering.",
+          f"Check the RS-485 adapter and cable (`workcell check`); {RESET_ENABLE}.",
+          "gripper: gripper state stale (0.512 s old, max 0.4 s)"),
+    Fault("GRIP-TOOL", GRIPPER, r"tool Modbus signals missing|tool RS-485|tool gripper",
+          "The gripper on the arm's tool flange (`gripper_path: tool`) does not answer through the controller.",
+          f"Check the tool connector and the tool supply voltage on the pendant; {RESET_ENABLE} (adds the Modbus "
+          "signals again).",
+          "gripper: tool RS-485 /dev/ttyRobotTool: disconnected"),
+    Fault("GRIP-LINK", GRIPPER, r"^gripper: ",
+          "The gripper's RS-485 link failed (no valid reply at its Modbus ID, or the port is gone).",
+          "Check the adapter (`/dev/ttyGripper`), the cable, the ID and the baud rate (`workcell check`); "
+          f"{RESET_ENABLE}. A power-cycled gripper needs the node restarted (it is enabled once).",
+          "gripper: ctag_gripper: link down: read 0x0418: no valid reply after 3 attempts (No response received)"),
+    # ---------------------------------------------------------------- the arm (the ARCS controller and the driver)
+    Fault("ARM-ESTOP", ARM, r"EmergencyStop",
+          "An emergency stop is engaged (the pendant's or control box's button, or the external e-stop input); "
+          "the arm is powered off.",
+          "Release the e-stop, make the cell safe, then `workcell call reset` (restarts the safety board and "
+          "powers the arm on: stand clear) and `workcell call enable`.",
+          "safety mode RobotEmergencyStop"),
+    Fault("ARM-COLLISION", ARM, r"collision detected",
+          "The controller detected a collision and stopped the arm.",
+          f"Free the arm and clear the obstacle, {RESET_ENABLE}.",
+          "collision detected (isCollisionOccurred)"),
+    Fault("ARM-PSTOP", ARM, r"safety mode ProtectiveStop",
+          "The controller made a protective stop; the arm stays powered.",
+          f"Remove the cause (the pendant's log names it), {RESET_ENABLE}.",
+          "safety mode ProtectiveStop"),
+    Fault("ARM-SAFEGUARD", ARM, r"safety mode SafeguardStop",
+          "The safeguard input (light curtain, door switch) stopped the arm.",
+          f"Clear the safeguard and reset it (its reset input, if it has one), {RESET_ENABLE}.",
+          "safety mode SafeguardStop"),
+    Fault("ARM-VIOLATION", ARM, r"safety mode Violation",
+          "A safety limit (joint, speed, force or position) was violated; the arm is powered off.",
+          f"Find which limit in the pendant's log, confirm safety on the teach pendant, {RESET_ENABLE}.",
+          "safety mode Violation"),
+    Fault("ARM-CONTROLLER", ARM, r"safety mode Fault|robot mode Error",
+          "The controller reports a hardware or system fault; the arm is powered off.",
+          f"Read and clear it on the teach pendant, {RESET_ENABLE}; power-cycle the controller if it stays.",
+          "safety mode Fault"),
+    Fault("ARM-NO-ARM", ARM, r"robot mode (NoController|Disconnected)",
+          "The controller has no link to the arm.",
+          f"Check the arm's power and the cable between the control box and the arm, {RESET_ENABLE}.",
+          "robot mode Disconnected: controller has no link to the arm"),
+    Fault("ARM-LINK", ARM, r"connection to ARCS controller .* lost|state poll failed|RTDE stream from .* lost|"
+          r"unreachable|refused the connection|^not connected",
+          "The robot PC lost its RPC or RTDE connection to the controller.",
+          f"Check the network to the controller (`workcell check`), {RESET_ENABLE} (it reconnects).",
+          "connection to ARCS controller at 192.168.10.20:30004 lost"),
+    Fault("ARM-STALE", ARM, r"state from .* stale|no state from the .* process",
+          "No fresh arm state within `arcs.state_stale_after` (a slow network or controller, or a hung SDK "
+          "process).",
+          f"Check the network and the controller's load, {RESET_ENABLE}.",
+          "state from 192.168.10.20:30004 stale: no reply for 0.30 s"),
+    Fault("ARM-RTDE-FRAME", ARM, r"malformed RTDE frame",
+          "An RTDE frame did not parse (an SDK or controller version that does not match).",
+          "Install the pyaubo-sdk that matches the controller's ARCS version; `workcell call reset` sends the "
+          "recipe again.",
+          "malformed RTDE frame from 192.168.10.20:30010 (RTDE): ValueError: shapes q (5,)"),
+    Fault("ARM-FOLLOWING", ARM, r"following error",
+          "A joint lagged its servo target too far: something held the arm back, or the controller runs slower "
+          "than commanded.",
+          f"Check what blocked the arm and the controller's speed slider, {RESET_ENABLE}.",
+          "following error: joint 2 is 0.210 rad from its servo target"),
+    Fault("ARM-NOT-READY", ARM, r"left the ready state|still not ready",
+          "The controller left Running (powered off, brakes applied, or taken over from the pendant).",
+          "Bring it back to Running (`workcell call reset` runs the start-up path: stand clear, the brakes "
+          "release), then `workcell call enable`.",
+          "arm controller left the ready state"),
+    Fault("ARM-SERVO", ARM, r"servo tick failed|servoJoint|setServoModeSelect|stopJoint|did not confirm a hold",
+          "The controller refused a servo target or a hold (limits, inverse kinematics, not in servo mode).",
+          f"Read the reason in the fault; move the arm back into its workspace from the pendant if needed, "
+          f"{RESET_ENABLE}.",
+          "servo tick failed: servoJoint refused: -5 (invalid argument: joint limits or target out of range)"),
+    Fault("ARM-DRIVER", ARM, r"servo loop is not running|process (exited|gone|gave no answer)|arm driver:",
+          "The arm driver's servo loop or one of its SDK processes stopped.",
+          "`workcell call reset` restarts it; the node's log names the cause if it happens again.",
+          "arcs-arm-servo process exited during servo"),
+    # ---------------------------------------------------------------- the conveyor
+    Fault("BELT-ESTOP-UNCONFIRMED", BELT, r"(?i)emergency stop not confirmed",
+          "The drive did not acknowledge an emergency stop: the belt may still run.",
+          "Use the hardware e-stop now; the node re-sends the stop until the drive confirms it. Then check the "
+          "RS-485 link.",
+          "emergency stop not confirmed by the drive: conveyor: emergency stop not confirmed by the drive within 2 s"),
+    Fault("BELT-ESTOP", BELT, r"emergency stop requested",
+          "The belt was emergency-stopped (`/conveyor/emergency_stop`); it stays stopped.",
+          "`workcell call belt reset`, then `workcell call belt start`.",
+          "emergency stop requested"),
+    Fault("BELT-STOP-UNCONFIRMED", BELT, r"stop not confirmed",
+          "The drive did not acknowledge a stop: the belt may still run.",
+          "Use the hardware stop; check the RS-485 link; `workcell call belt reset` once the drive answers.",
+          "stop not confirmed by the drive: conveyor: stop not confirmed by the drive within 2.0 s"),
+    Fault("BELT-DRIVE", BELT, r"fault code",
+          "The drive reports a fault code (its manual names it: overcurrent, overvoltage, overload, ...); the "
+          "belt stopped.",
+          "Clear the cause at the drive, then `workcell call belt reset` and `workcell call belt start`.",
+          "delta_vfd fault code 7 (0x0007)"),
+    Fault("BELT-STALE", BELT, r"conveyor state stale|no read-back from",
+          "No fresh state from the drive (or the relay's controller output) within its max age.",
+          "Check the RS-485 link or the network to the controller (`workcell check`); `workcell call belt reset`.",
+          "conveyor state stale (1.204 s old, max 1.0 s)"),
+    Fault("BELT-LINK", BELT, r"conveyor|link down|no valid reply",
+          "The link to the conveyor drive failed (RS-485, or the controller output of a relay-switched belt).",
+          "Check the cable, `modbus.port` and `modbus.slave_id` (`workcell check`), then `workcell call belt reset`.",
+          "conveyor_delta_vfd: link down: read 0x2100: no valid reply after 3 attempts (No response received)"),
+    # ---------------------------------------------------------------- the cameras
+    Fault("CAM-ENDED", CAMERA, r"end of playback",
+          "The recording standing in for a camera ended.",
+          "Restart with `realsense.playback_loop:=true`, or use the camera itself.",
+          "end of playback file /data/wrist.db3"),
+    Fault("CAM-LOST", CAMERA, r"is not connected|cannot open|unplugged|RealSense devices are connected",
+          "The camera gives no frames: unplugged, stalled, or not the serial / path configured. The node "
+          "reopens it by itself.",
+          "Check the cable and `realsense.serial` / `uvc.device` (`workcell check`); it comes back when plugged in.",
+          "RealSense 123456789012 is not connected (connected: [])"),
+    Fault("CAM-STALE", CAMERA, r"frame is .* old|no frame yet|no frame within|frame not published",
+          "The newest frame is older than `max_frame_age` (or there is none yet): the policy and the recorder "
+          "refuse it.",
+          "Check the USB bandwidth (`uvc.fourcc: MJPG` on USB 2) and the CPU load; see CAM-LOST if it stopped.",
+          "newest frame is 410 ms old (max 200 ms)"),
+    # ---------------------------------------------------------------- the policy
+    Fault("POLICY-NO-TASK", POLICY, r"no task",
+          "The policy has no instruction: on the physical cell `/policy/start` is refused without one.",
+          "`workcell call policy task \"...\"` (or `task:=` at bring-up), then `workcell call policy start`.",
+          "no task: on the physical cell the policy starts only with an instruction"),
+    Fault("POLICY-TIMEOUT", POLICY, r"no reply within",
+          "The policy server did not answer within `policy.timeout`; the arm holds and the node reconnects.",
+          "Check the GPU machine's load and the network; raise `policy.timeout` only for a known longer round trip.",
+          "no policy server: no reply within 500 ms"),
+    Fault("POLICY-SERVER", POLICY, r"the server failed",
+          "The policy raised an exception on the server (the last line of its traceback is shown).",
+          "Read the server's log; check the checkpoint's inputs match `policy.state_format` and `policy.image_view` "
+          "(docs/training.md).",
+          "no policy server: the server failed: KeyError: 'observation/state'"),
+    Fault("POLICY-MALFORMED", POLICY, r"the reply |cannot be sent|actions (are|must)|action \d+ of the chunk",
+          "A reply that is not a chunk of valid 7-D actions (shape, NaN, range) was refused; the arm holds.",
+          "Check that the server runs a checkpoint for this workcell's 7-D actions (docs/training.md).",
+          "the reply has no 'actions' (keys: ['error'])"),
+    Fault("POLICY-NO-SERVER", POLICY, r"no policy server|cannot connect to the policy server|closed the connection|"
+          r"connection lost",
+          "policy_node cannot reach the policy server; nothing is sent and the arm holds.",
+          "Start the server, check `policy_url` (`curl http://HOST:PORT/healthz`, `workcell check`); the node "
+          "reconnects by itself.",
+          "no policy server: cannot connect to the policy server at ws://gpu:8000: [Errno 111] Connection refused"),
+    # ---------------------------------------------------------------- the recorder
+    Fault("REC-DISK", RECORDER, r"MiB free",
+          "Too little free disk space to record an episode (`min_free_mb`).",
+          "Free some space, or record elsewhere (`record_path:=...`).",
+          "/data/demos/d2s_episodes: only 120 MiB free, at least 512 MiB are needed to record an episode"),
+    Fault("REC-SLOW", RECORDER, r"fell .* behind",
+          "The image writer fell behind: the disk is too slow for two cameras at the control rate.",
+          "Record to a faster local disk; the episode failed: record it again.",
+          "the image writer fell 5 s behind (disk too slow?)"),
+    Fault("REC-SHORT", RECORDER, r"a demo needs at least",
+          "An episode was saved almost as soon as it started: too short to be a demo, discarded.",
+          "Record it again (start, demonstrate, then save).",
+          "demo_3: 1 steps recorded, a demo needs at least 2: discarded"),
+    Fault("REC-WRITE", RECORDER, r"could not be written|cannot start|not writable|cannot record into|is missing|"
+          r"not a session file",
+          "The recorder cannot write the session (permissions, a full disk, or a damaged session file); earlier "
+          "demos are kept.",
+          "Check the folder of `record_path` (`workcell check`); the failed episode is kept as `*.partial`.",
+          "cannot record into /data/demos/d2s.hdf5: the file is not writable"),
+    # ---------------------------------------------------------------- teleoperation
+    Fault("TELEOP-NO-TRACKING", TELEOP, r"^no_tracking$",
+          "The headset gives no controller pose (its PC service is not running, or the controller is not "
+          "tracked); the arm holds.",
+          "Start the XRoboToolkit PC service, connect the headset, keep the right controller in view (`workcell "
+          "check`).",
+          "no_tracking"),
+    Fault("TELEOP-FROZEN", TELEOP, r"^frozen$",
+          "The headset's stream stopped (its time stamp no longer advances); the arm holds.",
+          "Check the headset's connection to the PC service; it resumes by itself, with a fresh clutch.",
+          "frozen"),
+    Fault("TELEOP-JUMP", TELEOP, r"^jump$",
+          "The controller jumped further than `teleop.max_jump` between samples (a tracking glitch); the clutch "
+          "released.",
+          "Release the grip and engage it again.",
+          "jump"),
+    Fault("TELEOP-NO-SOURCE", TELEOP, r"^no_source$",
+          "The controller source failed or ended (a scripted session that finished); the arm holds.",
+          "Restart the teleop node, or check its log for the source's error.",
+          "no_source"),
+)  # fmt: skip
+
+BY_CODE: Final = {f.code: f for f in FAULTS}
+
+
+def classify(text: str, devices: Iterable[str] | None = None) -> Fault | None:
+    """The fault a reported ``text`` is (the first entry that matches), among ``devices`` (default: all)."""
+    wanted = set(DEVICES if devices is None else devices)
+    return next((f for f in FAULTS if f.device in wanted and f.matches(text)), None)
+
+
+def markdown_table() -> str:
+    """The table docs/operator.md holds under "Faults"."""
+    rows = ["| code | device | meaning | recovery |", "|---|---|---|---|"]
+    rows += [f"| `{f.code}` | {f.device} | {f.meaning} | {f.recovery} |" for f in FAULTS]
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -1,0 +1,63 @@
+"""What ``workcell check`` checks for policy_node (libero_workcell.preflight): the policy server it will query.
+
+openpi-server's ``GET /healthz`` answers 200, and a websocket connection gets the server's metadata (its first
+frame) within ``policy.timeout``; nothing is inferred. On the physical cell a missing ``policy.task`` is a
+warning: ``/policy/start`` is refused until one is set.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from libero_workcell import faults
+from libero_workcell.contract import Params
+from libero_workcell.preflight import FAIL, OK, SKIP, WARN, Check, Context
+from policy_node.config import TASK_PARAM, PolicyConfig
+
+LOCAL_SERVER_NODE = "policy_server"  # the graph's own server (policy_local_server:=true), up only with the graph
+
+
+def check(node: str, params: Mapping[str, Any], ctx: Context) -> list[Check]:
+    url = str(params.get("policy.url", PolicyConfig.url))
+    timeout = max(float(params.get("policy.timeout", PolicyConfig.timeout)), 2.0)  # no control loop waits here
+    out: list[Check] = []
+    if not params.get(Params.USE_SIM, True) and not str(params.get(TASK_PARAM, "")):
+        out.append(Check(node, "task", WARN, "no policy.task: `/policy/start` is refused until there is one",
+                         faults.BY_CODE["POLICY-NO-TASK"].recovery))  # fmt: skip
+    what = f"policy server {url}"
+    if LOCAL_SERVER_NODE in ctx.nodes:
+        return [*out, Check(node, what, SKIP, f"the graph starts its own ({LOCAL_SERVER_NODE}, policy_local_server)")]
+    todo = faults.BY_CODE["POLICY-NO-SERVER"].recovery
+    parts = urllib.parse.urlsplit(url)
+    health = urllib.parse.urlunsplit(("https" if parts.scheme == "wss" else "http", parts.netloc, "/healthz", "", ""))
+    try:
+        with urllib.request.urlopen(health, timeout=timeout) as reply:
+            status = reply.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except OSError as exc:
+        return [*out, Check(node, what, FAIL, f"GET {health}: {exc}", todo)]
+    if status != 200:
+        return [*out, Check(node, what, FAIL, f"GET {health} answered {status}, not 200 (not an openpi server?)",
+                            todo)]  # fmt: skip
+    return [*out, _metadata(node, what, url, timeout, todo)]
+
+
+def _metadata(node: str, what: str, url: str, timeout: float, todo: str) -> Check:
+    from policy_node.client import PolicyServerError, TimedPolicyClient
+
+    try:
+        client = TimedPolicyClient(url, timeout)
+    except PolicyServerError as exc:
+        return Check(node, what, FAIL, f"/healthz answered, but the websocket did not: {exc}", todo)
+    try:
+        metadata = client.get_server_metadata()
+    finally:
+        client.close()
+    shown = ", ".join(f"{k} {v!r}" for k, v in list(metadata.items())[:6]) if isinstance(metadata, dict) else \
+        repr(metadata)  # fmt: skip
+    return Check(node, what, OK, f"healthy; metadata: {shown or 'empty'}")
