@@ -33,13 +33,13 @@ class DocCommand:
         return f"{self.file}:{self.line}: {self.text}"
 
     def tokens(self) -> list[str]:
-        """The words, optional ``[...]`` parts and a trailing ``...`` dropped."""
+        """The words, optional ``[...]`` parts dropped."""
         text = re.sub(r"(^|\s)\[[^\]]*\]", " ", self.text)  # an optional part, not a list value (:=[2,0,1])
         try:
             words = shlex.split(text)
         except ValueError:  # an unbalanced quote in prose
             words = text.split()
-        return [w for w in words if w not in ("...", "\\")]
+        return [w for w in words if w != "\\"]
 
 
 def _strip_comment(line: str) -> str:

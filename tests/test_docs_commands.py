@@ -60,6 +60,8 @@ RUN_BY: dict[str, str] = {
     r"sim_bridge\.panda\.demos": "tests/test_panda_demos.py::test_a_short_panda_demo_reads_back_in_libero_layout",
     r"recorder\.export_lerobot":
         "tests/test_export_lerobot.py::test_demos_export_in_openpis_layout_and_read_back_with_lerobots_loader",
+    r"-m libero_workcell\.faults$":
+        "tests/test_fault_codes.py::test_the_operator_page_holds_the_table_as_faults_py_writes_it",
     r"-m preferences pairs/":
         "tests/test_preference_demos.py::test_the_report_of_the_paired_demos_renders_with_its_tables_and_curves",
 }  # fmt: skip
@@ -99,10 +101,13 @@ NOT_RUN: dict[str, str] = {
                                                         "test_teleop_graph runs it)",
     r"workcell bringup( --dry-run)?$|sim_world\.seed:=3": "run here with --dry-run",
     r"^workcell plan (next|status)": "run here",
+    r"^workcell call (belt reset|policy task)": "the operator path test_operator_cli runs, to services tested with "
+                                                "their nodes (test_conveyor_driver, test_policy_node); arguments "
+                                                "checked here",
     r"^\./run\.sh --help$": "run here (`workcell demo --help`)",
 }  # fmt: skip
 
-NO_HELP = {"tools.fit_osc_response"}  # modules without options: --help would run them
+NO_HELP = {"tools.fit_osc_response", "libero_workcell.faults"}  # modules without options: --help would run them
 PLACEHOLDER = re.compile(r"^(<.*>|[A-Z][A-Z_]*|\.\.\.|.*\|.*)$")
 
 
