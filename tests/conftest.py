@@ -214,6 +214,7 @@ PARALLEL_MODULES = frozenset({
     "test_libero_format.py", "test_panda_demos.py", "test_panda_osc.py", "test_policy_chunks.py",
     "test_preference_demos.py", "test_preferences.py", "test_replay.py", "test_retarget.py", "test_sim_scene.py",
     "test_sim_task_metrics.py", "test_teleop_core.py", "test_teleop_sources.py", "test_world_agreement.py",
+    "test_data_spec.py", "test_fault_codes.py", "test_launcher.py", "test_preference_report.py", "test_ros_msgs.py",
 })  # fmt: skip
 
 
