@@ -94,6 +94,15 @@ def test_the_clutch_has_hysteresis_and_re_engaging_starts_from_where_the_arm_is(
     np.testing.assert_allclose(again.action[:6], 0.0, atol=1e-12)  # re-latched: no jump to the old target
 
 
+def test_thresholds_are_inclusive_as_documented_and_the_gain_is_the_configs() -> None:
+    s = Session(TeleopConfig(clutch_engage=0.9, clutch_release=0.8, trigger_close=0.5, gain=1.5))
+    assert s.step(grip=0.9).status is Status.IDLE  # engages only above 0.9
+    assert s.step(grip=0.95, trigger=0.5).action[6] == GRIPPER_CLOSE  # closes at 0.5 and above
+    assert s.step(grip=0.8, trigger=0.5).status is Status.FOLLOWING  # releases only below 0.8
+    moved = s.step(grip=0.8, pos=(0.0, 1.0, -0.31))
+    np.testing.assert_allclose(moved.action[0], 1.5 * 0.01 / 0.05, atol=1e-9)  # k from the config
+
+
 def test_the_trigger_closes_the_gripper_and_a_loss_of_tracking_never_opens_it() -> None:
     s = Session()
     assert s.step(trigger=0.2).action[6] == GRIPPER_OPEN
@@ -104,15 +113,16 @@ def test_the_trigger_closes_the_gripper_and_a_loss_of_tracking_never_opens_it() 
     assert s.core.step(None, STATE, 10.1).action[6] == GRIPPER_CLOSE  # no source at all: the same
 
 
-def test_a_frozen_stream_holds_and_a_live_one_resumes_from_a_fresh_latch() -> None:
+@pytest.mark.parametrize("t0", [0.0, 5000.0])  # a monotonic clock reads anything
+def test_a_frozen_stream_holds_and_a_live_one_resumes_from_a_fresh_latch(t0) -> None:
     cfg = TeleopConfig(stale_timeout=0.1)
     core = TeleopCore(cfg)
-    assert core.step(sample(7), STATE, 0.0).status is Status.FOLLOWING
-    assert core.step(sample(7, pos=(0.0, 1.0, -0.31)), STATE, 0.1).status is Status.FOLLOWING  # not yet stale
-    frozen = core.step(sample(7, pos=(0.0, 1.0, -0.32)), STATE, 0.15)
-    assert frozen.status is Status.FROZEN and not core.engaged
+    assert core.step(sample(7), STATE, t0).status is Status.FOLLOWING
+    assert core.step(sample(7, pos=(0.0, 1.0, -0.31)), STATE, t0 + 0.05).status is Status.FOLLOWING  # not stale
+    frozen = core.step(sample(7, pos=(0.0, 1.0, -0.32)), STATE, t0 + 0.15)
+    assert frozen.status is Status.FROZEN and not core.engaged and "0.15 s" in frozen.reason
     np.testing.assert_array_equal(frozen.action[:6], 0.0)
-    live = core.step(sample(8, pos=(0.0, 1.0, -0.33)), STATE, 0.2)
+    live = core.step(sample(8, pos=(0.0, 1.0, -0.33)), STATE, t0 + 0.2)
     assert live.status is Status.FOLLOWING
     np.testing.assert_allclose(live.action[:6], 0.0, atol=1e-12)
 
@@ -145,6 +155,14 @@ def test_an_orientation_jump_is_a_glitch_that_holds_and_re_anchors_like_a_positi
     np.testing.assert_allclose(after.action[:6], 0.0, atol=1e-12)  # a fresh latch where the arm is: no jump
     moved = s.step(quat=quat([0.0, 0.55 + np.radians(175.0), 0.0]))
     np.testing.assert_allclose(moved.action[3:6], [0.0, 0.0, 3 * 0.1 / 0.5], atol=1e-9)
+
+
+def test_the_stale_and_jump_limits_hold_only_beyond_them_as_documented() -> None:
+    core = TeleopCore(TeleopConfig(stale_timeout=0.125, max_jump=0.0625))  # exact binary fractions
+    assert core.step(sample(1), STATE, 0.0).status is Status.FOLLOWING
+    assert core.step(sample(1), STATE, 0.125).status is Status.FOLLOWING  # not advanced for exactly the limit
+    assert core.step(sample(2, pos=(0.0, 1.0, -0.3625)), STATE, 0.25).status is Status.FOLLOWING  # moved exactly it
+    assert core.step(sample(3, pos=(0.0, 1.0, -0.4251)), STATE, 0.375).status is Status.JUMP  # beyond it
 
 
 def test_a_turn_while_released_is_not_a_glitch() -> None:
@@ -181,6 +199,12 @@ def test_a_non_finite_grip_releases_the_dead_man(bad) -> None:
         "grip and trigger is not a finite number")
 
 
+@pytest.mark.parametrize("bad", [None, "0.9", 10**400])  # not a number, or too big for a float
+def test_a_grip_that_is_not_a_number_is_bad_input(bad) -> None:
+    s = Session()
+    assert s.step(grip=bad).status is Status.BAD_INPUT
+
+
 def test_a_robot_state_that_is_not_a_state_holds() -> None:
     s = Session()
     s.step(trigger=1.0)
@@ -188,7 +212,8 @@ def test_a_robot_state_that_is_not_a_state_holds() -> None:
         step = s.step(state=bad)
         assert step.status is Status.BAD_STATE and not s.core.engaged and step.reason
         np.testing.assert_array_equal(step.action, [0, 0, 0, 0, 0, 0, GRIPPER_CLOSE])
-    assert state_fault(STATE) is None
+    assert state_fault(STATE) is None and state_fault(np.r_[STATE[:6], STATE_BOUND]) is None  # the bound is sane
+    assert "['tcp_x']" in state_fault(np.r_[2 * STATE_BOUND, STATE[1:6], STATE_BOUND])
     assert "tcp_x" in state_fault(np.r_[np.nan, STATE[1:]]) and "gripper" in state_fault(np.r_[STATE[:6], 1e9])
     assert "shape" in state_fault(STATE[:6]) and "not numeric" in state_fault(["a"] * 7)
     assert s.step().status is Status.FOLLOWING  # a good state again: a fresh latch
@@ -196,12 +221,22 @@ def test_a_robot_state_that_is_not_a_state_holds() -> None:
 
 # ---------------------------------------------------------------- buttons
 def test_buttons_give_one_press_edge_per_press() -> None:
+    assert Session().step(b=True).presses == (Button.B,)  # a press in the first sample counts
     s = Session()
     assert s.step(a=True).presses == (Button.A,)
     assert s.step(a=True).presses == ()  # still held: no new press
     assert s.step(a=False, b=True).presses == (Button.B,)
     lost = s.core.step(ControllerSample(s.t + 9, (0.0,) * 7, 0.0, 0.0, True, False), STATE, 99.0)
     assert lost.presses == (Button.A,)  # buttons work without pose tracking (stop-and-save while lost)
+
+
+def test_presses_count_while_released_and_during_a_glitch() -> None:
+    s = Session()
+    idle = s.step(grip=0.0, a=True)  # stop-and-save with the clutch released
+    assert idle.status is Status.IDLE and idle.presses == (Button.A,) and idle.reason == ""
+    s.step()
+    jump = s.step(pos=(0.0, 1.0, -0.5), b=True)
+    assert jump.status is Status.JUMP and jump.presses == (Button.B,)
 
 
 def test_session_commands_from_buttons() -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -78,9 +79,10 @@ def state_fault(state7: object) -> str | None:
 
 
 def _finite(value: object) -> bool:
+    """A real number a float holds, finite (numpy's scalars too; not a string that reads as one)."""
     try:
-        return math.isfinite(float(value))  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
+        return isinstance(value, numbers.Real) and math.isfinite(value)
+    except OverflowError:  # an int beyond a float's range
         return False
 
 
@@ -129,7 +131,7 @@ class TeleopCore:
         self._buttons = {Button.A: False, Button.B: False}
         self._last_stamp: int | None = None
         self._stamp_changed_at = 0.0
-        self._last_ctrl: tuple[np.ndarray, np.ndarray] | None = None  # (p, R) of the last sample, base frame
+        self._last_ctrl: tuple[np.ndarray, np.ndarray] | None = None  # (p, R) of the last healthy sample
 
     @property
     def engaged(self) -> bool:
@@ -207,11 +209,11 @@ class TeleopCore:
             self._buttons[button] = down
         return tuple(pressed)
 
-    def hold(self, status: Status, reason: str = "", presses: tuple[Button, ...] = ()) -> TeleopStep:
-        """Hold the arm (a zero motion, the gripper command kept) and release the clutch."""
+    def hold(self, status: Status, reason: str, presses: tuple[Button, ...] = ()) -> TeleopStep:
+        """Hold the arm (a zero motion, the gripper command kept) and release the clutch (the glitch check
+        compares samples only while latched, and a latch starts from the sample it latches on: so after any
+        hold, a jumped stream is followed from where it jumped to)."""
         self._latch = None
-        if status is not Status.IDLE and status is not Status.JUMP:
-            self._last_ctrl = None  # a fresh stream is not compared with the old one
         action = np.zeros(7)
         action[6] = self._gripper
         return TeleopStep(action, status, presses, reason=reason)
