@@ -13,7 +13,7 @@ from evaluation_fakes import trial_failing_at_2, trial_killing_its_process_at_1
 from evaluation.metrics import by_speed, summarize
 from evaluation.protocol import configurations, protocol_trials
 from evaluation.report import plot, table, write_results
-from evaluation.runner import RESULTS_FILE, TrialError, load_results, run_real_trial, run_trials
+from evaluation.runner import RESULTS_FILE, load_results, run_real_trial, run_trials
 from libero_workcell.contract import Services
 from recorder.collection_plan import CollectionPlan, held_out
 
@@ -126,24 +126,26 @@ def test_a_failed_trial_is_recorded_with_its_reason_the_others_finish_and_a_reru
 
 
 def test_with_workers_a_failed_trial_or_a_dead_trial_process_fails_that_trial_only(tmp_path: Path) -> None:
-    trials = protocol_trials((0.05,), trials_per_speed=4)
+    trials = protocol_trials((0.05,), trials_per_speed=3)
     rows = run_trials(trials, tmp_path, trial_killing_its_process_at_1, 2, domains=[7, 8], progress=False)
     failed = {r["trial"]["index"]: r["failed"] for r in rows if r.get("failed")}
     assert failed == {1: "ChildProcessError: the trial's process died (exit code 3)",
                       2: "TimeoutError: timed out after 60 s waiting for the world and the recorder"}  # fmt: skip
-    assert ran(tmp_path) == [0, 3] and [r["trial"]["index"] for r in rows] == [0, 1, 2, 3]
-    assert len(load_results(tmp_path)) == 4 and {r["domain"] for r in rows if not r.get("failed")} <= {7, 8}
+    assert ran(tmp_path) == [0] and [r["trial"]["index"] for r in rows] == [0, 1, 2]
+    assert len(load_results(tmp_path)) == 3 and {r["domain"] for r in rows if not r.get("failed")} <= {7, 8}
     (tmp_path / "fixed").touch()
     rows = run_trials(trials, tmp_path, trial_failing_at_2, 2, domains=[7, 8], progress=False)
-    assert ran(tmp_path) == [0, 1, 2, 3] and not any(r.get("failed") for r in rows)  # only 1 and 2 ran again
-    assert len(list(tmp_path.glob("ran_*"))) == 4
+    assert ran(tmp_path) == [0, 1, 2] and not any(r.get("failed") for r in rows)  # only 1 and 2 ran again
+    assert len(list(tmp_path.glob("ran_*"))) == 3
 
 
-def test_on_the_physical_cell_the_run_stops_at_a_failed_trial(tmp_path: Path) -> None:
+def test_stop_on_failure_ends_the_run_at_a_failed_trial_unrecorded(tmp_path: Path) -> None:
     trials = protocol_trials((0.05,), trials_per_speed=4)
-    with pytest.raises(TrialError, match="trial 2 failed: TimeoutError"):
+    with pytest.raises(TimeoutError, match="waiting for the world"):
         run_trials(trials, tmp_path, trial_failing_at_2, domains=[0], progress=False, stop_on_failure=True)
-    assert ran(tmp_path) == [0, 1] and load_results(tmp_path)[-1]["failed"].startswith("TimeoutError")
+    assert ran(tmp_path) == [0, 1] and [r["trial"]["index"] for r in load_results(tmp_path)] == [0, 1]
+    with pytest.raises(ValueError, match="workers must be 1"):
+        run_trials(trials, tmp_path, trial_failing_at_2, 2, domains=[0, 1], progress=False, stop_on_failure=True)
 
 
 def test_a_real_trial_sets_itself_up_by_command_and_asks_the_operator_only_what_a_person_must_do() -> None:

@@ -73,9 +73,10 @@ def latest_results(out_dir: Path) -> list[dict[str, Any]]:
 
 
 def failed_row(trial: Trial, exc: BaseException, wall_s: float | None) -> dict[str, Any]:
-    """The line of a trial whose trial function raised: the reason, and where (the traceback's last lines)."""
+    """The line of a trial whose trial function raised: which trial (its fields: cheap, unlike the task that
+    ``as_dict`` derives), the reason, and where (the traceback's last lines)."""
     tb = "".join(traceback.format_exception(exc)[-3:])[-2000:]
-    return {"trial": trial.as_dict(), "failed": f"{type(exc).__name__}: {exc}", "traceback": tb, "wall_s": wall_s}
+    return {"trial": asdict(trial), "failed": f"{type(exc).__name__}: {exc}", "traceback": tb, "wall_s": wall_s}
 
 
 def append_result(out_dir: Path, row: dict[str, Any]) -> None:
@@ -98,8 +99,9 @@ def run_trials(
 ) -> list[dict[str, Any]]:
     """Run the trials ``out_dir``'s results do not hold yet (or hold as failed), ``workers`` at a time; every result
     written as it comes. ``run_trial(trial, out_dir, domain_id)`` returns the result row; one that raises is
-    written as a failed row (:func:`failed_row`) and the run goes on (``stop_on_failure``: the run stops there
-    with :class:`TrialError`, after writing it). Returns each trial's latest row (:func:`latest_results`)."""
+    written as a failed row (:func:`failed_row`) and the run goes on. ``stop_on_failure`` (one at a time only:
+    the physical cell): the exception ends the run instead, that trial unrecorded. Returns each trial's latest
+    row (:func:`latest_results`)."""
     from tqdm import tqdm
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -108,13 +110,13 @@ def run_trials(
     pool = list(domains) if domains is not None else [_domain_for(k) for k in range(max(1, workers))]
     if len(pool) < max(1, workers):
         raise ValueError(f"{workers} workers need as many DDS domains, got {pool}")
+    if stop_on_failure and workers > 1:
+        raise ValueError("stop_on_failure runs one trial at a time: workers must be 1")
     bar = tqdm(total=len(trials), initial=len(trials) - len(todo), desc="trials", unit="trial", disable=not progress)
 
     def finished(row: dict[str, Any]) -> None:
         append_result(out_dir, row)
         bar.update()
-        if row.get("failed") and stop_on_failure:
-            raise TrialError(f"trial {row['trial']['index']} failed: {row['failed']}")
 
     if workers <= 1:
         for t in todo:
@@ -122,16 +124,14 @@ def run_trials(
             try:
                 row = run_trial(t, out_dir, pool[0])
             except Exception as exc:  # one trial's failure is its own line; the others go on
+                if stop_on_failure:
+                    raise
                 row = failed_row(t, exc, time.monotonic() - t0)
             finished(row)
     else:
         _run_in_processes(todo, out_dir, run_trial, pool[:workers], finished)
     bar.close()
     return latest_results(out_dir)
-
-
-class TrialError(RuntimeError):
-    """A trial failed and the run was asked to stop there (``stop_on_failure``); its failed row is written."""
 
 
 def _domain_for(worker: int) -> int:
@@ -164,10 +164,10 @@ def _run_in_processes(todo: Sequence[Trial], out_dir: Path, run_trial: Callable[
                 proc, trial, domain, t0 = running.pop(conn)
                 try:
                     row = conn.recv()
-                except EOFError:  # died before it could answer
+                except Exception as exc:  # EOF: it died before it could answer
                     proc.join()
-                    row = failed_row(trial, ChildProcessError(f"the trial's process died (exit code {proc.exitcode})"),
-                                     time.monotonic() - t0)  # fmt: skip
+                    why = f"died (exit code {proc.exitcode})" if isinstance(exc, EOFError) else f"sent garbage ({exc})"
+                    row = failed_row(trial, ChildProcessError(f"the trial's process {why}"), time.monotonic() - t0)
                 conn.close()
                 proc.join()
                 free.append(domain)
@@ -452,9 +452,9 @@ def run_real_trials(
         return {**row, "settings": asdict(settings)}
 
     try:
-        return run_trials(trials, out_dir, one, workers=1, domains=[0], progress=False), None
+        return run_trials(trials, out_dir, one, workers=1, domains=[0], progress=False, stop_on_failure=True), None
     except _TrialError as failed:
-        return sorted(load_results(out_dir), key=lambda r: int(r["trial"]["index"])), str(failed)
+        return latest_results(out_dir), str(failed)
 
 
 def _yes(ask: Callable[[str], str], prompt: str) -> bool:
