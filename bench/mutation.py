@@ -1,6 +1,6 @@
 """Mutation testing of the safety code (mutmut 3): do the fast tests notice when a branch changes?
 
-``bench/mutation.sh [driver] [arcs] [conveyor] [chunks]`` (default: all). For each target it copies
+``bench/mutation.sh [driver] [arcs] [conveyor] [chunks] [teleop] ...`` (default: all). For each target it copies
 the working tree to a temporary directory (mutmut writes ``mutants/`` and rewrites sources
 there, never here), configures mutmut for that one file and the tests that exercise it, runs
 it with the property tests made repeatable (``HYPOTHESIS_PROFILE=mutation``), and prints the
@@ -43,6 +43,9 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     "chunks": ("src/policy_node/chunks.py", ["tests/test_policy_chunks.py"]),
+    # the teleop core's holds: clutch, glitches (position and orientation), non-finite inputs, bad states; the
+    # publish path's tests (teleop_pico/output.py) run the core too
+    "teleop": ("src/teleop_pico/core.py", ["tests/test_teleop_core.py", "tests/test_teleop_output.py"]),
     "arcs": ("src/aubo_bridge/arcs_backend.py",
              ["tests/test_arcs_backend.py", "tests/test_arcs_backend_branches.py", "tests/test_arcs_rtde.py"]),
     "rtde": ("src/aubo_bridge/arcs_rtde.py", ["tests/test_arcs_rtde.py"]),  # the RTDE subscription's client side

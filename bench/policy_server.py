@@ -131,6 +131,10 @@ def throughput(trials: int) -> None:
                 progress=False,
             )
             wall = time.monotonic() - t0
+        failed = [r for r in rows if r.get("failed")]
+        rows = [r for r in rows if not r.get("failed")]
+        if failed:
+            print(f"   {workers} worker(s): {len(failed)} trial(s) failed: {failed[0]['failed']}")
         sim = sum(r["sim_time"] for r in rows)
         placed = sum(sum(r["outcome"]["placed"]) for r in rows)
         print(

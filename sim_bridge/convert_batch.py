@@ -27,7 +27,15 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from libero_workcell.libero_format import Demo, LiberoFormatError, demo_files, demo_order, read_demos, write_demo_file
+from libero_workcell.libero_format import (
+    Demo,
+    LiberoFormatError,
+    demo_files,
+    demo_order,
+    open_demo_file,
+    read_demos,
+    write_demo_file,
+)
 from sim_bridge.aubo_demos import ENV_ARGS as AUBO_ENV_ARGS
 from sim_bridge.replay import recorded_placed
 
@@ -43,11 +51,15 @@ class Job:
 
 
 def plan_jobs(inputs: Sequence[Path], out: Path) -> Iterator[Job]:
-    """One job per demo of every input file (reading only the demo names: nothing is loaded yet)."""
-    import h5py
-
+    """One job per demo of every input file (reading only the demo names: nothing is loaded yet). A file that
+    is no HDF5 file, or that open_demo_file refuses (it would read outside its folder), stops the plan with
+    LiberoFormatError before any work."""
     for path in demo_files(inputs):
-        with h5py.File(path, "r") as f:
+        try:
+            f = open_demo_file(path)
+        except OSError as exc:
+            raise LiberoFormatError(f"{path}: not an HDF5 file ({exc})") from None
+        with f:
             names = sorted(f["data"].keys(), key=demo_order) if "data" in f else []
         for name in names:
             yield Job(path, name, out / path.stem / f"{name}.hdf5")

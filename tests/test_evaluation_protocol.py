@@ -8,6 +8,7 @@ from pathlib import Path
 
 import cv2
 import pytest
+from evaluation_fakes import trial_failing_at_2, trial_killing_its_process_at_1
 
 from evaluation.metrics import by_speed, summarize
 from evaluation.protocol import configurations, protocol_trials
@@ -64,8 +65,11 @@ def test_the_report_writes_json_a_table_and_a_plot(tmp_path: Path) -> None:
         {"trial": {"index": i, "belt_speed": s}, "outcome": {"placed": p, "PCR_S": sum(p) / 3, "pcr_s_init": 0.0}}
         for i, (s, p) in enumerate([(0.03, [True] * 3), (0.03, [True, False, False]), (0.05, [False] * 3)])
     ]
-    doc = write_results(tmp_path, rows, {"checkpoint": "pi05_industry", "policy_url": "ws://gpu:8000"})
+    failed = [{"trial": {"index": 3, "belt_speed": 0.05}, "failed": "TimeoutError: no graph"}]
+    doc = write_results(tmp_path, rows, {"checkpoint": "pi05_industry", "policy_url": "ws://gpu:8000"}, failed=failed)
     back = json.loads((tmp_path / "results.json").read_text())
+    assert back["failed_trials"] == [{"index": 3, "reason": "TimeoutError: no graph"}]
+    assert back["metrics"]["0.05"]["trials"] == 1  # a failed trial is not in the metrics
     assert back["settings"]["checkpoint"] == "pi05_industry" and len(back["trials"]) == 3
     assert back["metrics"]["0.03"]["SR"] == 0.5 and back["metrics"]["all"]["reach"]["1"] == pytest.approx(2 / 3)
     text = table(back["metrics"])
@@ -94,6 +98,54 @@ def test_an_interrupted_run_resumes_with_the_trials_it_has_not_finished(tmp_path
     assert ran == [0, 1, 2, 3, 3, 4, 5] and [r["trial"]["index"] for r in rows] == list(range(6))
     assert {r["domain"] for r in rows} == {7}
     assert run_trials(trials, tmp_path, fake, domains=[7], progress=False) == rows and len(ran) == 7  # all done
+
+
+def ran(out_dir: Path) -> list[int]:
+    return sorted(int(p.name.split("_")[1]) for p in out_dir.glob("ran_*"))
+
+
+def test_a_failed_trial_is_recorded_with_its_reason_the_others_finish_and_a_rerun_retries_only_it(
+    tmp_path: Path,
+) -> None:
+    trials = protocol_trials((0.05,), trials_per_speed=5)
+    rows = run_trials(trials, tmp_path, trial_failing_at_2, domains=[7], progress=False)
+    assert ran(tmp_path) == [0, 1, 3, 4]  # the run went on past the failure
+    assert [r["trial"]["index"] for r in load_results(tmp_path)] != [] and len(load_results(tmp_path)) == 5
+    failed = [r for r in rows if r.get("failed")]
+    assert [r["trial"]["index"] for r in failed] == [2] and "outcome" not in failed[0]
+    assert failed[0]["failed"] == "TimeoutError: timed out after 60 s waiting for the world and the recorder"
+    assert "trial_failing_at_2" in failed[0]["traceback"]
+    assert {r["domain"] for r in rows if not r.get("failed")} == {7}
+    (tmp_path / "fixed").touch()
+    for p in tmp_path.glob("ran_*"):
+        p.unlink()
+    rows = run_trials(trials, tmp_path, trial_failing_at_2, domains=[7], progress=False)
+    assert ran(tmp_path) == [2]  # only the failed trial again
+    assert [r["trial"]["index"] for r in rows] == list(range(5)) and not any(r.get("failed") for r in rows)
+    assert len(load_results(tmp_path)) == 6  # the failure stays on record, superseded by the retry
+
+
+def test_with_workers_a_failed_trial_or_a_dead_trial_process_fails_that_trial_only(tmp_path: Path) -> None:
+    trials = protocol_trials((0.05,), trials_per_speed=3)
+    rows = run_trials(trials, tmp_path, trial_killing_its_process_at_1, 2, domains=[7, 8], progress=False)
+    failed = {r["trial"]["index"]: r["failed"] for r in rows if r.get("failed")}
+    assert failed == {1: "ChildProcessError: the trial's process died (exit code 3)",
+                      2: "TimeoutError: timed out after 60 s waiting for the world and the recorder"}  # fmt: skip
+    assert ran(tmp_path) == [0] and [r["trial"]["index"] for r in rows] == [0, 1, 2]
+    assert len(load_results(tmp_path)) == 3 and {r["domain"] for r in rows if not r.get("failed")} <= {7, 8}
+    (tmp_path / "fixed").touch()
+    rows = run_trials(trials, tmp_path, trial_failing_at_2, 2, domains=[7, 8], progress=False)
+    assert ran(tmp_path) == [0, 1, 2] and not any(r.get("failed") for r in rows)  # only 1 and 2 ran again
+    assert len(list(tmp_path.glob("ran_*"))) == 3
+
+
+def test_stop_on_failure_ends_the_run_at_a_failed_trial_unrecorded(tmp_path: Path) -> None:
+    trials = protocol_trials((0.05,), trials_per_speed=4)
+    with pytest.raises(TimeoutError, match="waiting for the world"):
+        run_trials(trials, tmp_path, trial_failing_at_2, domains=[0], progress=False, stop_on_failure=True)
+    assert ran(tmp_path) == [0, 1] and [r["trial"]["index"] for r in load_results(tmp_path)] == [0, 1]
+    with pytest.raises(ValueError, match="workers must be 1"):
+        run_trials(trials, tmp_path, trial_failing_at_2, 2, domains=[0, 1], progress=False, stop_on_failure=True)
 
 
 def test_a_real_trial_sets_itself_up_by_command_and_asks_the_operator_only_what_a_person_must_do() -> None:

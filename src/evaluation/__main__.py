@@ -7,7 +7,7 @@ deploy_real.launch.py policy_autostart:=false ...``): the operator sets up each 
 placement (``--horizon S``: a dry run of S seconds per trial); a trial that fails with an error stops the run
 there, for a person to see to the cell (the same command then goes on from it). Either way DIR gets
 ``results.jsonl`` (one line per trial, as it finishes: a rerun resumes), ``results.json`` (settings, trials,
-metrics), ``results.png``, and the printed table; in sim also every rollout (``rollouts/``, LIBERO's HDF5
+metrics, failed trials), ``results.png``, and the printed table; in sim also every rollout (``rollouts/``, LIBERO's HDF5
 layout) and policy_node's per-step timing (``timing/``).
 """
 
@@ -99,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "trial", file=sys.stderr)  # fmt: skip
         if not rows:
             return 1
+    failed = [r for r in rows if r.get("failed")]
+    rows = [r for r in rows if not r.get("failed")]  # the metrics count trials that ran, not a harness failure
     doc = write_results(
         a.out,
         rows,
@@ -111,16 +113,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             "horizon": a.horizon,  # real: a dry run's horizon per trial (None: each trial's own)
             "commit": _commit(),
         },
+        failed=failed,
     )
     plot(doc["metrics"], a.out / PLOT_FILE, f"{checkpoint} on the {a.where} workcell ({len(rows)} trials)")
     print(table(doc["metrics"]))
     prefs = score_trials(rows, a.out) if (a.where == "sim" or a.record) else None
     if prefs is not None:  # SR and SA from the recorded rollouts, beside the task metrics
-        doc = write_results(a.out, rows, doc["settings"], prefs)
+        doc = write_results(a.out, rows, doc["settings"], prefs, failed=failed)
         print(sa_line(prefs) + f"; report {a.out / REPORT_DIR / 'report.html'}")
     aborted = [(r["trial"]["index"], r["aborted"]) for r in rows if r.get("aborted")]
     for index, reason in aborted:  # a node of the loop stopped answering: the trial failed for that, not the policy
         print(f"warning: trial {index} ended early: {reason}")
+    for r in failed:  # not run to the end: not in the metrics; a rerun of the same command tries them again
+        print(f"error: trial {r['trial']['index']} failed: {r['failed']}", file=sys.stderr)
+    if failed:
+        print(f"{len(failed)} of {len(trials)} trials failed (results.json: failed_trials); run the same command "
+              "again to retry them (finished trials are kept)", file=sys.stderr)  # fmt: skip
     print(f"results: {a.out / 'results.json'}, plot: {a.out / PLOT_FILE}")
     return 0 if len(rows) == len(trials) else 1
 

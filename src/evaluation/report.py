@@ -15,10 +15,13 @@ PLOT_FILE = "results.png"
 
 
 def write_results(out_dir: Path, rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
-                  preferences: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+                  preferences: Mapping[str, Any] | None = None,
+                  failed: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:  # fmt: skip
     """Everything in one JSON file (replaced atomically); returns what it holds. ``preferences``: SR and SA of
-    the preferences the trials asked (evaluation.preference_scores)."""
-    doc = {"settings": dict(settings), "metrics": by_speed(rows), "trials": list(rows)}
+    the preferences the trials asked (evaluation.preference_scores); ``failed``: the trials that did not run to
+    the end (runner.failed_row), listed apart and not in the metrics."""
+    doc = {"settings": dict(settings), "metrics": by_speed(rows), "trials": list(rows),
+           "failed_trials": [{"index": r["trial"]["index"], "reason": r["failed"]} for r in failed]}  # fmt: skip
     if preferences is not None:
         doc["preferences"] = dict(preferences)
     tmp = out_dir / (RESULTS_JSON + ".partial")

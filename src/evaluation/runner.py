@@ -6,7 +6,7 @@ time in lockstep (docs/sim_time.md), as fast as the machine allows: the world's 
 the policy drives it from its first step and the rollout recorder records it whole; the runner waits for the
 world to report the episode done (its horizon comes from the belt schedule) and the rollout saved, and reads
 the outcome from the world's predicates. A trial's outcome does not depend on the machine or its load.
-Trials run in ``workers`` processes, each on its own domain.
+Trials run ``workers`` at a time, each in a process of its own on its own domain.
 
 Physical workcell (:func:`run_real_trials`): the operator sets up each trial as told and labels each
 placement; the runner starts and stops the policy around the trial's horizon (or a shorter dry-run horizon).
@@ -14,17 +14,20 @@ A trial that fails with an error (a command refused, a node not answering) stops
 a person, and going on would run the next trial on a cell in an unknown state.
 
 Every finished trial is one line of ``results.jsonl`` (written and flushed at once); a rerun with the same
-output folder skips the trials there, so an interrupted evaluation resumes where it stopped.
+output folder skips the trials there, so an interrupted evaluation resumes where it stopped. A trial that fails
+(its trial function raises: a graph that did not come up, a worker process that died) is a line too, with
+``failed`` (the reason) and no outcome; the others go on, and a rerun tries the failed ones again.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import time
+import traceback
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,7 @@ from evaluation.protocol import Trial
 
 RESULTS_FILE = "results.jsonl"
 START_TIMEOUT = 60.0  # s for a trial's graph to come up
+CHILD_STOP_TIMEOUT = 30.0  # s an interrupted trial's process has to stop its graph before it is terminated
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,8 @@ class EvalSettings:
 
 
 def load_results(out_dir: Path) -> list[dict[str, Any]]:
-    """The finished trials of an earlier run (a torn last line, from a kill mid-write, is ignored)."""
+    """Every line of an earlier run, failed trials' included, in order (a torn line, from a kill mid-write, is
+    ignored)."""
     path = out_dir / RESULTS_FILE
     if not path.is_file():
         return []
@@ -59,6 +64,19 @@ def load_results(out_dir: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return rows
+
+
+def latest_results(out_dir: Path) -> list[dict[str, Any]]:
+    """Each trial's last line (a retry's supersedes the failure before it), in trial order."""
+    latest = {int(r["trial"]["index"]): r for r in load_results(out_dir)}
+    return [latest[k] for k in sorted(latest)]
+
+
+def failed_row(trial: Trial, exc: BaseException, wall_s: float | None) -> dict[str, Any]:
+    """The line of a trial whose trial function raised: which trial (its fields: cheap, unlike the task that
+    ``as_dict`` derives), the reason, and where (the traceback's last lines)."""
+    tb = "".join(traceback.format_exception(exc)[-3:])[-2000:]
+    return {"trial": asdict(trial), "failed": f"{type(exc).__name__}: {exc}", "traceback": tb, "wall_s": wall_s}
 
 
 def append_result(out_dir: Path, row: dict[str, Any]) -> None:
@@ -77,34 +95,43 @@ def run_trials(
     workers: int = 1,
     domains: Iterable[int] | None = None,
     progress: bool = True,
+    stop_on_failure: bool = False,
 ) -> list[dict[str, Any]]:
-    """Run the trials not in ``out_dir``'s results yet, ``workers`` at a time; every result as it comes.
-    ``run_trial(trial, out_dir, domain_id)`` returns the result row. Returns every result, old and new."""
+    """Run the trials ``out_dir``'s results do not hold yet (or hold as failed), ``workers`` at a time; every result
+    written as it comes. ``run_trial(trial, out_dir, domain_id)`` returns the result row; one that raises is
+    written as a failed row (:func:`failed_row`) and the run goes on. ``stop_on_failure`` (one at a time only:
+    the physical cell): the exception ends the run instead, that trial unrecorded. Returns each trial's latest
+    row (:func:`latest_results`)."""
     from tqdm import tqdm
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    done = {int(r["trial"]["index"]) for r in load_results(out_dir)}
+    done = {int(r["trial"]["index"]) for r in load_results(out_dir) if not r.get("failed")}
     todo = [t for t in trials if t.index not in done]
     pool = list(domains) if domains is not None else [_domain_for(k) for k in range(max(1, workers))]
     if len(pool) < max(1, workers):
         raise ValueError(f"{workers} workers need as many DDS domains, got {pool}")
+    if stop_on_failure and workers > 1:
+        raise ValueError("stop_on_failure runs one trial at a time: workers must be 1")
     bar = tqdm(total=len(trials), initial=len(trials) - len(todo), desc="trials", unit="trial", disable=not progress)
+
+    def finished(row: dict[str, Any]) -> None:
+        append_result(out_dir, row)
+        bar.update()
+
     if workers <= 1:
         for t in todo:
-            append_result(out_dir, run_trial(t, out_dir, pool[0]))
-            bar.update()
+            t0 = time.monotonic()
+            try:
+                row = run_trial(t, out_dir, pool[0])
+            except Exception as exc:  # one trial's failure is its own line; the others go on
+                if stop_on_failure:
+                    raise
+                row = failed_row(t, exc, time.monotonic() - t0)
+            finished(row)
     else:
-        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter per worker: no rclpy state forked
-        free: Any = ctx.Queue()
-        for d in pool[:workers]:
-            free.put(d)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_take_domain, initargs=(free,)) as ex:
-            futures = [ex.submit(_in_worker, run_trial, t, out_dir) for t in todo]
-            for fut in as_completed(futures):
-                append_result(out_dir, fut.result())
-                bar.update()
+        _run_in_processes(todo, out_dir, run_trial, pool[:workers], finished)
     bar.close()
-    return sorted(load_results(out_dir), key=lambda r: int(r["trial"]["index"]))
+    return latest_results(out_dir)
 
 
 def _domain_for(worker: int) -> int:
@@ -115,17 +142,54 @@ def _domain_for(worker: int) -> int:
     )
 
 
-_WORKER_DOMAIN: int | None = None  # the DDS domain of this worker process (each worker has its own)
+def _run_in_processes(todo: Sequence[Trial], out_dir: Path, run_trial: Callable[[Trial, Path, int], dict[str, Any]],
+                      domains: list[int], finished: Callable[[dict[str, Any]], None]) -> None:  # fmt: skip
+    """Each trial in a fresh process of its own (spawn: no rclpy state forked), on a DDS domain no other running
+    trial has, ``len(domains)`` at a time; each row handed to ``finished`` as it comes. A process that dies
+    fails its own trial only (a shared worker pool would fail every trial in it)."""
+    ctx = multiprocessing.get_context("spawn")
+    queue, free = list(todo), list(domains)
+    running: dict[Any, tuple[Any, Trial, int, float]] = {}  # receiving end -> (process, trial, domain, start)
+    try:
+        while queue or running:
+            while queue and free:
+                trial, domain = queue.pop(0), free.pop(0)
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_trial_process, args=(run_trial, trial, out_dir, domain, send),
+                                   name=f"trial-{trial.index}")  # fmt: skip
+                proc.start()
+                send.close()  # only the child holds it now: its death reads as EOF here
+                running[recv] = (proc, trial, domain, time.monotonic())
+            for conn in multiprocessing.connection.wait(list(running)):
+                proc, trial, domain, t0 = running.pop(conn)
+                try:
+                    row = conn.recv()
+                except Exception as exc:  # EOF: it died before it could answer
+                    proc.join()
+                    why = f"died (exit code {proc.exitcode})" if isinstance(exc, EOFError) else f"sent garbage ({exc})"
+                    row = failed_row(trial, ChildProcessError(f"the trial's process {why}"), time.monotonic() - t0)
+                conn.close()
+                proc.join()
+                free.append(domain)
+                finished(row)
+    finally:
+        for proc, *_ in running.values():  # interrupted: the trials stop their graphs on the same Ctrl-C
+            proc.join(timeout=CHILD_STOP_TIMEOUT)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
 
 
-def _take_domain(free: Any) -> None:
-    global _WORKER_DOMAIN
-    _WORKER_DOMAIN = int(free.get())
-
-
-def _in_worker(run_trial: Callable[[Trial, Path, int], dict[str, Any]], trial: Trial, out_dir: Path):
-    assert _WORKER_DOMAIN is not None
-    return run_trial(trial, out_dir, _WORKER_DOMAIN)
+def _trial_process(run_trial: Callable[[Trial, Path, int], dict[str, Any]], trial: Trial, out_dir: Path, domain: int,
+                   send: Any) -> None:  # fmt: skip
+    """A trial's process: its row, or its failed row (made here: the exception itself may not survive pickling)."""
+    t0 = time.monotonic()
+    try:
+        row = run_trial(trial, out_dir, domain)
+    except Exception as exc:
+        row = failed_row(trial, exc, time.monotonic() - t0)
+    send.send(row)
+    send.close()
 
 
 # ---------------------------------------------------------------------- the simulated workcell
@@ -388,9 +452,9 @@ def run_real_trials(
         return {**row, "settings": asdict(settings)}
 
     try:
-        return run_trials(trials, out_dir, one, workers=1, domains=[0], progress=False), None
+        return run_trials(trials, out_dir, one, workers=1, domains=[0], progress=False, stop_on_failure=True), None
     except _TrialError as failed:
-        return sorted(load_results(out_dir), key=lambda r: int(r["trial"]["index"])), str(failed)
+        return latest_results(out_dir), str(failed)
 
 
 def _yes(ask: Callable[[str], str], prompt: str) -> bool:

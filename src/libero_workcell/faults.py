@@ -221,14 +221,32 @@ FAULTS: Final[tuple[Fault, ...]] = (
           "Check the headset's connection to the PC service; it resumes by itself, with a fresh clutch.",
           "frozen"),
     Fault("TELEOP-JUMP", TELEOP, r"^jump$",
-          "The controller jumped further than `teleop.max_jump` between samples (a tracking glitch); the clutch "
-          "released.",
+          "The controller moved further than `teleop.max_jump` or turned further than `teleop.max_rot_jump` "
+          "between samples (a tracking glitch); the clutch released.",
           "Release the grip and engage it again.",
           "jump"),
     Fault("TELEOP-NO-SOURCE", TELEOP, r"^no_source$",
           "The controller source failed or ended (a scripted session that finished); the arm holds.",
           "Restart the teleop node, or check its log for the source's error.",
           "no_source"),
+    Fault("TELEOP-BAD-INPUT", TELEOP, r"^bad_input$",
+          "The headset reports a grip or trigger that is not a finite number; the arm holds, the clutch released, "
+          "the gripper as it was.",
+          "Check the controller (its battery, its pairing with the headset); engage the grip again once "
+          "`/teleop/status` says why no more.",
+          "bad_input"),
+    Fault("TELEOP-BAD-STATE", TELEOP, r"^bad_state$",
+          "The robot state teleop follows from is not a state (NaN, or an absurd value); the arm holds.",
+          "Check the arm bridge (`workcell status`: its fault and diagnostics); teleop resumes on a good state.",
+          "bad_state"),
+    Fault("TELEOP-INVALID-ACTION", TELEOP, r"^invalid_action$",
+          "Teleop computed an action the contract refuses (a bug); a hold was sent instead.",
+          "Report it with the node's log (it names the values); restart the teleop node.",
+          "invalid_action"),
+    Fault("TELEOP-NO-STATE", TELEOP, r"^no_state$",
+          "No fresh robot state reaches teleop; it sends nothing and the arm's watchdog holds it.",
+          "Check that the arm bridge runs and publishes `/workcell/robot_state` (`workcell status`).",
+          "no_state"),
 )  # fmt: skip
 
 BY_CODE: Final = {f.code: f for f in FAULTS}

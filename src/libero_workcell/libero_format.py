@@ -21,15 +21,25 @@ The layout (LIBERO's datasets, robomimic's readers, openpi's LIBERO converter)::
 :func:`read_demos` opens a file read-only and checks every key and shape it needs before returning
 anything, so a malformed file is a clear error naming the demo, the key and what was expected, and is
 never modified. :func:`write_demo` writes one demo in the same layout.
+
+Demo files come from elsewhere (a shared drive, a download, a colleague), so every reader opens them with
+:func:`open_demo_file`: HDF5 would otherwise read whatever local file a dataset's external raw storage, a
+virtual dataset or an external link names (an image dataset backed by ``/etc/shadow`` passes every shape
+check), and allocate whatever shape a dataset declares (a 7 KiB file can declare 15 GiB). It refuses
+external storage and virtual datasets, and links that lead outside the file's own folder or to a file that is
+not there (HDF5 would look for that one in the working directory); a recorder's index, linking its episodes
+in the ``<name>_episodes/`` folder beside it, reads as before. Declared sizes are checked against
+:data:`MAX_STEPS` and the byte bounds before anything is read (:func:`checked_dataset`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import h5py
 import numpy as np
@@ -43,8 +53,105 @@ AUBO_ROBOT_STATE = ("gripper", "x", "y", "z", "qx", "qy", "qz", "qw")
 CAMERA_IMAGE_KEYS = {"external": "agentview_rgb", "wrist": "eye_in_hand_rgb"}  # the workcell's camera -> its key
 
 
+# Bounds on what a demo file may declare, checked before a dataset is read: far above any real demo, far below
+# what would exhaust the memory of the machine reading it.
+MAX_STEPS: Final = 1_000_000  # rows of a per-step dataset (14 hours at 20 Hz)
+MAX_ARRAY_BYTES: Final = 256 * 1024**2  # a numeric dataset read whole (a 14-hour demo's actions: 56 MB)
+MAX_FRAME_BYTES: Final = 64 * 1024**2  # one image frame (a 256 x 256 rgb8 frame is 192 KiB)
+MAX_IMAGES_BYTES: Final = 8 * 1024**3  # one camera's frames read whole (40 minutes at 256 x 256, 20 Hz)
+
+
 class LiberoFormatError(ValueError):
     pass
+
+
+def open_demo_file(path: str | Path, follow_links: bool = True) -> h5py.File:
+    """``path`` opened read-only, once it is safe to read: no dataset in it (or in a file it links) has external
+    raw storage or is virtual, and every external link leads to a file inside ``path``'s folder (its subfolders
+    included) that is there. LiberoFormatError says what was refused and where; OSError (as from h5py) when
+    ``path`` is no HDF5 file at all. ``follow_links=False``: the caller only lists this file's names and
+    attributes (a recorder's index while it resumes): links must still stay inside the folder, but their files
+    are neither required nor opened. The caller closes the file (``with open_demo_file(p) as f``)."""
+    path = Path(path)
+    f = h5py.File(path, "r")
+    try:
+        folder = path.resolve().parent
+        _check_demo_file(f, path, folder, {path.resolve()}, follow_links)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def _check_demo_file(f: h5py.File, path: Path, folder: Path, seen: set[Path], follow: bool) -> None:
+    """Refuse what would make HDF5 read outside ``folder``: in ``f`` and, with ``follow``, in what it links."""
+    problems: list[str] = []
+    links: list[tuple[str, h5py.ExternalLink]] = []
+
+    def on_link(name: str, link: object) -> None:
+        if isinstance(link, h5py.ExternalLink):
+            links.append((name, link))
+        elif not isinstance(link, (h5py.HardLink, h5py.SoftLink)):  # a soft link names a path in the same file
+            problems.append(f"{name!r} is a {type(link).__name__} (only hard, soft and external links are read)")
+
+    def on_object(name: str, obj: object) -> None:
+        if isinstance(obj, h5py.Dataset):
+            if obj.is_virtual:
+                problems.append(f"dataset {name!r} is virtual (its data would come from other files)")
+            elif obj.external:
+                problems.append(f"dataset {name!r} keeps its data in external files {[e[0] for e in obj.external]}")
+
+    f.visititems_links(on_link)  # every link, none followed
+    f.visititems(on_object)  # every object in this file (external links are not followed)
+    for name, link in links:
+        target = _link_target(path, name, link.filename, folder, must_exist=follow, problems=problems)
+        if follow and target is not None and target not in seen:
+            seen.add(target)
+            try:
+                linked = h5py.File(target, "r")
+            except OSError as exc:
+                problems.append(f"{name!r} links to {target}, which is no readable HDF5 file ({exc})")
+                continue
+            with linked:
+                _check_demo_file(linked, target, folder, seen, follow)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise LiberoFormatError(f"{path}: refused: {problems[0]}{more}. A demo file must hold its own data, or "
+                                "link only files in its own folder: copy the data into the file")  # fmt: skip
+
+
+def _link_target(path: Path, name: str, filename: str, folder: Path, must_exist: bool,
+                 problems: list[str]) -> Path | None:  # fmt: skip
+    """Where an external link in ``path`` leads (as HDF5 looks first: from the linking file's folder), or None
+    after noting why it may not be followed."""
+    target = (path.resolve().parent / filename).resolve()
+    if not target.is_relative_to(folder):
+        problems.append(f"{name!r} links to {filename!r}, outside the file's folder {folder}")
+        return None
+    if must_exist and not target.is_file():  # HDF5 would look for it in the working directory next
+        problems.append(f"{name!r} links to {filename!r}, which is not in {target.parent}")
+        return None
+    return target
+
+
+def checked_dataset(group: h5py.Group, key: str, where: str, max_bytes: int = MAX_ARRAY_BYTES,
+                    rows: int | None = None) -> h5py.Dataset:  # fmt: skip
+    """``group[key]`` as a dataset whose declared size may be read: at most :data:`MAX_STEPS` rows (exactly
+    ``rows`` when given) and ``max_bytes``; LiberoFormatError before anything is read otherwise."""
+    if key not in group:
+        raise LiberoFormatError(f"{where}: missing {key!r}")
+    item = group[key]
+    if not isinstance(item, h5py.Dataset):
+        raise LiberoFormatError(f"{where}: {key!r} is not a dataset")
+    shape = item.shape or ()
+    if len(shape) and rows is not None and shape[0] != rows:
+        raise LiberoFormatError(f"{where}: {key!r} has shape {shape}, expected {rows} rows (one per action)")
+    nbytes = math.prod(shape) * item.dtype.itemsize  # Python ints: no overflow whatever the file declares
+    if (len(shape) and shape[0] > MAX_STEPS) or nbytes > max_bytes:
+        raise LiberoFormatError(f"{where}: {key!r} declares shape {shape} {item.dtype} ({nbytes / 1024**2:.0f} MiB), "
+                                f"over the bounds for a demo ({MAX_STEPS} steps, {max_bytes / 1024**2:.0f} MiB): "
+                                "not a demo file, or a damaged one")  # fmt: skip
+    return item
 
 
 @dataclass(frozen=True)
@@ -106,13 +213,17 @@ def demo_order(name: str) -> tuple[int, str]:
     return (int(tail), name) if tail.isdigit() else (1 << 30, name)
 
 
+def checked_frames(group: h5py.Group, key: str, where: str, rows: int | None = None) -> h5py.Dataset:
+    """``group[key]`` as image frames (T, H, W, C) read one by one: each at most :data:`MAX_FRAME_BYTES`."""
+    ds = checked_dataset(group, key, where, MAX_STEPS * MAX_FRAME_BYTES, rows)
+    if ds.ndim != 4 or math.prod(ds.shape[1:]) * ds.dtype.itemsize > MAX_FRAME_BYTES:
+        raise LiberoFormatError(f"{where}: {key!r} is {ds.shape} {ds.dtype}, expected frames (T, H, W, 3) of at "
+                                f"most {MAX_FRAME_BYTES / 1024**2:.0f} MiB each")  # fmt: skip
+    return ds
+
+
 def _array(group: h5py.Group, key: str, where: str, width: int | tuple[int, ...] | None, length: int | None):
-    if key not in group:
-        raise LiberoFormatError(f"{where}: missing {key!r}")
-    item = group[key]
-    if not isinstance(item, h5py.Dataset):
-        raise LiberoFormatError(f"{where}: {key!r} is not a dataset")
-    a = item[()]
+    a = checked_dataset(group, key, where, rows=length)[()]
     if a.ndim == 0 or (length is not None and a.shape[0] != length):
         raise LiberoFormatError(f"{where}: {key!r} has shape {a.shape}, expected {length} rows (one per action)")
     if isinstance(width, int) and (a.ndim != 2 or a.shape[1] != width):
@@ -160,7 +271,7 @@ def _read_demo(name: str, g: h5py.Group, images: bool) -> Demo:
     if images:
         for key in IMAGE_KEYS:
             if key in obs:
-                img = obs[key][()]
+                img = checked_dataset(obs, key, ow, MAX_IMAGES_BYTES, rows=t)[()]
                 if img.ndim != 4 or img.shape[0] != t or img.shape[3] != 3 or img.dtype != np.uint8:
                     expected = "expected (T, H, W, 3) uint8"
                     raise LiberoFormatError(f"{ow}: {key!r} has shape {img.shape} {img.dtype}, {expected}")
@@ -170,7 +281,7 @@ def _read_demo(name: str, g: h5py.Group, images: bool) -> Demo:
         raise LiberoFormatError(f"{where}: num_samples is {attrs['num_samples']} but 'actions' has {t} rows")
     servo_tick = None
     if "timing" in g and "servo_tick" in g["timing"]:
-        servo_tick = np.asarray(g["timing/servo_tick"][()])
+        servo_tick = np.asarray(checked_dataset(g["timing"], "servo_tick", f"{where}/timing", rows=t)[()])
         if servo_tick.shape != (t,) or not np.issubdtype(servo_tick.dtype, np.integer):
             raise LiberoFormatError(f"{where}/timing: 'servo_tick' is {servo_tick.shape} {servo_tick.dtype}, "
                                     f"expected ({t},) integers")  # fmt: skip
@@ -178,12 +289,13 @@ def _read_demo(name: str, g: h5py.Group, images: bool) -> Demo:
     scene_pos = scene_held = satisfaction = None
     if "scene" in g:
         scene_pos = _array3(g["scene"], "workpiece_pos", f"{where}/scene", t)
-        scene_held = np.asarray(g["scene/workpiece_held"][()]).astype(bool)
+        held = checked_dataset(g["scene"], "workpiece_held", f"{where}/scene", rows=t)
+        scene_held = np.asarray(held[()]).astype(bool)
         if scene_held.shape != scene_pos.shape[:2]:
             raise LiberoFormatError(f"{where}/scene: 'workpiece_held' is {scene_held.shape}, expected "
                                     f"{scene_pos.shape[:2]}")  # fmt: skip
     if "preference" in g and "satisfaction" in g["preference"]:
-        satisfaction = np.asarray(g["preference/satisfaction"][()], float)
+        satisfaction = np.asarray(checked_dataset(g["preference"], "satisfaction", f"{where}/preference")[()], float)
         if satisfaction.ndim != 2 or satisfaction.shape[0] != t:
             raise LiberoFormatError(f"{where}/preference: 'satisfaction' is {satisfaction.shape}, expected ({t}, k)")
     return Demo(name, actions, ee_pos, ee_ori, gripper, joints, robot_states, pictures, attrs, servo_tick,
@@ -191,9 +303,7 @@ def _read_demo(name: str, g: h5py.Group, images: bool) -> Demo:
 
 
 def _array3(group: h5py.Group, key: str, where: str, length: int) -> np.ndarray:
-    if key not in group:
-        raise LiberoFormatError(f"{where}: missing {key!r}")
-    a = np.asarray(group[key][()], float)
+    a = np.asarray(checked_dataset(group, key, where, rows=length)[()], float)
     if a.ndim != 3 or a.shape[0] != length or a.shape[2] != 3:
         raise LiberoFormatError(f"{where}: {key!r} has shape {a.shape}, expected ({length}, N, 3)")
     return a
@@ -205,7 +315,7 @@ def read_demos(path: str | Path, images: bool = False) -> DemoFile:
     if not path.is_file():
         raise LiberoFormatError(f"{path}: no such file")
     try:
-        f = h5py.File(path, "r")
+        f = open_demo_file(path)
     except OSError as exc:
         raise LiberoFormatError(f"{path}: not an HDF5 file ({exc})") from exc
     with f:
@@ -228,11 +338,15 @@ def read_frames(path: str | Path, demo: str, key: str, steps: Sequence[int]) -> 
     """Some frames of one camera of one demo, (len(steps), H, W, 3) uint8, without loading the rest."""
     if key not in IMAGE_KEYS:
         raise LiberoFormatError(f"{key!r} is not an image key; image keys: {list(IMAGE_KEYS)}")
-    with h5py.File(Path(path), "r") as f:
+    try:
+        f = open_demo_file(path)
+    except OSError as exc:
+        raise LiberoFormatError(f"{path}: not an HDF5 file ({exc})") from exc
+    with f:
         where = f"data/{demo}/obs"
         if where not in f or key not in f[where]:
             raise LiberoFormatError(f"{path}: {where} has no {key!r}")
-        ds = f[where][key]
+        ds = checked_frames(f[where], key, f"{path}: {where}")
         bad = [s for s in steps if not 0 <= s < ds.shape[0]]
         if bad:
             raise LiberoFormatError(f"{path}: {where}/{key} has {ds.shape[0]} frames; asked for steps {bad}")

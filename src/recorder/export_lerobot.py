@@ -108,7 +108,11 @@ def demo_files(sources: Sequence[str | Path]) -> list[Path]:
 
 def _episodes(path: Path, images: str) -> Iterator[tuple[str, float, list[dict[str, Any]]]]:
     """(task text, fps, frames) per demo of ``path``, frames produced one by one."""
-    with h5py.File(path, "r") as f:
+    try:
+        f = libero_format.open_demo_file(path)  # a file from elsewhere: nothing read from outside its folder
+    except (OSError, libero_format.LiberoFormatError) as exc:
+        raise ExportError(f"{path}: {exc}") from None
+    with f:
         data = f["data"]
         env_args = json.loads(data.attrs["env_args"])
         problem = json.loads(data.attrs.get("problem_info", "{}"))
@@ -123,8 +127,7 @@ def _episodes(path: Path, images: str) -> Iterator[tuple[str, float, list[dict[s
             prompt = format_prompt(task, str(preference) if preference else None)
             fps = float(a.get("control_hz", env_args.get("control_freq", 20.0)))
             obs = g["obs"]
-            state = np.concatenate([obs["ee_pos"][:], obs["ee_ori"][:], obs["gripper_states"][:, :1]], axis=1)
-            actions = g["actions"][:]
+            actions, state = _arrays(path, name, g)
             view = lambda im, stored=stored: policy_image(im, images, stored)  # noqa: E731
 
             def frames(obs=obs, state=state, actions=actions, view=view) -> Iterator[dict[str, Any]]:
@@ -135,6 +138,22 @@ def _episodes(path: Path, images: str) -> Iterator[tuple[str, float, list[dict[s
                     yield frame
 
             yield prompt, fps, frames()
+
+
+def _arrays(path: Path, name: str, g: h5py.Group) -> tuple[np.ndarray, np.ndarray]:
+    """A demo's actions and 7-D states, each dataset's declared size checked before it is read; its camera
+    datasets' frames checked the same way (they are read one by one)."""
+    where, obs = f"{path}: data/{name}", g["obs"]
+    try:
+        actions = libero_format.checked_dataset(g, "actions", where)[()]
+        t = len(actions)
+        parts = [libero_format.checked_dataset(obs, k, f"{where}/obs", rows=t)[()] for k in ("ee_pos", "ee_ori")]
+        parts.append(libero_format.checked_dataset(obs, "gripper_states", f"{where}/obs", rows=t)[()][:, :1])
+        for key in CAMERA_FEATURES:
+            libero_format.checked_frames(obs, key, f"{where}/obs", rows=t)
+    except libero_format.LiberoFormatError as exc:
+        raise ExportError(str(exc)) from None
+    return actions, np.concatenate(parts, axis=1)
 
 
 def export(

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import h5py
 
-from libero_workcell.libero_format import demo_order
+from libero_workcell.libero_format import demo_order, open_demo_file
 
 log = logging.getLogger(__name__)
 PARTIAL: Final = ".partial"
@@ -67,7 +67,7 @@ def saved_demo_attrs(path: str | Path) -> list[dict[str, Any]]:
         return []
     out = []
     for name in complete_episodes(folder):
-        with h5py.File(folder / f"{name}.hdf5", "r") as f:
+        with open_demo_file(folder / f"{name}.hdf5") as f:
             out.append(dict(f["data"][name].attrs))
     return out
 
@@ -128,7 +128,7 @@ class SessionFile:
         changes, so each is read once."""
         for name in self.names:
             if name not in self._attrs:
-                with h5py.File(self.episode_path(name), "r") as f:
+                with open_demo_file(self.episode_path(name)) as f:
                     self._attrs[name] = dict(f["data"][name].attrs)
         return [self._attrs[name] for name in self.names]
 
@@ -167,7 +167,7 @@ class SessionFile:
 
     def _load(self) -> None:
         try:
-            with h5py.File(self.path, "r") as f:
+            with open_demo_file(self.path, follow_links=False) as f:  # the index: names and attributes
                 data = f["data"]
                 self.problem_info = json.loads(data.attrs["problem_info"])
                 env_args = json.loads(data.attrs["env_args"])
@@ -187,7 +187,7 @@ class SessionFile:
 
     @staticmethod
     def _samples_of(episode: Path) -> int:
-        with h5py.File(episode, "r") as f:
+        with open_demo_file(episode) as f:
             (name,) = list(f["data"])
             return int(f["data"][name].attrs["num_samples"])
 

@@ -39,6 +39,9 @@ class TeleopConfig(MappedConfig):
     trigger_close: float = 0.5  # trigger at or above this closes the gripper
     stale_timeout: float = 0.1  # s: a controller stream whose timestamp has not advanced this long is frozen
     max_jump: float = 0.05  # m the controller may move between two samples; more is a tracking glitch (release)
+    # rad the controller may turn between two samples (10 rad/s at 20 Hz; a hand turning a part stays far below,
+    # the scripted session under 0.02): more is a tracking glitch, as a flipped orientation estimate is (release)
+    max_rot_jump: float = 0.5
     gain: float = TRACKING_GAIN  # k of the tracking law (libero_workcell.tracking_law)
     control_hz: float = CONTROL_HZ_DEFAULT
 
@@ -52,7 +55,7 @@ class TeleopConfig(MappedConfig):
         if not np.allclose(M @ M.T, np.eye(3), atol=1e-6) or abs(np.linalg.det(M) - 1.0) > 1e-6:
             raise TeleopConfigError(f"headset_to_base must be a rotation (orthonormal, det +1): {M.round(4).tolist()}")
         object.__setattr__(self, "headset_to_base", tuple(float(v) for v in R))
-        for name in ("pos_scale", "rot_scale", "stale_timeout", "max_jump", "gain", "control_hz"):
+        for name in ("pos_scale", "rot_scale", "stale_timeout", "max_jump", "max_rot_jump", "gain", "control_hz"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
                 raise TeleopConfigError(f"{name} must be a positive number, got {v!r}")

@@ -8,22 +8,28 @@ and the arm's 7-D state, and returns the action to send:
   the latch, applied in the base frame), and the action is the tracking law's toward it
   (libero_workcell.tracking_law, the retargeting bridge's), so a demonstration stores what a policy outputs.
 - Anything else holds the arm (a zero motion action, the gripper command kept: a held workpiece is never
-  dropped): the clutch released, no tracking (the SDK's all-zero pose), a frozen stream (its time stamp not
-  advancing for ``stale_timeout``), a controller jump over ``max_jump`` while following (a tracking glitch),
-  or no sample at all (the source failed: the service dropped). Each of these also releases the clutch, so following
-  resumes only from a fresh latch, where the target starts at the TCP (no jump).
+  dropped): the clutch released, no tracking (the SDK's all-zero pose, a non-finite or absurd one), a frozen
+  stream (its time stamp not advancing for ``stale_timeout``), a controller jump over ``max_jump`` or a turn
+  over ``max_rot_jump`` between two samples while following (a tracking glitch), a grip or trigger that is not
+  a finite number (a NaN trigger must not open the gripper on a held part, a NaN grip must not keep the
+  clutch), a robot state that is not a state, or no sample at all (the source failed: the service dropped).
+  Each of these also releases the clutch, so following resumes only from a fresh latch, where the target starts
+  at the TCP (no jump). Every input is checked for finiteness and bounds before any arithmetic touches it.
 - The trigger closes the gripper; the A and B buttons give press edges (start / stop-and-save, discard).
 """
 
 from __future__ import annotations
 
 import enum
+import math
+import numbers
 from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from libero_workcell.contract import GRIPPER_CLOSE, GRIPPER_OPEN
+from libero_workcell.contract import GRIPPER_CLOSE, GRIPPER_OPEN, STATE_DIM, STATE_NAMES
 from libero_workcell.tracking_law import tracking_action
 from teleop_pico.config import TeleopConfig
 from teleop_pico.mapping import ControllerSample, is_tracking, to_base
@@ -36,10 +42,48 @@ class Status(enum.Enum):
     FROZEN = "frozen"  # the stream's time stamp stopped advancing: holding
     JUMP = "jump"  # the controller jumped further than max_jump between samples: holding
     NO_SOURCE = "no_source"  # no sample (the source failed or closed): holding
+    BAD_INPUT = "bad_input"  # the grip or the trigger is not a finite number: holding
+    BAD_STATE = "bad_state"  # the robot state is not a state (non-finite, absurd): holding
+    INVALID_ACTION = "invalid_action"  # the action failed the contract's check before publishing: held instead
+    NO_STATE = "no_state"  # no fresh robot state: nothing is sent (the arm's watchdog holds)
 
     @property
     def holds(self) -> bool:
         return self is not Status.FOLLOWING
+
+    @property
+    def fault(self) -> bool:
+        """A hold the operator did not ask for (the clutch released is not one)."""
+        return self is not Status.FOLLOWING and self is not Status.IDLE
+
+
+# No coordinate of a real state comes near this (TCP metres within reach, an axis-angle within pi, a gripper
+# coordinate in [0, 1]): beyond it a state is garbage, refused before any arithmetic could overflow on it.
+STATE_BOUND: Final = 1e3
+
+
+def state_fault(state7: object) -> str | None:
+    """Why ``state7`` is not a robot state to follow from, or None."""
+    try:
+        s = np.asarray(state7, dtype=float)
+    except (TypeError, ValueError):
+        return "the robot state is not numeric"
+    if s.shape != (STATE_DIM,):
+        return f"the robot state has shape {s.shape}, expected ({STATE_DIM},)"
+    if not np.all(np.isfinite(s)):
+        return f"the robot state has non-finite values in {[STATE_NAMES[i] for i in np.flatnonzero(~np.isfinite(s))]}"
+    if np.any(np.abs(s) > STATE_BOUND):
+        names = [STATE_NAMES[i] for i in np.flatnonzero(np.abs(s) > STATE_BOUND)]
+        return f"the robot state has values beyond +-{STATE_BOUND:g} in {names}"
+    return None
+
+
+def _finite(value: object) -> bool:
+    """A real number a float holds, finite (numpy's scalars too; not a string that reads as one)."""
+    try:
+        return isinstance(value, numbers.Real) and math.isfinite(value)
+    except OverflowError:  # an int beyond a float's range
+        return False
 
 
 class Button(enum.Enum):
@@ -66,6 +110,7 @@ class TeleopStep:
     status: Status
     presses: tuple[Button, ...] = ()
     target: tuple[np.ndarray, np.ndarray] | None = None  # (p, R) the TCP target while following
+    reason: str = ""  # why a fault holds, in words (empty while following or idle)
 
 
 @dataclass
@@ -86,7 +131,7 @@ class TeleopCore:
         self._buttons = {Button.A: False, Button.B: False}
         self._last_stamp: int | None = None
         self._stamp_changed_at = 0.0
-        self._last_ctrl_pos: np.ndarray | None = None
+        self._last_ctrl: tuple[np.ndarray, np.ndarray] | None = None  # (p, R) of the last healthy sample
 
     @property
     def engaged(self) -> bool:
@@ -95,23 +140,27 @@ class TeleopCore:
     def step(self, sample: ControllerSample | None, state7: np.ndarray, now: float) -> TeleopStep:
         """The action for this control step. ``now``: the caller's monotonic clock (s)."""
         if sample is None:
-            return self._hold(Status.NO_SOURCE)
+            return self.hold(Status.NO_SOURCE, "no controller sample: the source failed or closed")
         presses = self._presses(sample)
-        status = self._health(sample, now)
-        if status is not None:
-            return self._hold(status, presses)
-        self._gripper = GRIPPER_CLOSE if sample.trigger >= self.config.trigger_close else GRIPPER_OPEN
+        fault = self._health(sample, now)
+        if fault is None and (bad := state_fault(state7)) is not None:
+            fault = Status.BAD_STATE, bad
+        if fault is not None:
+            return self.hold(*fault, presses)
         p_c, R_c = to_base(sample.pose, self.config.rotation)
-        tcp, R_tcp = np.asarray(state7[:3], float), Rotation.from_rotvec(state7[3:6]).as_matrix()
+        state = np.asarray(state7, float)
+        tcp, R_tcp = state[:3], Rotation.from_rotvec(state[3:6]).as_matrix()
         if self._latch is not None and sample.grip < self.config.clutch_release:
             self._latch = None
-        last, self._last_ctrl_pos = self._last_ctrl_pos, p_c
-        if self._latch is not None and last is not None and np.linalg.norm(p_c - last) > self.config.max_jump:
-            return self._hold(Status.JUMP, presses)  # while released, the hand may be anywhere
+        last, self._last_ctrl = self._last_ctrl, (p_c, R_c)
+        if self._latch is not None and last is not None and (glitch := self._jump(p_c, R_c, *last)):
+            return self.hold(Status.JUMP, glitch, presses)  # while released, the hand may be anywhere
+        # the trigger drives the gripper while following or idle (open or close in place), never through a fault
+        self._gripper = GRIPPER_CLOSE if sample.trigger >= self.config.trigger_close else GRIPPER_OPEN
         if self._latch is None and sample.grip > self.config.clutch_engage:
             self._latch = _Latch(tcp.copy(), R_tcp.copy(), p_c, R_c)
         if self._latch is None:
-            return self._hold(Status.IDLE, presses)
+            return self.hold(Status.IDLE, "", presses)
         L, cfg = self._latch, self.config
         p_ref = L.tcp_pos + cfg.pos_scale * (p_c - L.ctrl_pos)
         turn = Rotation.from_matrix(R_c @ L.ctrl_rot.T).as_rotvec() * cfg.rot_scale
@@ -126,15 +175,31 @@ class TeleopCore:
         return self._presses(sample) if sample is not None else ()
 
     # ------------------------------------------------------------------
-    def _health(self, sample: ControllerSample, now: float) -> Status | None:
-        """Why this sample must not drive the arm, or None."""
+    def _health(self, sample: ControllerSample, now: float) -> tuple[Status, str] | None:
+        """Why this sample must not drive the arm (and in words), or None."""
         if sample.stamp_ns != self._last_stamp:
             self._last_stamp, self._stamp_changed_at = sample.stamp_ns, now
-        elif now - self._stamp_changed_at > self.config.stale_timeout:
-            return Status.FROZEN
+        elif (age := now - self._stamp_changed_at) > self.config.stale_timeout:
+            limit = self.config.stale_timeout
+            return Status.FROZEN, (f"the controller's time stamp has not advanced for {age:.2f} s "
+                                   f"(teleop.stale_timeout {limit:g} s): is the PC service running?")
         if not is_tracking(sample.pose):
-            return Status.NO_TRACKING
+            return Status.NO_TRACKING, "the controller pose is not a pose (no tracking): is the controller in view?"
+        bad = [name for name, v in (("grip", sample.grip), ("trigger", sample.trigger)) if not _finite(v)]
+        if bad:
+            return Status.BAD_INPUT, f"the controller's {' and '.join(bad)} is not a finite number"
         return None
+
+    def _jump(self, p: np.ndarray, R: np.ndarray, p_last: np.ndarray, R_last: np.ndarray) -> str:
+        """Why the step from the last sample to this one is a tracking glitch, or "" (both poses are bounded)."""
+        moved = float(np.linalg.norm(p - p_last))
+        if moved > self.config.max_jump:
+            return f"the controller moved {moved:.3f} m in one sample (teleop.max_jump {self.config.max_jump:g} m)"
+        turned = float(Rotation.from_matrix(R @ R_last.T).magnitude())
+        if turned > self.config.max_rot_jump:
+            limit = self.config.max_rot_jump
+            return f"the controller turned {turned:.2f} rad in one sample (teleop.max_rot_jump {limit:g} rad)"
+        return ""
 
     def _presses(self, sample: ControllerSample) -> tuple[Button, ...]:
         pressed = []
@@ -144,10 +209,11 @@ class TeleopCore:
             self._buttons[button] = down
         return tuple(pressed)
 
-    def _hold(self, status: Status, presses: tuple[Button, ...] = ()) -> TeleopStep:
+    def hold(self, status: Status, reason: str, presses: tuple[Button, ...] = ()) -> TeleopStep:
+        """Hold the arm (a zero motion, the gripper command kept) and release the clutch (the glitch check
+        compares samples only while latched, and a latch starts from the sample it latches on: so after any
+        hold, a jumped stream is followed from where it jumped to)."""
         self._latch = None
-        if status is not Status.IDLE and status is not Status.JUMP:
-            self._last_ctrl_pos = None  # a fresh stream is not compared with the old one
         action = np.zeros(7)
         action[6] = self._gripper
-        return TeleopStep(action, status, presses)
+        return TeleopStep(action, status, presses, reason=reason)

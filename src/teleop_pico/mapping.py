@@ -2,7 +2,7 @@
 
 The SDK gives the right controller's pose as ``[x, y, z, qx, qy, qz, qw]`` in the headset's OpenXR frame.
 A pose of seven zeros is what it returns without its PC service (qw = 0 is not a rotation): that, a
-non-unit quaternion or a non-finite value is *no tracking*, never a pose.
+non-unit quaternion, a non-finite value or a position beyond any room is *no tracking*, never a pose.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 QUAT_NORM_TOL: Final = 0.05  # |q| within 1 +- this is a rotation (the stream is float32)
+# m from the headset's origin: no tracked controller is further (a room-scale volume is a few metres). Checked before
+# any arithmetic, so a garbage value of 1e300 is refused instead of overflowing in a norm or a difference.
+POSITION_BOUND: Final = 100.0
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,15 @@ class ControllerSample:
 
 
 def is_tracking(pose: tuple[float, ...] | np.ndarray) -> bool:
-    """True when ``pose`` is a real pose: 7 finite values whose quaternion has unit norm."""
-    p = np.asarray(pose, float)
+    """True when ``pose`` is a real pose: 7 finite values, the position within :data:`POSITION_BOUND`, and a
+    quaternion of unit norm (bounds first: the norm of a huge quaternion would overflow)."""
+    try:
+        p = np.asarray(pose, float)
+    except (TypeError, ValueError):
+        return False
     if p.shape != (7,) or not np.all(np.isfinite(p)):
+        return False
+    if np.any(np.abs(p[:3]) > POSITION_BOUND) or np.any(np.abs(p[3:]) > 1.0 + QUAT_NORM_TOL):
         return False
     return abs(float(np.linalg.norm(p[3:])) - 1.0) <= QUAT_NORM_TOL
 

@@ -2,8 +2,10 @@
 
 At ``control_hz`` it reads the source, runs the teleop core (teleop_pico.core: clutch, trigger, holds) on
 the newest robot state and publishes the 7-D action. With no fresh state (older than ``max_state_age``)
-it publishes nothing, so the arm's watchdog holds. Button presses become recorder commands (A: start, or
-stop and save while recording; B: discard), sent to the recorder's services.
+it publishes nothing, so the arm's watchdog holds. Every action is checked against the contract before it is
+published (teleop_pico.output): a bad headset sample or robot state makes the core hold, and the holds are
+counted and reported on ``/teleop/status`` (with the reason) and, once per change, in the log. Button presses
+become recorder commands (A: start, or stop and save while recording; B: discard), sent to the recorder's services.
 
 ``source``: ``headset`` (xrobotoolkit-sdk; its PC service must run with the headset connected) or
 ``scripted`` (``session_file``, played ``session_repeats`` times; with ``reset_sim`` the simulated world
@@ -36,6 +38,7 @@ from libero_workcell.ros_qos import qos
 from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from teleop_pico.config import TeleopConfig
 from teleop_pico.core import SessionCommand, TeleopCore, session_command
+from teleop_pico.output import Outgoing, TeleopOutput
 from teleop_pico.sources import ControllerSource, HeadsetSource, ScriptedSource, SessionScript, load_session
 
 SOURCES = ("headset", "scripted")
@@ -77,7 +80,8 @@ class TeleopNode(Node):
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         self.hz = float(p(Params.CONTROL_HZ))
-        self.core = TeleopCore(TeleopConfig.from_mapping({**values, "control_hz": self.hz}))
+        # the core behind the publish path: every action validated before it is sent, fault holds counted
+        self.output = TeleopOutput(TeleopCore(TeleopConfig.from_mapping({**values, "control_hz": self.hz})))
         kind = str(p("source"))
         if kind not in SOURCES:
             raise ValueError(f"source must be one of {list(SOURCES)}, got {kind!r}")
@@ -119,13 +123,16 @@ class TeleopNode(Node):
         self._world_params = AsyncParameterClient(self, WORLD_NODE) if self._world_task is not None else None
         self._starting = False
         self._pending_run = False
-        self._last_status = ""
         self.steps = StepRunner(self.get_name(), self.hz, self._step, lockstep=self.lockstep,
                                 sim_link=str(p(Params.SIM_LINK)), source=SOURCE_TELEOP, ready=self._matched,
                                 priority=CONTROL_PRIORITY)  # fmt: skip
         self.steps.start()
         clock = "the world's control steps (lockstep)" if self.lockstep else f"{self.hz} Hz"
         self.get_logger().info(f"teleop from the {kind} source: actions as {SOURCE_TELEOP!r} at {clock}")
+
+    @property
+    def core(self) -> TeleopCore:
+        return self.output.core
 
     @property
     def loop(self):
@@ -204,18 +211,27 @@ class TeleopNode(Node):
                 self._call(SessionCommand.SAVE)
             return False
         if not fresh:  # no fresh state: nothing is sent, the arm's watchdog holds it; the buttons still work
-            self._handle(self.core.step_without_state(sample))
+            self._report(self.output.step_without_state(sample))
             return False
         health_clock = time.monotonic() if isinstance(self.source, HeadsetSource) else now  # a headset is live
-        result = self.core.step(sample, state[1], health_clock)
-        stamp = ros_msgs.stamp_from_ns(step.time_ns) if self.lockstep else None
-        self._pub.publish(ros_msgs.action_msg(result.action, SOURCE_TELEOP, stamp))
-        self._handle(result.presses)
-        if result.status.value != self._last_status:
-            self._last_status = result.status.value
-            status = {"status": result.status.value, "engaged": self.core.engaged}
-            self._status_pub.publish(String(data=json.dumps(status)))
-        return True
+        out = self.output.step(sample, state[1], health_clock)  # the action validated: never an invalid one
+        if out.action is not None:
+            stamp = ros_msgs.stamp_from_ns(step.time_ns) if self.lockstep else None
+            self._pub.publish(ros_msgs.action_msg(out.action, SOURCE_TELEOP, stamp))
+        self._report(out)
+        return out.action is not None
+
+    def _report(self, out: Outgoing) -> None:
+        """The step's button presses to the recorder; a changed status to /teleop/status and, once, the log."""
+        self._handle(out.step.presses)
+        if not out.changed:
+            return
+        self._status_pub.publish(String(data=json.dumps(self.output.status())))
+        said = self.output.transition()
+        if said is not None:
+            level, text = said
+            log = self.get_logger()
+            (log.warning if level == "warning" else log.info)(text, throttle_duration_sec=1.0)
 
     def _handle(self, presses) -> None:
         for button in presses:
@@ -289,7 +305,7 @@ class TeleopNode(Node):
 
     def _begin_run(self) -> None:
         self._runs_left -= 1
-        self.core = TeleopCore(self.core.config)  # a fresh clutch: the first sample latches the reset arm
+        self.output.core = TeleopCore(self.core.config)  # a fresh clutch: the first sample latches the reset arm
         with self._lock:
             self._state = None  # states from before the reset must not start the run
         self._pending_run = True
