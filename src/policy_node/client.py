@@ -5,6 +5,11 @@ frames; the server's first frame is its metadata; a text frame is a server-side 
 ``recv()`` waits forever and it retries only while connecting. :class:`TimedPolicyClient` is that client with
 a timeout on the connection, on the metadata and on every reply. After a timeout the connection is closed:
 the protocol is strict request/reply, and a late reply would otherwise answer the next request.
+
+Nothing the server sends is trusted: every frame (the metadata and each reply) is at most ``max_reply_bytes``
+(websockets refuses a longer one from its header, unread, and closes with 1009) and is decoded by
+:mod:`policy_node.wire`, never by openpi's ``msgpack_numpy.unpackb`` (which builds arrays of any dtype and shape
+the frame declares). A frame refused there closes the connection: what follows it on the stream is in doubt.
 """
 
 from __future__ import annotations
@@ -17,20 +22,39 @@ from typing import Any
 import numpy as np
 import websockets.exceptions
 import websockets.sync.client
-from openpi_client import msgpack_numpy
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
+from websockets.frames import CloseCode
 from websockets.protocol import State
 
 from libero_workcell.contract import ContractError
 from policy_node.chunks import validate_chunk
+from policy_node.wire import WireError, unpack_frame
 
 # s for the closing handshake: openpi-server answers it only between inferences, and after a timeout nothing
 # is waited for (the connection is dropped).
 CLOSE_TIMEOUT = 0.05
+MAX_REPLY_BYTES_DEFAULT = 4 * 1024 * 1024  # openpi's replies are a few KiB; the node's policy.max_reply_bytes
+# after consecutive faults of a server that answers, the wait before the next connection doubles up to this many
+# reconnect periods (a server sending bad frames is not reconnected to at the control rate)
+BACKOFF_MAX_PERIODS = 8
 
 
 class PolicyServerError(RuntimeError):
     """The server could not be reached, closed the connection, timed out or sent a traceback."""
+
+
+def reconnect_delay(period: float, faults: int) -> float:
+    """s to wait before connecting again after ``faults`` consecutive faults of a reachable server (bad
+    metadata, a refused reply, a failure of the client): ``period`` doubled per fault after the first, at
+    most BACKOFF_MAX_PERIODS periods; 0 with none."""
+    if faults <= 0:
+        return 0.0
+    return period * min(2 ** (faults - 1), BACKOFF_MAX_PERIODS)
+
+
+def too_big(exc: websockets.exceptions.ConnectionClosed) -> bool:
+    """The connection was closed by this client because a frame exceeded ``max_size`` (websockets' 1009)."""
+    return exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG
 
 
 class MalformedReply(PolicyServerError):  # noqa: N818 (reads as what it is)
@@ -68,24 +92,35 @@ def parse_reply(reply: object, round_trip_ms: float) -> Reply:
                  _ms(server, "prev_total_ms"))  # fmt: skip
 
 
-class TimedPolicyClient(WebsocketClientPolicy):
-    """openpi's client with ``timeout`` seconds on connecting and on each reply."""
+class ServerMetadataError(PolicyServerError):
+    """The server answered the connection, but its first frame is not openpi's metadata."""
 
-    def __init__(self, url: str, timeout: float, api_key: str | None = None) -> None:
+
+class TimedPolicyClient(WebsocketClientPolicy):
+    """openpi's client with ``timeout`` seconds on connecting and on each reply, and frames of at most
+    ``max_reply_bytes`` decoded by :func:`policy_node.wire.unpack_frame`."""
+
+    def __init__(self, url: str, timeout: float, api_key: str | None = None,
+                 max_reply_bytes: int = MAX_REPLY_BYTES_DEFAULT) -> None:  # fmt: skip
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0, got {timeout}")
+        if not max_reply_bytes > 0:
+            raise ValueError(f"max_reply_bytes must be > 0, got {max_reply_bytes}")
         self.timeout = float(timeout)
+        self.max_reply_bytes = int(max_reply_bytes)
         try:
             super().__init__(url, api_key=api_key)  # connects: _wait_for_server
         except (OSError, TimeoutError, websockets.exceptions.WebSocketException) as exc:
+            if isinstance(exc, websockets.exceptions.ConnectionClosed) and too_big(exc):
+                raise ServerMetadataError(self._too_big("the server's metadata")) from None
             raise PolicyServerError(f"cannot connect to the policy server at {url}: {exc}") from None
 
-    def _wait_for_server(self):  # openpi's, with deadlines
+    def _wait_for_server(self):  # openpi's, with deadlines, a bound on the frame and our decoder
         headers = {"Authorization": f"Api-Key {self._api_key}"} if self._api_key else None
         conn = websockets.sync.client.connect(
             self._uri,
             compression=None,
-            max_size=None,
+            max_size=self.max_reply_bytes,
             additional_headers=headers,
             open_timeout=self.timeout,
             close_timeout=CLOSE_TIMEOUT,
@@ -93,13 +128,22 @@ class TimedPolicyClient(WebsocketClientPolicy):
         )
         try:
             first = conn.recv(timeout=self.timeout)
+            if isinstance(first, str):
+                raise ServerMetadataError(f"the server's first frame is text, not its metadata: {first[:200]}")
+            try:
+                metadata = unpack_frame(first)
+            except WireError as exc:
+                raise ServerMetadataError(f"the server's metadata is not openpi's msgpack-numpy: {exc}") from None
+            if not isinstance(metadata, dict):
+                raise ServerMetadataError(f"the server's metadata is a {type(metadata).__name__}, not a map")
         except BaseException:
             conn.close()
             raise
-        if isinstance(first, str):
-            conn.close()
-            raise PolicyServerError(f"the server's first frame is text, not its metadata: {first[:200]}")
-        return conn, msgpack_numpy.unpackb(first)
+        return conn, metadata
+
+    def _too_big(self, frame: str) -> str:
+        return (f"{frame} exceeds policy.max_reply_bytes ({self.max_reply_bytes} bytes): refused unread, the "
+                "connection closed")
 
     @property
     def url(self) -> str:
@@ -121,6 +165,8 @@ class TimedPolicyClient(WebsocketClientPolicy):
             self.close()
             raise PolicyServerError(f"no reply within {self.timeout * 1e3:.0f} ms") from None
         except websockets.exceptions.ConnectionClosed as exc:
+            if too_big(exc):
+                raise MalformedReply(self._too_big("the reply")) from None
             raise PolicyServerError(f"the server closed the connection ({exc})") from None
         except (OSError, websockets.exceptions.WebSocketException) as exc:
             self.close()
@@ -133,10 +179,10 @@ class TimedPolicyClient(WebsocketClientPolicy):
             last = raw.strip().splitlines()[-1] if raw.strip() else "(empty traceback)"
             raise PolicyServerError(f"the server failed: {last}")
         try:
-            reply = msgpack_numpy.unpackb(raw)
-        except Exception as exc:  # anything msgpack raises on a corrupt frame
+            reply = unpack_frame(raw)
+        except WireError as exc:  # corrupt, or an array we refuse to build: the stream is in doubt
             self.close()
-            raise MalformedReply(f"the reply is not msgpack-numpy: {exc}") from None
+            raise MalformedReply(f"the reply is not openpi's msgpack-numpy: {exc}") from None
         return parse_reply(reply, rtt)
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ from libero_workcell.config_base import MappedConfig
 from libero_workcell.contract import CONTROL_HZ_DEFAULT
 from libero_workcell.image_convention import POLICY_LIBERO, POLICY_VIEWS
 from policy_node.chunks import BLEND_OLD_DEFAULT
+from policy_node.client import MAX_REPLY_BYTES_DEFAULT
 from policy_node.observation import STATE_CONTRACT, STATE_FORMATS
 from preferences.catalogue import Catalogue, Condition, PreferenceError
 
@@ -25,6 +26,7 @@ MODES: Final = (MODE_ASYNC, MODE_SYNC)
 # they come; "wall" is "measured" in sim.
 LATENCY_MEASURED: Final = "measured"
 LATENCY_WALL: Final = "wall"
+MIN_REPLY_BYTES: Final = 1024  # a (10, 7) chunk with its timing is a few hundred bytes
 
 
 def parse_latency(text: str) -> float | None:
@@ -53,6 +55,7 @@ class PolicyConfig(MappedConfig):
     url: str = "ws://127.0.0.1:8000"  # the openpi policy server (ws://host:port)
     timeout: float = 0.5  # s: connecting, and each reply; longer is a lost server (the arm holds)
     reconnect_period: float = 1.0  # s between connection attempts while the server is away
+    max_reply_bytes: int = MAX_REPLY_BYTES_DEFAULT  # a longer frame from the server is refused unread (reconnect)
     mode: str = MODE_ASYNC
     replan_steps: int = 5  # actions used of each chunk (openpi's LIBERO client: 5)
     prefetch_share: float = 0.5  # async: request when this share of a window is left (LeRobot's 0.5) ...
@@ -78,7 +81,7 @@ class PolicyConfig(MappedConfig):
             object.__setattr__(self, name, float(v))
         if self.mode not in MODES:
             raise PolicyConfigError(f"mode must be one of {list(MODES)}, got {self.mode!r}")
-        for name, low in (("replan_steps", 1), ("start_wait_steps", 0)):
+        for name, low in (("replan_steps", 1), ("start_wait_steps", 0), ("max_reply_bytes", MIN_REPLY_BYTES)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise PolicyConfigError(f"{name} must be an integer >= {low}, got {v!r}")

@@ -8,12 +8,16 @@ driver's watchdog holds the arm (1.5 control periods), which is how every fault 
 - the server is unreachable, closes the connection, times out (``timeout``), or answers with a traceback or a
   malformed reply: the queue is dropped at once, the fault is counted and kept as ``last_error``, and a new
   connection is tried every ``reconnect_period``; the loop resumes with a fresh chunk when the server is back;
+- a frame the client refuses (policy_node.wire; larger than ``max_reply_bytes``; metadata that is not
+  openpi's) or any failure of the client thread itself: the same, and the thread waits longer before each
+  connection while the faults go on (client.reconnect_delay); it never ends on an error;
 - the observation is older than ``max_obs_age`` (a stalled camera, a late state): it is never sent; what is
   queued still runs (it answered a fresh observation), then the arm holds until inputs are fresh again.
 
 Requests run on a worker thread (openpi-client is synchronous); a request carries the executed count it
 answers, so a late chunk is aligned or dropped, never executed out of time. Each step's record
-(:class:`StepRecord`) says which action of which chunk ran and how old its observation was.
+(:class:`StepRecord`) says which action of which chunk ran and how old its observation was, or why the arm
+holds (``reason``).
 
 On the simulated workcell in lockstep (``sim``: the clock is the world's) a reply counts at a sim time of its
 own: ``latency`` after its observation (0: LIBERO's protocol, the world waits for it; a fixed delay; or its
@@ -37,7 +41,14 @@ import numpy as np
 
 from libero_workcell.contract import GRIPPER_OPEN, validate_action
 from policy_node.chunks import ChunkQueue, prefetch_steps
-from policy_node.client import MalformedReply, PolicyServerError, Reply, TimedPolicyClient
+from policy_node.client import (
+    MalformedReply,
+    PolicyServerError,
+    Reply,
+    ServerMetadataError,
+    TimedPolicyClient,
+    reconnect_delay,
+)
 from policy_node.config import MODE_SYNC, PolicyConfig
 from policy_node.observation import SIM_CLOCK_KEY, Snapshot, openpi_observation
 
@@ -60,11 +71,16 @@ class StepRecord:
     server_infer_ms: float | None = None
     queued: int = 0  # actions left after this one
     delay_steps: float | None = None  # control steps from the observation its chunk answered to this step
+    reason: str = ""  # why the arm holds on a fault (server lost, stale observation, a refused reply); "" otherwise
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "action"}
         d["action"] = None if self.action is None else [float(v) for v in self.action]
         return d
+
+
+class ClientFault(PolicyServerError):  # noqa: N818 (reads as what it is)
+    """The client thread itself failed (an exception no handler expected); it reconnects."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +98,7 @@ class PolicyRunner:
         self,
         config: PolicyConfig,
         clock: Callable[[], float] = time.time,
-        connect: Callable[[str, float], TimedPolicyClient] = TimedPolicyClient,
+        connect: Callable[..., TimedPolicyClient] = TimedPolicyClient,
         sim: bool = False,
     ) -> None:
         self.config = config
@@ -93,6 +109,9 @@ class PolicyRunner:
         self.queue = ChunkQueue(config.replan_steps, config.blend_old)
         self.counters: Counter[str] = Counter()
         self.last_error = ""
+        self._refused = ""  # the last reply refused, until a valid chunk comes: why the arm holds meanwhile
+        self._faults = 0  # consecutive faults of a reachable server (client thread): its reconnect backoff
+        self._pending: _Request | None = None  # the request the client thread is answering
         self.metadata: dict[str, Any] | None = None
         self._requests: queue.Queue[_Request | None] = queue.Queue(maxsize=1)
         self._replies: queue.Queue[tuple[_Request, Reply | Exception]] = queue.Queue()
@@ -144,13 +163,24 @@ class PolicyRunner:
         if x is None:
             kind = "server_lost" if not self.connected else ("stale_obs" if not fresh else "no_chunk")
             self.counters[f"idle_{kind}"] += 1
-            return StepRecord(now, None, kind)
+            return StepRecord(now, None, kind, reason=self._hold_reason(kind, fresh_age))
         validate_action(x.action)  # never hand out what was not checked (the chunk was; this is the last gate)
         age, rtt, infer, t_obs = self._chunk_info.get(x.chunk, (None, None, None, None))
         self.counters["actions"] += 1
         delay = None if t_obs is None else round((now - t_obs) / self.config.control_period, 6)
         return StepRecord(now, x.action, "chunk", x.chunk, x.index, x.blended, age, rtt, infer, self.queue.remaining,
                           delay)  # fmt: skip
+
+    def _hold_reason(self, kind: str, age: float) -> str:
+        """Why nothing is handed out on a fault; "" while a chunk is merely on its way."""
+        if kind == "server_lost":
+            return self.last_error or "connecting"
+        if kind == "stale_obs":
+            limit = f"policy.max_obs_age {self.config.max_obs_age * 1e3:.0f} ms"
+            if math.isinf(age):
+                return f"no observation yet ({limit})"
+            return f"observation {age * 1e3:.0f} ms old ({limit})"
+        return self._refused
 
     def restart_episode(self) -> None:
         """A new episode: drop what is queued and wait the start steps again."""
@@ -217,10 +247,12 @@ class PolicyRunner:
         for req, result in due:
             self._in_flight = None
             if isinstance(result, Exception):  # whatever is queued answered a server now in doubt: hold
-                self.last_error = str(result)
-                self.counters["malformed_replies" if isinstance(result, MalformedReply) else "server_errors"] += 1
+                self.last_error = self._refused = str(result)
+                if not isinstance(result, ClientFault):  # counted by the client thread (client_faults)
+                    self.counters["malformed_replies" if isinstance(result, MalformedReply) else "server_errors"] += 1
                 self.queue.clear()
                 continue
+            self._refused = ""
             self._rtt_ms.append(result.round_trip_ms)
             joined = self.queue.join(req.chunk, result.actions, req.requested_at)
             self._chunk_info[req.chunk] = (req.obs_age_ms, result.round_trip_ms, result.server_infer_ms, req.t_obs)
@@ -231,34 +263,68 @@ class PolicyRunner:
 
     # ------------------------------------------------------------------ the worker
     def _work(self) -> None:
+        """The client thread. Whatever fails in it ends in a reported error (``last_error``, ``connected``
+        False), the request it was answering answered with the error, and a reconnect after a backoff: the
+        catch-all below is the last line, for what no handler expected (a bug, a MemoryError)."""
         while not self._stop.is_set():
-            if self._client is None or not self._client.is_open:
-                self._reconnect()
-                continue
             try:
-                req = self._requests.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            if req is None:
-                return
-            try:
-                result: Reply | Exception = self._client.infer_reply(req.obs)
-            except PolicyServerError as exc:
-                result = exc
-                if not self._client.is_open:
-                    self._mark_lost(str(exc))
-            self._replies.put((req, result))
+                if not self._serve_once():
+                    return
+            except Exception as exc:  # the thread's top: nothing may end it
+                self._fault(ClientFault(f"the policy client failed: {type(exc).__name__}: {exc}"))
+
+    def _serve_once(self) -> bool:
+        """Connect, or answer one request; False once told to end."""
+        if self._client is None or not self._client.is_open:
+            self._reconnect()
+            return True
+        try:
+            req = self._requests.get(timeout=0.05)
+        except queue.Empty:
+            return True
+        if req is None:
+            return False
+        self._pending = req
+        try:
+            result: Reply | Exception = self._client.infer_reply(req.obs)
+            self._faults = 0
+        except PolicyServerError as exc:
+            result = exc
+            if not self._client.is_open:
+                if isinstance(exc, MalformedReply):  # a frame refused unread or undecoded: the server's fault
+                    self._faults += 1
+                self._mark_lost(str(exc))
+        self._pending = None
+        self._replies.put((req, result))
+        if self._faults and self._client is None:
+            self._stop.wait(reconnect_delay(self.config.reconnect_period, self._faults))
+        return True
+
+    def _fault(self, exc: ClientFault) -> None:
+        """The catch-all's safe state: counted, reported, the pending request answered, the connection dropped,
+        then the backoff."""
+        self.counters["client_faults"] += 1
+        self._faults += 1
+        req, self._pending = self._pending, None
+        if req is not None:
+            self._replies.put((req, exc))
+        self._mark_lost(str(exc))
+        self._stop.wait(reconnect_delay(self.config.reconnect_period, self._faults))
 
     def _reconnect(self) -> None:
         if self._client is not None:
             self._mark_lost(self.last_error or "the connection closed")
         try:
-            self._client = self._connect(self.config.url, self.config.timeout)
+            self._client = self._connect(self.config.url, self.config.timeout,
+                                         max_reply_bytes=self.config.max_reply_bytes)  # fmt: skip
         except PolicyServerError as exc:
             self._client = None
             self.last_error = str(exc)
             self.counters["connect_failures"] += 1
-            self._stop.wait(self.config.reconnect_period)
+            if isinstance(exc, ServerMetadataError):  # it answered, with a bad frame: back off
+                self._faults += 1
+            self._stop.wait(max(self.config.reconnect_period,
+                                reconnect_delay(self.config.reconnect_period, self._faults)))  # fmt: skip
             return
         self.metadata = self._client.get_server_metadata()
         self.counters["connects"] += 1

@@ -1,0 +1,210 @@
+"""Issue 21's policy-server defects, reproduced with crafted frames on a real websocket on 127.0.0.1.
+
+openpi-client's ``msgpack_numpy.unpackb`` built whatever array a reply declared: an object dtype made numpy read
+the reply's bytes as pointers (SIGSEGV), a zero-itemsize dtype let an empty buffer declare (1e9, 7) (MemoryError
+in validation, which ended the client thread for good while diagnostics still said connected), a metadata frame
+that was not msgpack raised outside every handler, and replies had no size bound. Each is refused here with the
+reason; the client thread reports it, reconnects and recovers when the server is good again.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pytest
+from conftest import wait_for
+from crafted_policy_server import GOOD_METADATA, CraftedPolicyServer, array_map, crafted_reply, good_reply, packed
+
+from policy_node.client import (
+    BACKOFF_MAX_PERIODS,
+    MalformedReply,
+    ServerMetadataError,
+    TimedPolicyClient,
+    reconnect_delay,
+)
+from policy_node.config import PolicyConfig, PolicyConfigError
+from policy_node.observation import Snapshot
+from policy_node.runner import PolicyRunner, StepRecord
+
+STATE = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
+IMG = np.zeros((256, 256, 3), np.uint8)
+OBS = {"observation/image": np.zeros((224, 224, 3), np.uint8), "observation/wrist_image": np.zeros((224, 224, 3),
+       np.uint8), "observation/state": STATE.astype(np.float32), "prompt": "pick up the parts"}  # fmt: skip
+TASK = "pick up the parts"
+WAIT = 10.0  # s: generous; every wait below ends as soon as its condition holds
+
+# (the reply's actions, the reason it is refused): each declares an array openpi's unpackb would build as told
+CRAFTED = {
+    "object dtype": (array_map(b"\0" * 56, "|O", [1, 7]), "dtype '\\|O' is not numeric"),
+    "zero itemsize (1e9, 7)": (array_map(b"", "|V0", [10**9, 7]), "dtype '\\|V0' is not numeric"),
+    "float (1e9, 7), no data": (array_map(b"", "<f8", [10**9, 7]), "has 7000000000 elements \\(at most 8192\\)"),
+    "data shorter than its shape": (array_map(b"\0" * 55, "<f8", [1, 7]), "55 bytes; shape \\(1, 7\\) of <f8 needs 56"),
+    "five dimensions": (array_map(b"\0" * 56, "<f8", [1, 1, 1, 1, 7]), "has 5 dimensions \\(at most 4\\)"),
+    "unicode dtype": (array_map(b"\0" * 112, "<U4", [1, 7]), "dtype '<U4' is not numeric"),
+    "datetime dtype": (array_map(b"\0" * 56, "<M8[ns]", [1, 7]), "dtype '<M8\\[ns\\]' is not numeric"),
+    "structured dtype": (array_map(b"\0" * 56, [["a", "<f8"]], [1, 7]), "is not numeric"),
+    "negative shape": (array_map(b"", "<f8", [-1, 7]), "is not a list of non-negative integers"),
+}
+
+
+def snap() -> Snapshot:
+    now = time.time()
+    return Snapshot(STATE, now, IMG, now, IMG, now)
+
+
+@pytest.fixture
+def server():
+    with CraftedPolicyServer() as srv:
+        yield srv
+
+
+def test_a_good_crafted_server_serves_a_chunk(server) -> None:
+    """The helper itself: openpi's frames through it make a valid chunk (the baseline every refusal departs from)."""
+    client = TimedPolicyClient(server.url, timeout=WAIT)
+    assert client.get_server_metadata() == {"policy": "crafted"}
+    reply = client.infer_reply(OBS)
+    assert reply.actions.shape == (10, 7) and reply.server_infer_ms == 1.5 and server.requests == 1
+    client.close()
+
+
+@pytest.mark.parametrize("actions, reason", CRAFTED.values(), ids=CRAFTED.keys())
+def test_a_crafted_array_is_refused_before_numpy_builds_it(server, actions, reason) -> None:
+    server.reply = crafted_reply(actions)
+    client = TimedPolicyClient(server.url, timeout=WAIT)
+    with pytest.raises(MalformedReply, match="the reply is not openpi's msgpack-numpy: .*" + reason):
+        client.infer_reply(OBS)
+    assert not client.is_open  # what follows a refused frame on the stream is in doubt: reconnect
+
+
+@pytest.mark.parametrize(
+    "frame, reason",
+    [(b"\xc1not msgpack", "not openpi's msgpack-numpy: not msgpack"), (packed([1, 2]), "is a list, not a map"),
+     (packed({"a": 1}) + b"\x00", "not msgpack: ExtraData"), ("a text frame", "first frame is text"),
+     (b"\xd4\x05\x00", "extension type 5")],
+)  # fmt: skip
+def test_metadata_that_is_not_openpis_is_an_error_not_an_escape(server, frame, reason) -> None:
+    server.metadata = frame
+    with pytest.raises(ServerMetadataError, match=reason):
+        TimedPolicyClient(server.url, timeout=WAIT)
+
+
+def test_a_reply_over_max_reply_bytes_is_refused_unread_and_closes(server) -> None:
+    server.reply = b"\x00" * (1 << 20)
+    client = TimedPolicyClient(server.url, timeout=WAIT, max_reply_bytes=65536)
+    with pytest.raises(MalformedReply, match=re.escape("the reply exceeds policy.max_reply_bytes (65536 bytes)")):
+        client.infer_reply(OBS)
+    assert not client.is_open
+    server.metadata = packed({"pad": b"\x00" * 70000})  # the metadata is bounded the same way
+    with pytest.raises(ServerMetadataError, match=re.escape("metadata exceeds policy.max_reply_bytes")):
+        TimedPolicyClient(server.url, timeout=WAIT, max_reply_bytes=65536)
+    server.metadata = GOOD_METADATA
+    server.reply = good_reply(50)  # a pi0 chunk is far below the default bound
+    assert TimedPolicyClient(server.url, timeout=WAIT).infer_reply(OBS).actions.shape == (50, 7)
+
+
+def test_max_reply_bytes_is_a_policy_parameter_with_a_sane_floor() -> None:
+    assert PolicyConfig().max_reply_bytes == 4 * 1024 * 1024
+    assert "max_reply_bytes" in PolicyConfig.parameter_defaults()
+    for bad in (1023, 0, 2.5, True):
+        with pytest.raises(PolicyConfigError, match="max_reply_bytes must be an integer >= 1024"):
+            PolicyConfig(max_reply_bytes=bad)
+    with pytest.raises(ValueError, match="max_reply_bytes must be > 0"):
+        TimedPolicyClient("ws://127.0.0.1:9", timeout=1.0, max_reply_bytes=0)
+
+
+def test_the_reconnect_backoff_doubles_per_fault_up_to_its_cap() -> None:
+    assert [reconnect_delay(0.5, n) for n in range(6)] == [0.0, 0.5, 1.0, 2.0, 4.0, 4.0]
+    assert reconnect_delay(0.1, 100) == pytest.approx(0.1 * BACKOFF_MAX_PERIODS) and BACKOFF_MAX_PERIODS == 8
+
+
+# ---------------------------------------------------------------------- the client thread (PolicyRunner's worker)
+def runner_for(url: str, **kw) -> PolicyRunner:
+    config = PolicyConfig(url=url, start_wait_steps=0, mode="sync", reconnect_period=0.05, timeout=WAIT, **kw)
+    return PolicyRunner(config)
+
+
+def step_until(runner: PolicyRunner, done, records: list[StepRecord]) -> bool:
+    """Control steps (each a fresh observation) until ``done()``; the records kept."""
+    return wait_for(lambda: records.append(runner.step(snap(), TASK)) or done(), timeout=WAIT, interval=0.01)
+
+
+def test_every_fault_of_the_client_thread_is_reported_and_reconnected_and_a_good_server_recovers(server) -> None:
+    """Non-msgpack metadata, an object-dtype reply, a zero-itemsize (1e9, 7) reply, an oversized reply: each
+    leaves the thread alive, says connected False with the reason, holds the arm and reconnects; then the good
+    server drives again."""
+    server.metadata = b"\xc1\xc1"
+    runner = runner_for(server.url, max_reply_bytes=4096)
+    records: list[StepRecord] = []
+    try:
+        assert wait_for(lambda: runner.counters["connect_failures"] >= 2, WAIT)  # a loop, not one attempt
+        assert not runner.connected and "metadata is not openpi's msgpack-numpy" in runner.last_error
+        server.metadata = GOOD_METADATA
+        for reply, reason in [(crafted_reply(CRAFTED["object dtype"][0]), "dtype '|O' is not numeric"),
+                              (crafted_reply(CRAFTED["zero itemsize (1e9, 7)"][0]), "dtype '|V0' is not numeric"),
+                              (b"\x00" * 5000, "exceeds policy.max_reply_bytes (4096 bytes)")]:  # fmt: skip
+            server.reply = reply
+            connections, refused = server.connections, runner.counters["malformed_replies"]
+            assert step_until(runner, lambda r=refused: runner.counters["malformed_replies"] > r, records)
+            assert reason in runner.last_error and runner._worker.is_alive()
+            held = runner.step(snap(), TASK)
+            assert held.action is None and reason in held.reason  # the arm holds, and the record says why
+            assert wait_for(lambda c=connections: server.connections > c and runner.connected, WAIT)  # reconnected
+        assert all(r.action is None for r in records)  # no action came from any crafted reply
+        server.reply = good_reply(value=0.2)
+        assert step_until(runner, lambda: records[-1].action is not None, records)
+        np.testing.assert_array_equal(records[-1].action, [0.2] * 6 + [-1.0])
+        assert records[-1].reason == "" and runner.counters["client_faults"] == 0
+    finally:
+        runner.close()
+
+
+class _BrokenClient(TimedPolicyClient):
+    """A client with a bug: its first inference raises what no handler expects."""
+
+    failures = 1
+
+    def infer_reply(self, obs):
+        if _BrokenClient.failures > 0:
+            _BrokenClient.failures -= 1
+            raise MemoryError("a bug in the client")
+        return super().infer_reply(obs)
+
+
+def test_an_unexpected_exception_in_the_client_thread_is_caught_reported_and_reconnected(server) -> None:
+    """The catch-all at the thread's top: the request it was answering is answered with the error (the loop
+    never waits for it), the connection is dropped, the thread reconnects and the policy drives again."""
+    _BrokenClient.failures = 1
+    connects: list[str] = []
+
+    def connect(url: str, timeout: float, **kw) -> TimedPolicyClient:
+        connects.append(url)
+        if len(connects) == 1:
+            raise RuntimeError("a bug while connecting")  # not a PolicyServerError: the catch-all's
+        return _BrokenClient(url, timeout, **kw)
+
+    runner = PolicyRunner(PolicyConfig(url=server.url, start_wait_steps=0, mode="sync", reconnect_period=0.05),
+                          connect=connect)  # fmt: skip
+    records: list[StepRecord] = []
+    try:
+        assert step_until(runner, lambda: runner.counters["client_faults"] >= 2, records)
+        assert "the policy client failed: MemoryError: a bug in the client" in runner.last_error
+        assert runner._worker.is_alive() and runner.counters["server_errors"] == 0  # counted once, as the client's
+        assert step_until(runner, lambda: records[-1].action is not None, records)
+        held = [r for r in records if r.action is None]
+        assert any("MemoryError" in r.reason for r in held) and len(connects) >= 3
+    finally:
+        runner.close()
+
+
+def test_a_refused_server_is_retried_every_period_without_backoff() -> None:
+    """A server that is away (refused) costs nothing to retry: the backoff is for servers that answer badly."""
+    with CraftedPolicyServer() as srv:
+        url = srv.url
+    runner = runner_for(url)
+    try:
+        assert wait_for(lambda: runner.counters["connect_failures"] >= 3, WAIT)
+        assert runner._faults == 0 and "cannot connect" in runner.last_error and not runner.connected
+    finally:
+        runner.close()
