@@ -16,6 +16,11 @@ reply's delay counts in sim time (``policy.latency``: 0, milliseconds or measure
 JSON-lines file, one line per step: which action of which chunk, the round trip, the server's inference time,
 the observation's age, the delay in steps) keeps the evidence. Settings: ``policy.<field>`` of
 :class:`policy_node.config.PolicyConfig`; ``policy.task`` empty takes the simulated world's instruction.
+
+The log says when the arm starts holding on a fault and why, and when the policy recovers (once per change,
+rate-limited), and ends each episode with a cadence report (policy_node.cadence). A bad input message (a frame
+whose data is not height x width x 3, a non-finite state) is dropped and counted (policy_node.inputs): no
+callback raises, so no message ends the node.
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ from libero_workcell.node_params import declare_all, declare_config, fixed_at_st
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
 from libero_workcell.stepping import StampedInputs, Step, StepRunner
+from policy_node.cadence import WARNING, Cadence
 from policy_node.config import TASK_PARAM, PolicyConfig
+from policy_node.inputs import InputDrops, image_from_msg, state_from_msg
 from policy_node.observation import Snapshot
 from policy_node.runner import PolicyRunner, StepRecord
 
@@ -83,6 +90,8 @@ class PolicyNode(Node):
             Path(timing).parent.mkdir(parents=True, exist_ok=True)
             self._timing = open(timing, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 (closed at shutdown)
         self._lock = threading.Lock()
+        self.drops = InputDrops(self.get_logger())
+        self.cadence = Cadence(self.config.control_hz)
         self._state: tuple[float, np.ndarray] | None = None
         self._frames: dict[str, tuple[float, np.ndarray]] = {}
         # On the physical cell the policy never drives by itself: only an explicit /policy/start (logged) starts
@@ -136,24 +145,26 @@ class PolicyNode(Node):
 
     # ------------------------------------------------------------------ inputs
     def _on_state(self, msg: JointState) -> None:
-        state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
+        state = self.drops.decode(STATE, state_from_msg, msg)
         if state is not None:
             self.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), state)
             with self._lock:
                 self._state = (ros_msgs.wall_from_stamp(msg.header.stamp), state)
 
     def _on_image(self, camera: str, msg: Image) -> None:
-        rgb = ros_msgs.decoded_or_logged(ros_msgs.image_from_msg, msg, self.get_logger())
+        rgb = self.drops.decode(camera, image_from_msg, msg)
         if rgb is not None:
             self.inputs.put(camera, ros_msgs.ns_from_stamp(msg.header.stamp), rgb)
             with self._lock:
                 self._frames[camera] = (ros_msgs.wall_from_stamp(msg.header.stamp), rgb)
 
     def _on_episode(self, msg: String) -> None:
-        info = json.loads(msg.data)
-        instruction = str(info.get("spec", {}).get("language_instruction", ""))
+        episode = self.drops.decode("episode", _episode_instruction, msg)
+        if episode is None:
+            return
+        number, instruction = episode
         with self._lock:
-            self._instructions[int(info.get("episode", 0))] = instruction
+            self._instructions[number] = instruction
         if not self.config.task and instruction and not self.lockstep:  # sim: the world's instruction is the task
             self.task = instruction
 
@@ -189,11 +200,13 @@ class PolicyNode(Node):
     def _step(self, step: Step) -> bool:
         if self.lockstep:
             if step.episode != self._episode:  # a new world episode: a new policy episode, with its task
+                self._end_episode("the world's next episode")
                 self._episode = step.episode
                 self.task = self._episode_task(step)
                 self.runner.restart_episode()
                 self.running = self.running or self.autostart
             if step.paused:  # the episode is over: nothing more is sent until the next one
+                self._end_episode("the world's episode is over")
                 return False
             self._now = step.time
             snap = self._lockstep_snapshot(step)
@@ -206,6 +219,9 @@ class PolicyNode(Node):
                                       throttle_duration_sec=2.0)  # fmt: skip
             return
         record = self.runner.step(snap, self.task)
+        if (change := self.cadence.add(record, time.monotonic())) is not None:
+            level, text = change
+            (self.get_logger().warning if level == WARNING else self.get_logger().info)(text)
         if record.action is not None:
             stamp = ros_msgs.stamp_from_ns(step.time_ns) if self.lockstep else None
             self._pub.publish(ros_msgs.action_msg(record.action, SOURCE_POLICY, stamp))
@@ -238,6 +254,7 @@ class PolicyNode(Node):
                                                "then start again")  # fmt: skip
             self.get_logger().error(f"{Services.POLICY_START} refused: {res.message}")
             return res
+        self._end_episode("restarted by /policy/start")
         self.runner.restart_episode()
         self.running = True
         res.success, res.message = True, f"policy episode started ({self.config.start_wait_steps} wait steps first)"
@@ -246,6 +263,7 @@ class PolicyNode(Node):
 
     def _srv_stop(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         self.running = False
+        self._end_episode("stopped")
         self.runner.restart_episode()
         self._status.publish(String(data=json.dumps({"running": False, "connected": self.runner.connected})))
         res.success, res.message = True, "policy stopped: nothing more is sent, the arm holds"
@@ -265,16 +283,29 @@ class PolicyNode(Node):
             values["round_trip_p50_ms"] = float(np.percentile(rtts, 50))
             values["round_trip_max_ms"] = float(np.max(rtts))
         values.update({f"count_{k}": v for k, v in r.counters.items()})
+        values.update(self.drops.diagnostics())
         self._diag.publish(ros_msgs.diagnostics_msg("policy_node", SOURCE_POLICY, level, message, values,
                                                     self.get_clock().now().to_msg()))  # fmt: skip
+
+    def _end_episode(self, why: str) -> None:
+        """Log the cadence report of the episode that ends here (nothing if it had no step)."""
+        if (line := self.cadence.end(why)) is not None:
+            self.get_logger().info(line)
 
     # ------------------------------------------------------------------ lifecycle
     def shutdown(self) -> None:
         self.steps.stop()
+        self._end_episode("shutdown")
         self.inputs.notify()
         self.runner.close()
         if self._timing is not None:
             self._timing.close()
+
+
+def _episode_instruction(msg: String) -> tuple[int, str]:
+    """The world's episode report (JSON): its number and its instruction."""
+    info = json.loads(msg.data)
+    return int(info.get("episode", 0)), str(info.get("spec", {}).get("language_instruction", ""))
 
 
 def main(args: list[str] | None = None) -> None:
