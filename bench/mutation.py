@@ -1,8 +1,8 @@
 """Mutation testing of the safety code (mutmut 3): do the fast tests notice when a branch changes?
 
-``bench/mutation.sh [driver] [arcs] [conveyor] [chunks] [teleop] ...`` (default: all). For each target it copies
-the working tree to a temporary directory (mutmut writes ``mutants/`` and rewrites sources
-there, never here), configures mutmut for that one file and the tests that exercise it, runs
+``bench/mutation.sh [driver] [arcs] [conveyor] [chunks] [teleop] [client] ...`` (default: all). For each target it
+copies the working tree to a temporary directory (mutmut writes ``mutants/`` and rewrites sources
+there, never here), configures mutmut for that file (or files) and the tests that exercise it, runs
 it with the property tests made repeatable (``HYPOTHESIS_PROFILE=mutation``), and prints the
 counts (mutants, killed, survived, timeouts, untested) and every surviving mutant's diff. The
 full report goes to ``bench-output/mutation-<target>.txt``. ``--recheck`` runs only the mutants a target's
@@ -30,7 +30,7 @@ MUTMUT = "mutmut==3.8.1"
 EXCLUDE = {".venv", ".git", "ros2_ws", "test-output", "mutants", "__pycache__", "demo-output", "bench-output"}
 EXCLUDE |= {".hypothesis"}
 
-TARGETS: dict[str, tuple[str, list[str]]] = {
+TARGETS: dict[str, tuple[str | tuple[str, ...], list[str]]] = {
     "driver": (
         "src/aubo_bridge/driver.py",
         [
@@ -46,6 +46,17 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
     # the teleop core's holds: clutch, glitches (position and orientation), non-finite inputs, bad states; the
     # publish path's tests (teleop_pico/output.py) run the core too
     "teleop": ("src/teleop_pico/core.py", ["tests/test_teleop_core.py", "tests/test_teleop_output.py"]),
+    # What the policy client accepts from a server (issue 21): the frame decoder, the reply bound and checks, the
+    # backoff. The client thread's catch-all lives in runner.py, whose other tests are slow (not mutated here).
+    "client": (
+        ("src/policy_node/client.py", "src/policy_node/wire.py"),
+        [
+            "tests/test_policy_client.py",
+            "tests/test_policy_client_faults.py",
+            "tests/test_policy_wire.py",
+            "tests/test_policy_client_properties.py",
+        ],
+    ),
     "arcs": ("src/aubo_bridge/arcs_backend.py",
              ["tests/test_arcs_backend.py", "tests/test_arcs_backend_branches.py", "tests/test_arcs_rtde.py"]),
     "rtde": ("src/aubo_bridge/arcs_rtde.py", ["tests/test_arcs_rtde.py"]),  # the RTDE subscription's client side
@@ -80,9 +91,15 @@ def _copy_tree(dest: Path) -> None:
     shutil.copytree(REPO, dest, ignore=ignore, dirs_exist_ok=True, symlinks=True)
 
 
-def _configure(work: Path, source: str, tests: list[str]) -> None:
+def _sources(source: str | tuple[str, ...]) -> list[str]:
+    return [source] if isinstance(source, str) else list(source)
+
+
+def _configure(work: Path, source: str | tuple[str, ...], tests: list[str]) -> None:
     tests = [t for t in tests if (work / t).exists()]
-    lines = ["", "[mutmut]", "source_paths=src", "only_mutate=", f"    {source}", "pytest_add_cli_args_test_selection="]
+    lines = ["", "[mutmut]", "source_paths=src", "only_mutate=", *(f"    {s}" for s in _sources(source))]
+    # the package's config files are found beside package.xml (libero_workcell.bringup): PolicyConfig's catalogue
+    lines += ["also_copy=", "    config/", "    package.xml", "pytest_add_cli_args_test_selection="]
     lines += [f"    {t}" for t in tests]
     lines += ["pytest_add_cli_args=", "    -p", "    no:cacheprovider", "    -q", "    -m", "    not slow", ""]
     with (work / "setup.cfg").open("a") as f:
@@ -115,7 +132,8 @@ def run(target: str, python: Path, recheck: bool = False, patterns: list[str] | 
         _configure(work, source, tests)
         env = dict(os.environ, HYPOTHESIS_PROFILE="mutation", MUJOCO_GL="egl")
         t0 = time.monotonic()
-        print(f"mutation: {target}: mutating {source} against {len(tests)} test files in {work}", flush=True)
+        print(f"mutation: {target}: mutating {' '.join(_sources(source))} against {len(tests)} test files in {work}",
+              flush=True)  # fmt: skip
         done = subprocess.run([*mutmut, "run", *only], cwd=work, env=env, capture_output=True, text=True)
         seconds = time.monotonic() - t0
         results = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True,
@@ -140,7 +158,7 @@ def run(target: str, python: Path, recheck: bool = False, patterns: list[str] | 
         "other": sum(v for k, v in counts.items() if k not in ("killed", "survived", "timeout", "no tests")),
     }
     text = (
-        f"target {target}: {source}\ntests: {' '.join(tests)}\n"
+        f"target {target}: {' '.join(_sources(source))}\ntests: {' '.join(tests)}\n"
         f"mutmut exit {done.returncode}, {seconds:.0f} s\n"
         + " ".join(f"{k}={v}" for k, v in summary.items())
         + "\n\n"

@@ -3,9 +3,11 @@
 openpi-server's ``WebsocketPolicyServer`` always sends well-formed frames; a hostile or broken server does not.
 :class:`CraftedPolicyServer` sends ``metadata`` as the first frame of each connection, then answers each request
 with ``reply`` (a frame, or a function of the request's number giving one): bytes go out as binary frames, str as
-text frames (openpi-server's traceback frame). Both can be changed while it runs, so a test can turn a bad server
-into a good one. The helpers build frames: openpi's own packing (``packed``) and raw msgpack-numpy maps that
-declare any dtype, shape and data (``array_map``), which openpi's packer would never write.
+text frames (openpi-server's traceback frame); ``CLOSE`` closes the connection instead, ``SILENT`` sends nothing
+(the client's deadline must end the wait). Both can be changed while it runs, so a test can turn a bad server
+into a good one. ``headers`` keeps each connection's request headers. The helpers build frames: openpi's own
+packing (``packed``) and raw msgpack-numpy maps that declare any dtype, shape and data (``array_map``), which
+openpi's packer would never write.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import msgpack
 import numpy as np
 import websockets.exceptions
 from openpi_client import msgpack_numpy
+from websockets.datastructures import Headers
 from websockets.sync.server import ServerConnection, serve
 
 from libero_workcell.loopback import LOOPBACK
 
-Frame = bytes | str
+CLOSE = object()  # instead of a frame: close the connection (code 1000)
+SILENT = object()  # instead of a frame: send nothing, until the client hangs up
+Frame = bytes | str | object
 
 
 def packed(obj: Any) -> bytes:
@@ -57,6 +62,7 @@ class CraftedPolicyServer:
         self.reply: Frame | Callable[[int], Frame] = good_reply() if reply is None else reply
         self.connections = 0  # accepted so far
         self.requests = 0  # answered so far
+        self.headers: list[Headers] = []  # each connection's request headers (case-insensitive)
         self._lock = threading.Lock()
         self._open: set[ServerConnection] = set()
         self._server = serve(self._handle, LOOPBACK, 0, compression=None, max_size=None)
@@ -72,19 +78,33 @@ class CraftedPolicyServer:
         with self._lock:
             self.connections += 1
             self._open.add(ws)
+            self.headers.append(ws.request.headers if ws.request is not None else Headers())
         try:
-            ws.send(self.metadata)
-            for _request in ws:
-                with self._lock:
-                    n = self.requests
-                    self.requests += 1
-                reply = self.reply(n) if callable(self.reply) else self.reply
-                ws.send(reply)
+            if self._send(ws, self.metadata):
+                for _request in ws:
+                    with self._lock:
+                        n = self.requests
+                        self.requests += 1
+                    if not self._send(ws, self.reply(n) if callable(self.reply) else self.reply):
+                        break
         except websockets.exceptions.ConnectionClosed:
             pass  # the client hung up (it refused a frame, or the test ended)
         finally:
             with self._lock:
                 self._open.discard(ws)
+
+    @staticmethod
+    def _send(ws: ServerConnection, frame: Frame) -> bool:
+        """Send ``frame`` (or close, or wait for the client to leave); False when the connection is over."""
+        if frame is CLOSE:
+            ws.close()
+            return False
+        if frame is SILENT:
+            for _ in ws:  # whatever comes is not answered
+                pass
+            return False
+        ws.send(frame)
+        return True
 
     def drop(self) -> None:
         """Close every open connection (the client reconnects, and gets ``metadata`` as it is now)."""

@@ -10,16 +10,28 @@ reason; the client thread reports it, reconnects and recovers when the server is
 from __future__ import annotations
 
 import re
+import socket
+import threading
 import time
 
 import numpy as np
 import pytest
 from conftest import wait_for
-from crafted_policy_server import GOOD_METADATA, CraftedPolicyServer, array_map, crafted_reply, good_reply, packed
+from crafted_policy_server import (
+    CLOSE,
+    GOOD_METADATA,
+    SILENT,
+    CraftedPolicyServer,
+    array_map,
+    crafted_reply,
+    good_reply,
+    packed,
+)
 
 from policy_node.client import (
     BACKOFF_MAX_PERIODS,
     MalformedReply,
+    PolicyServerError,
     ServerMetadataError,
     TimedPolicyClient,
     reconnect_delay,
@@ -81,6 +93,7 @@ def test_a_crafted_array_is_refused_before_numpy_builds_it(server, actions, reas
 @pytest.mark.parametrize(
     "frame, reason",
     [(b"\xc1not msgpack", "not openpi's msgpack-numpy: not msgpack"), (packed([1, 2]), "is a list, not a map"),
+     ("a" * 300, "first frame is text, not its metadata: " + "a" * 200 + "$"),
      (packed({"a": 1}) + b"\x00", "not msgpack: ExtraData"), ("a text frame", "first frame is text"),
      (b"\xd4\x05\x00", "extension type 5")],
 )  # fmt: skip
@@ -93,7 +106,8 @@ def test_metadata_that_is_not_openpis_is_an_error_not_an_escape(server, frame, r
 def test_a_reply_over_max_reply_bytes_is_refused_unread_and_closes(server) -> None:
     server.reply = b"\x00" * (1 << 20)
     client = TimedPolicyClient(server.url, timeout=WAIT, max_reply_bytes=65536)
-    with pytest.raises(MalformedReply, match=re.escape("the reply exceeds policy.max_reply_bytes (65536 bytes)")):
+    with pytest.raises(MalformedReply, match=re.escape("the reply exceeds policy.max_reply_bytes (65536 bytes): "
+                                                       "refused unread, the connection closed")):  # fmt: skip
         client.infer_reply(OBS)
     assert not client.is_open
     server.metadata = packed({"pad": b"\x00" * 70000})  # the metadata is bounded the same way
@@ -102,6 +116,92 @@ def test_a_reply_over_max_reply_bytes_is_refused_unread_and_closes(server) -> No
     server.metadata = GOOD_METADATA
     server.reply = good_reply(50)  # a pi0 chunk is far below the default bound
     assert TimedPolicyClient(server.url, timeout=WAIT).infer_reply(OBS).actions.shape == (50, 7)
+
+
+def test_the_bound_is_the_bound_down_to_one_byte(server) -> None:
+    with pytest.raises(ServerMetadataError, match=re.escape("the server's metadata exceeds policy.max_reply_bytes "
+                                                            "(1 bytes): refused unread")):  # fmt: skip
+        TimedPolicyClient(server.url, timeout=WAIT, max_reply_bytes=1)  # a bound, not a refused setting
+
+
+def test_a_server_that_closes_is_a_lost_server_not_an_oversized_frame(server) -> None:
+    server.reply = CLOSE
+    client = TimedPolicyClient(server.url, timeout=WAIT)
+    with pytest.raises(PolicyServerError, match=r"the server closed the connection \(") as caught:
+        client.infer_reply(OBS)
+    assert not isinstance(caught.value, MalformedReply)
+    server.metadata = CLOSE
+    with pytest.raises(PolicyServerError, match=f"cannot connect to the policy server at {server.url}") as caught:
+        TimedPolicyClient(server.url, timeout=WAIT)
+    assert not isinstance(caught.value, ServerMetadataError)
+
+
+def raised_within(call, seconds: float = 30.0) -> BaseException | None:
+    """What ``call()`` raised, run on a thread the test waits for at most ``seconds`` (a hang fails the test
+    instead of the suite)."""
+    out: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            out.append(None)
+        except BaseException as exc:
+            out.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert out, f"still waiting after {seconds} s: a deadline is missing"
+    return out[0]
+
+
+def test_a_server_that_never_answers_the_handshake_or_never_sends_metadata_is_a_timeout(server) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as mute:  # accepts the TCP connection, never answers the upgrade
+        url = f"ws://127.0.0.1:{mute.getsockname()[1]}"
+        exc = raised_within(lambda: TimedPolicyClient(url, timeout=0.2))
+    assert isinstance(exc, PolicyServerError) and "cannot connect" in str(exc)
+    server.metadata = SILENT
+    exc = raised_within(lambda: TimedPolicyClient(server.url, timeout=0.2))
+    assert isinstance(exc, PolicyServerError) and "cannot connect" in str(exc)
+
+
+def test_the_api_key_goes_as_openpis_authorization_header(server) -> None:
+    TimedPolicyClient(server.url, timeout=WAIT, api_key="s3cret").close()
+    TimedPolicyClient(server.url, timeout=WAIT).close()
+    assert server.headers[0]["Authorization"] == "Api-Key s3cret" and "Authorization" not in server.headers[1]
+
+
+@pytest.mark.parametrize(
+    "reply, error, reason",
+    [("", PolicyServerError, "the server failed: (empty traceback)"),
+     ("Traceback ...\nRuntimeError: boom\n", PolicyServerError, "the server failed: RuntimeError: boom"),
+     (packed([1, 2]), MalformedReply, "the reply is a list, not a dict")],
+)  # fmt: skip
+def test_a_reply_that_is_no_reply_map_says_what_it_was(server, reply, error, reason) -> None:
+    server.reply = reply
+    with pytest.raises(error, match=re.escape(reason) + "$"):
+        TimedPolicyClient(server.url, timeout=WAIT).infer_reply(OBS)
+
+
+def test_a_broken_socket_is_a_lost_connection_and_closes(server) -> None:
+    client = TimedPolicyClient(server.url, timeout=WAIT)
+
+    def broken(_data: bytes) -> None:
+        raise OSError("broken pipe")
+
+    client._ws.send = broken
+    with pytest.raises(PolicyServerError, match=r"^connection lost: broken pipe$"):
+        client.infer_reply(OBS)
+    assert not client.is_open
+
+
+def test_the_round_trip_is_the_time_the_call_took(server) -> None:
+    client = TimedPolicyClient(server.url, timeout=WAIT)
+    t0 = time.perf_counter()
+    reply = client.infer_reply(OBS)
+    outer_ms = (time.perf_counter() - t0) * 1e3
+    assert 0 < reply.round_trip_ms <= outer_ms  # measured inside the call, in ms (one run, no threshold)
+    client.close()
 
 
 def test_max_reply_bytes_is_a_policy_parameter_with_a_sane_floor() -> None:

@@ -58,8 +58,8 @@ def test_an_array_is_built_only_from_a_buffer_exactly_its_size() -> None:
     for data, reason in [(b"\0" * 55, "55 bytes"), (b"\0" * 57, "57 bytes"), (b"", "0 bytes")]:
         with pytest.raises(WireError, match=f"array data has {reason}; shape \\(1, 7\\) of <f8 needs 56"):
             unpack_frame(msgpack.packb(array_map(data, "<f8", [1, 7])))
-    for data in ("\0" * 56, None, [0] * 56):
-        with pytest.raises(WireError, match=r"array data is a .*, not bytes"):
+    for data, name in (("\0" * 56, "str"), (None, "NoneType"), ([0] * 56, "list")):
+        with pytest.raises(WireError, match=f"array data is a {name}, not bytes"):
             unpack_frame(msgpack.packb(array_map(data, "<f8", [1, 7])))  # type: ignore[arg-type]
     with pytest.raises(WireError, match="is not a list"):  # no shape at all
         unpack_frame(msgpack.packb({b"__ndarray__": True, b"data": b"", b"dtype": "<f8"}))
@@ -80,8 +80,8 @@ def test_scalars_are_numeric_and_fit_their_dtype() -> None:
         scalar(300, "|i1")
     with pytest.raises(WireError, match="scalar -1 does not fit <u8"):
         scalar(-1, "<u8")
-    for data in ("1", b"1", None, [1]):
-        with pytest.raises(WireError, match=r"scalar data is a .*, not a number"):
+    for data, name in (("1", "str"), (b"1", "bytes"), (None, "NoneType"), ([1], "list")):
+        with pytest.raises(WireError, match=f"scalar data is a {name}, not a number"):
             scalar(data, "<f8")
     with pytest.raises(WireError, match="dtype '\\|O' is not numeric"):
         scalar(1, "|O")
