@@ -108,13 +108,13 @@ def _check_decoded(frame: bytes) -> None:
         assert a.ndim <= MAX_NDIM and a.size <= MAX_ELEMENTS
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=300))
 def test_any_bytes_decode_or_are_a_wire_error(frame) -> None:
     _check_decoded(frame)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(structures)
 def test_any_msgpack_structure_decodes_to_bounded_numeric_arrays_or_is_a_wire_error(obj) -> None:
     _check_decoded(msgpack.packb(obj))
