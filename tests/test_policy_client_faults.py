@@ -28,6 +28,7 @@ from crafted_policy_server import (
     packed,
 )
 
+from libero_workcell.faults import classify
 from policy_node.client import (
     BACKOFF_MAX_PERIODS,
     MalformedReply,
@@ -99,8 +100,9 @@ def test_a_crafted_array_is_refused_before_numpy_builds_it(server, actions, reas
 )  # fmt: skip
 def test_metadata_that_is_not_openpis_is_an_error_not_an_escape(server, frame, reason) -> None:
     server.metadata = frame
-    with pytest.raises(ServerMetadataError, match=reason):
+    with pytest.raises(ServerMetadataError, match=reason) as refused:
         TimedPolicyClient(server.url, timeout=WAIT)
+    assert classify(f"no policy server: {refused.value}").code == "POLICY-PROTOCOL"
 
 
 def test_a_reply_over_max_reply_bytes_is_refused_unread_and_closes(server) -> None:
@@ -240,14 +242,19 @@ def test_every_fault_of_the_client_thread_is_reported_and_reconnected_and_a_good
     try:
         assert wait_for(lambda: runner.counters["connect_failures"] >= 2, WAIT)  # a loop, not one attempt
         assert not runner.connected and "metadata is not openpi's msgpack-numpy" in runner.last_error
+        # what `workcell status` shows: the diagnostics' "no policy server: <last_error>" with its code
+        assert classify(f"no policy server: {runner.last_error}").code == "POLICY-PROTOCOL"
         server.metadata = GOOD_METADATA
-        for reply, reason in [(crafted_reply(CRAFTED["object dtype"][0]), "dtype '|O' is not numeric"),
-                              (crafted_reply(CRAFTED["zero itemsize (1e9, 7)"][0]), "dtype '|V0' is not numeric"),
-                              (b"\x00" * 5000, "exceeds policy.max_reply_bytes (4096 bytes)")]:  # fmt: skip
+        for reply, reason, code in [
+            (crafted_reply(CRAFTED["object dtype"][0]), "dtype '|O' is not numeric", "POLICY-PROTOCOL"),
+            (crafted_reply(CRAFTED["zero itemsize (1e9, 7)"][0]), "dtype '|V0' is not numeric", "POLICY-PROTOCOL"),
+            (b"\x00" * 5000, "exceeds policy.max_reply_bytes (4096 bytes)", "POLICY-TOO-BIG"),
+        ]:
             server.reply = reply
             connections, refused = server.connections, runner.counters["malformed_replies"]
             assert step_until(runner, lambda r=refused: runner.counters["malformed_replies"] > r, records)
             assert reason in runner.last_error and runner._worker.is_alive()
+            assert classify(f"no policy server: {runner.last_error}").code == code
             held = runner.step(snap(), TASK)
             assert held.action is None and reason in held.reason  # the arm holds, and the record says why
             assert wait_for(lambda c=connections: server.connections > c and runner.connected, WAIT)  # reconnected
@@ -290,6 +297,7 @@ def test_an_unexpected_exception_in_the_client_thread_is_caught_reported_and_rec
     try:
         assert step_until(runner, lambda: runner.counters["client_faults"] >= 2, records)
         assert "the policy client failed: MemoryError: a bug in the client" in runner.last_error
+        assert classify(f"no policy server: {runner.last_error}").code == "POLICY-CLIENT"
         assert runner._worker.is_alive() and runner.counters["server_errors"] == 0  # counted once, as the client's
         assert step_until(runner, lambda: records[-1].action is not None, records)
         held = [r for r in records if r.action is None]

@@ -180,6 +180,26 @@ FAULTS: Final[tuple[Fault, ...]] = (
           "Read the server's log; check the checkpoint's inputs match `policy.state_format` and `policy.image_view` "
           "(docs/training.md).",
           "no policy server: the server failed: KeyError: 'observation/state'"),
+    Fault("POLICY-TOO-BIG", POLICY, r"exceeds policy\.max_reply_bytes",
+          "A frame from the policy server was larger than `policy.max_reply_bytes` (4 MiB by default; openpi's "
+          "replies are a few KiB): refused unread; the arm holds and the node reconnects.",
+          "Check that `policy_url` is openpi's policy server; raise `policy.max_reply_bytes` only for a server known "
+          "to send more.",
+          "no policy server: the reply exceeds policy.max_reply_bytes (4194304 bytes): refused unread, the "
+          "connection closed"),
+    Fault("POLICY-PROTOCOL", POLICY, r"not openpi's msgpack-numpy|metadata is a|first frame is text",
+          "A frame from the policy server is not openpi's msgpack-numpy (corrupt, or an array of a dtype, shape or "
+          "size the client never builds), or its first frame is not openpi's metadata: refused before numpy read "
+          "it; the arm holds and the node reconnects, waiting longer after each such fault.",
+          "Check that `policy_url` is openpi's policy server (`curl http://HOST:PORT/healthz`) and nothing else "
+          "listens there (docs/policy.md, \"What the client accepts\").",
+          "no policy server: the reply is not openpi's msgpack-numpy: dtype '|O' is not numeric (bool, int, uint or "
+          "float of 1, 2, 4 or 8 bytes)"),
+    Fault("POLICY-CLIENT", POLICY, r"the policy client failed",
+          "policy_node's client thread failed on something no handler expected (the exception is shown): it "
+          "reported it, dropped the connection and reconnects; the arm holds meanwhile.",
+          "Report it with the log line (a bug); the node reconnects by itself.",
+          "no policy server: the policy client failed: MemoryError: a bug in the client"),
     Fault("POLICY-MALFORMED", POLICY, r"the reply |cannot be sent|actions (are|must)|action \d+ of the chunk",
           "A reply that is not a chunk of valid 7-D actions (shape, NaN, range) was refused; the arm holds.",
           "Check that the server runs a checkpoint for this workcell's 7-D actions (docs/training.md).",
