@@ -298,19 +298,22 @@ def test_the_physical_workflow_as_documented_runs_on_the_emulated_cell(cell: Cel
     times: dict[str, float] = {}
     session = cell.lab / "demos" / "d2s.hdf5"
     port = free_port()  # the GPU machine's server, started now (docs/policy.md: the local one, 127.0.0.1 only)
-    terminal(cell, python("-m", "policy_node.serve", "--port", str(port), "--target", *map(str, REACH_TARGET)),
-             tmp_path / "server.out")  # fmt: skip
+    server = terminal(cell, python("-m", "policy_node.serve", "--port", str(port), "--target",
+                                   *map(str, REACH_TARGET)), tmp_path / "server.out")  # fmt: skip
 
     instructions = collect(cell, session, tmp_path)
     times["1, 2: checked and collected"] = time.monotonic() - t0
     # 3. in terminals of their own, while the deployment runs
     export = terminal(cell, python("-m", "recorder.export_lerobot", "demos/", "--out", "lerobot/d2s"),
                       tmp_path / "export.out")  # fmt: skip
+    other_domain = str(int(cell.env["ROS_DOMAIN_ID"]) % 100 + 1)  # the simulated workcell's, not the cell's
     replay = terminal(cell, python("-m", "libero_workcell.cli", "replay", "demos/d2s.hdf5", "--demo", "demo_0",
-                                   "--out", "replay-output"), tmp_path / "replay.out", env=cell.shell)  # fmt: skip
+                                   "--out", "replay-output", "--domain-id", other_domain), tmp_path / "replay.out",
+                      env=cell.shell)  # fmt: skip
     deploy = deploy_and_evaluate(cell, port, instructions[0], tmp_path)
     times["4, 5: deployed and evaluated"] = time.monotonic() - t0
-    assert ctrl_c(deploy) == 0 and ctrl_c(cell.terminals[0]) == 0  # the graph and the server stop cleanly
+    assert ctrl_c(deploy) == 0 and ctrl_c(server) == 0  # the graph and the server stop cleanly
+    assert not run_registry.running()  # the graph withdrew its record: `workcell call` finds none now
 
     assert export.wait(timeout=COMMAND_TIMEOUT) == 0, (tmp_path / "export.out").read_text()[-3000:]
     tasks = [json.loads(ln)["task"] for ln in (cell.lab / "lerobot/d2s/meta/tasks.jsonl").read_text().splitlines()]
@@ -417,7 +420,7 @@ def deploy_and_evaluate(cell: Cell, port: int, instruction: str, tmp_path: Path)
     stop = workcell(cell, "call", "policy", "stop")
     assert stop.returncode == 0 and "/policy/stop: ok" in stop.stdout, stop.stdout
     q_held = settled(cell)
-    time.sleep(1.0)
+    time.sleep(0.5)
     np.testing.assert_allclose(cell.arm.q(), q_held, atol=1e-9)  # stopped: nothing more is sent, the arm holds
     assert "/policy/start refused: no task" in log.read_text()
 
