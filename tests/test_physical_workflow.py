@@ -307,9 +307,10 @@ def test_the_physical_workflow_as_documented_runs_on_the_emulated_cell(cell: Cel
     export = terminal(cell, python("-m", "recorder.export_lerobot", "demos/", "--out", "lerobot/d2s"),
                       tmp_path / "export.out")  # fmt: skip
     other_domain = str(int(cell.env["ROS_DOMAIN_ID"]) % 100 + 1)  # the simulated workcell's, not the cell's
+    # closed loop: through the graph each action holds one control step, not as long as it held the arm
     replay = terminal(cell, python("-m", "libero_workcell.cli", "replay", "demos/d2s.hdf5", "--demo", "demo_0",
-                                   "--out", "replay-output", "--domain-id", other_domain), tmp_path / "replay.out",
-                      env=cell.shell)  # fmt: skip
+                                   "--mode", "closed_loop", "--out", "replay-output", "--domain-id", other_domain),
+                      tmp_path / "replay.out", env=cell.shell)  # fmt: skip
     deploy = deploy_and_evaluate(cell, port, instructions[0], tmp_path)
     times["4, 5: deployed and evaluated"] = time.monotonic() - t0
     assert ctrl_c(deploy) == 0 and ctrl_c(server) == 0  # the graph and the server stop cleanly
@@ -359,9 +360,10 @@ def collect(cell: Cell, session: Path, tmp_path: Path) -> list[str]:
     press(cell.headset, "A")
     moved = cell.tcp() - p0
     assert moved[0] > 0.02 and abs(moved[1]) < 0.01 and abs(moved[2]) < 0.01, moved  # forward, as the hand went
+    shows(log, "saved demo_0", timeout=60.0)  # saving runs in a thread of its own
     second = plan("next", "--session", str(session), "--per-config", "1").splitlines()[0]
     assert second.startswith("set up combination 0: feed ") and second != first, second
-    shows(log, f"plan: next, {second}", timeout=30.0)  # the same in the recorder's log, once demo_0 is saved
+    shows(log, f"plan: next, {second}")  # the same in the recorder's log
 
     p1 = cell.tcp()  # demo_1: from the operator's shell
     start = workcell(cell, "call", "episode", "start")
