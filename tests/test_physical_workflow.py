@@ -83,14 +83,6 @@ class Cell:
         return fk(self.arm.q())[0]
 
 
-def as_a_device(thread_id: int) -> None:
-    """A device answers on its own hardware whatever load the robot PC is under, while the emulators' threads
-    share two cores with the graph, whose control threads run at real-time priority where allowed (as root):
-    theirs too, where allowed, or a reply can come late enough to fault the bus."""
-    with contextlib.suppress(AttributeError, PermissionError, OSError):
-        os.sched_setscheduler(thread_id, os.SCHED_FIFO, os.sched_param(CONTROL_PRIORITY + 1))
-
-
 def _xr_port_free() -> bool:
     with socket.socket() as s:
         return s.connect_ex((XR_HOST, XR_PORT)) != 0
@@ -105,21 +97,25 @@ def cell(tmp_path, ros_env, monkeypatch) -> Iterator[Cell]:
     runtime = tmp_path / "runtime"  # where graphs announce themselves to `workcell call` (run_registry)
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    # The RS-485 adapters: pty pairs that outlive a client's close, as a USB adapter does (the preflight closes
-    # the port before the graph opens it; a socat pair would end with the first close).
-    gripper_link, belt_link = FaultyLink(), FaultyLink()
-    gripper, vfd = CtagEmulator(gripper_link.device_port), DeltaVfdEmulator(belt_link.device_port)
-    for thread in (gripper_link._thread, belt_link._thread, gripper._thread, vfd._thread):
-        as_a_device(thread.native_id)
-    arm = ArcsEmulator(realtime=CONTROL_PRIORITY + 1).start()  # the controller's real-time kernel, where allowed
-    headset = XrPcService().start()
-    wrist = make_realsense_recording(lab / "wrist.db3", n_frames=45)
-    external = make_video(lab / "external.avi", n_frames=200)
-    # The lab's cell file (docs/bringup.md, "Enter your workcell's settings"), naming the emulated devices. The
-    # Modbus devices answer from Python threads of this process, so the buses get longer timeouts than a real
-    # device's few milliseconds need (documented settings: docs/interfaces.md).
-    cell_file = lab / "lab_cell.yaml"
-    cell_file.write_text(f"""use_sim: false
+    # Each device answers on its own hardware: its emulator's threads at real-time priority where allowed, as
+    # the graph's control threads are (emulators.serial_link.device_priority)
+    rt = CONTROL_PRIORITY + 1
+    with contextlib.ExitStack() as stack:
+        # the RS-485 adapters: pty pairs that outlive a client's close, as a USB adapter does (the preflight
+        # closes the port before the graph opens it; a socat pair would end with the first close)
+        gripper_link, belt_link = (stack.enter_context(contextlib.closing(FaultyLink(rt))) for _ in range(2))
+        stack.enter_context(contextlib.closing(CtagEmulator(gripper_link.device_port, realtime=rt)))
+        vfd = stack.enter_context(contextlib.closing(DeltaVfdEmulator(belt_link.device_port, realtime=rt)))
+        arm = stack.enter_context(ArcsEmulator(realtime=rt))  # the controller's real-time kernel
+        headset = XrPcService().start()
+        stack.callback(headset.stop)
+        wrist = make_realsense_recording(lab / "wrist.db3", n_frames=45)
+        external = make_video(lab / "external.avi", n_frames=200)
+        # The lab's cell file (docs/bringup.md, "Enter your workcell's settings"), naming the emulated devices.
+        # The Modbus devices answer from Python threads of this process, so the buses get longer timeouts than a
+        # real device's few milliseconds need (documented settings: docs/interfaces.md).
+        cell_file = lab / "lab_cell.yaml"
+        cell_file.write_text(f"""use_sim: false
 aubo_bridge:
   arcs: {{ip: 127.0.0.1, rpc_port: {arm.port}, rtde_port: {arm.rtde_port}, user: aubo, password: "123456",
           state_source: rtde}}
@@ -135,26 +131,23 @@ wrist_camera:
 external_camera:
   uvc: {{device: {external}}}
 """)
-    env = {**ros_env, "XDG_RUNTIME_DIR": str(runtime)}
-    shell = {k: v for k, v in env.items() if k not in ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE")}
-    c = Cell(lab, cell_file, arm, vfd, headset, env, shell)
-    try:
+        env = {**ros_env, "XDG_RUNTIME_DIR": str(runtime)}
+        shell = {k: v for k, v in env.items() if k not in ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE")}
+        c = Cell(lab, cell_file, arm, vfd, headset, env, shell)
+        stack.callback(close_terminals, c)
         yield c
-    finally:
-        for proc in c.terminals:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGINT)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-        headset.stop()
-        arm.stop()
-        gripper.close()
-        vfd.close()
-        gripper_link.close()
-        belt_link.close()
+
+
+def close_terminals(cell: Cell) -> None:
+    """Ctrl-C to whatever still runs (a failed test's graph), then SIGKILL to what does not stop."""
+    for proc in cell.terminals:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 # ------------------------------------------------------------------------------------------ the lab's shells
