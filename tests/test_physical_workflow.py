@@ -437,9 +437,11 @@ def deploy_and_evaluate(cell: Cell, port: int, instruction: str, tmp_path: Path)
     assert all(t["outcome"]["placed"] == [True, False, True] and t["outcome"]["labels"] == "operator" for t in trials)
     prompts = [t["trial"]["language_instruction"] for t in trials]
     assert prompts[0] != prompts[1]  # the two held-out slot orders of combination 0
-    told = [ln.split("]: task: ", 1)[1].removesuffix(" (from the next /policy/start)")
-            for ln in log.read_text().splitlines() if "[policy_node]" in ln and "(from the next /policy/" in ln]
-    assert told[-2:] == [repr(p) for p in prompts], told  # each trial's prompt was set before its start
+    events = ["start" if "/policy/start: policy episode started" in ln else
+              ln.split("]: task: ", 1)[1].removesuffix(" (from the next /policy/start)")
+              for ln in log.read_text().splitlines()
+              if ln.startswith("[policy_node]") and ("]: task: " in ln or "policy episode started" in ln)]  # fmt: skip
+    assert events[-4:] == [repr(prompts[0]), "start", repr(prompts[1]), "start"], events  # each trial's prompt first
     assert out.count("the arm is homing and the belt is set to 0.05 m/s") == 2, out
     starts = [v for a, v in cell.vfd.writes if a == DeltaVfdEmulator.COMMAND and v[0] & 0x03 == 0x02]
     assert len(starts) == 2 and not cell.vfd.running  # the belt ran for each trial and was stopped after it
