@@ -52,9 +52,13 @@ RUN_BY: dict[str, str] = {
         "tests/test_policy_runner.py::test_killing_the_server_holds_within_two_periods_and_the_loop_recovers_when_it_returns",
     r"-m evaluation sim --out eval/ --(workers|speeds)":
         "tests/test_evaluation_sim.py::test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates",
-    r"^workcell (status|call (enable|belt (start|stop)|stop-all|source teleop|jog dz 0\.1|stop|reset|"
-    r"policy (start|stop)))$":
+    r"^workcell (status|call (enable|belt (start|stop)|stop-all|source teleop|jog dz 0\.1|stop|reset))$":
         "tests/test_operator_cli.py::test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_nothing_of_it",
+    # the physical cell's workflow, against the emulated cell (a cell file naming the emulators, the local server)
+    r"^workcell check --job teleop_collect cell:=|^workcell bringup --job (teleop_collect|deploy_real cell:=)|"
+    r"^workcell plan (next|status) --session|^workcell call (policy (start|stop|task)|episode)|"
+    r"-m evaluation real --out|^eval \"\$\(":
+        "tests/test_physical_workflow.py::test_the_physical_workflow_as_documented_runs_on_the_emulated_cell",
     r"^workcell bringup --job teleop_collect_sim teleop_repeats:=2$":
         "tests/test_teleop_graph.py::test_the_scripted_session_records_demos_in_libero_layout",
     r"sim_bridge\.panda\.demos": "tests/test_panda_demos.py::test_a_short_panda_demo_reads_back_in_libero_layout",
@@ -70,14 +74,14 @@ RUN_BY: dict[str, str] = {
 NOT_RUN: dict[str, str] = {
     r"^\./test\.sh": "the suite itself (CI runs it: .ci/run)",
     r"^bench/|-m bench\.": "a benchmark, minutes of figures, run by hand (its options are checked)",
-    r"^eval \"\$\(": "joins another shell to a graph's domain: what `workcell env` prints is run here",
     r"^(cd|source) |^git clone|^rosdep |^pip install|^python3 -m venv":
         "installation on a robot PC (test_prerequisites "
                                                                      "keeps the pins and package.xml in step)",
-    r"use_sim:=false|real_workcell\.launch|teleop_collect\.launch|deploy_real|--job teleop_collect$|\bcell:=":
-        "the physical cell: needs the controller, the serial devices and the cameras (resolved here as --dry-run)",
+    r"use_sim:=false|real_workcell\.launch|teleop_collect\.launch|deploy_real|\bcell:=":
+        "the physical cell: needs the controller, the serial devices and the cameras (resolved here as --dry-run; "
+        "the lab's workflow runs against the emulated cell in test_physical_workflow)",
     r"teleop_source:=headset": "needs a PICO headset and the XRoboToolkit PC service",
-    r"-m evaluation real|GPU-HOST|--checkpoint NAME": "needs the physical cell or a GPU policy server",
+    r"GPU-HOST": "needs a GPU policy server (test_physical_workflow runs the same against the local one)",
     r"^uv run scripts/": "openpi's training scripts, in openpi's repository",
     r"sim_bridge\.aubo_demos": "the expert's episodes take minutes; the same writer (write_aubo_demos) is run by "
                                "tests/replay_fixtures.py",
@@ -100,10 +104,9 @@ NOT_RUN: dict[str, str] = {
     r"teleop_collect_sim\.launch\.py teleop_repeats:=2": "the colcon form of the teleop job (resolved here; "
                                                         "test_teleop_graph runs it)",
     r"workcell bringup( --dry-run)?$|sim_world\.seed:=3": "run here with --dry-run",
-    r"^workcell plan (next|status)": "run here",
-    r"^workcell call (belt reset|policy task)": "the operator path test_operator_cli runs, to services tested with "
-                                                "their nodes (test_conveyor_driver, test_policy_node); arguments "
-                                                "checked here",
+    r"^workcell plan (next|status)$": "names the command (run here, and by test_physical_workflow)",
+    r"^workcell call belt reset": "the operator path test_operator_cli runs, to a service tested with its node "
+                                  "(test_conveyor_driver); arguments checked here",
     r"^\./run\.sh --help$": "run here (`workcell demo --help`)",
 }  # fmt: skip
 

@@ -124,10 +124,11 @@ class PolicyNode(Node):
                                 ready=self._matched, priority=CONTROL_PRIORITY)  # fmt: skip
         self.steps.start()
         c = self.config
-        task = self.task or "(the world's)"
+        # an empty task takes the simulated world's instruction; on the physical cell there is none to take
+        task = repr(self.task) if self.task else "the world's" if self.use_sim else "none (`workcell call policy task`)"
         self.get_logger().info(
             f"policy from {c.url} as {SOURCE_POLICY!r} at {c.control_hz:g} Hz: {c.mode}, replan_steps "
-            f"{c.replan_steps}, images {c.image_view}, state {c.state_format}, task {task!r}"
+            f"{c.replan_steps}, images {c.image_view}, state {c.state_format}, task {task}"
             + (f", preference {c.condition.spec!r} ({c.condition.kind}: {c.preference_text!r})" if c.preference else "")
         )
 

@@ -22,16 +22,19 @@ from pymodbus import FramerType
 from pymodbus.server import ModbusSerialServer
 from pymodbus.simulator import DataType, SimData, SimDevice
 
+from emulators.serial_link import device_priority
+
 
 class ModbusEmulator:
     """Base: a register file at [(address, count), ...] served on ``port``, model stepped each tick."""
 
     BLOCKS: tuple[tuple[int, int], ...] = ()
 
-    def __init__(self, port: str, slave_id: int = 1, tick: float = 0.005) -> None:
+    def __init__(self, port: str, slave_id: int = 1, tick: float = 0.005, realtime: int = 0) -> None:
         self.port = port
         self.slave_id = slave_id
         self.tick = tick
+        self.realtime = realtime  # > 0: the device's thread asks for SCHED_FIFO (serial_link.device_priority)
         self.writes: list[tuple[int, list[int]]] = []  # every write the device received, in order
         self._regs: list[int] | None = None
         self._base = 0
@@ -81,6 +84,7 @@ class ModbusEmulator:
         return None
 
     def _run(self) -> None:
+        device_priority(self.realtime)
         asyncio.set_event_loop(self._loop)
         self._loop.run_until_complete(self._main())
 

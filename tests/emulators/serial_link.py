@@ -20,6 +20,15 @@ import tty
 from pathlib import Path
 
 
+def device_priority(priority: int) -> None:
+    """Give the calling thread SCHED_FIFO ``priority`` where allowed (0: leave it). A device answers on its own
+    hardware, whatever load the robot PC is under; its emulator's threads share the machine with a graph whose
+    control threads run at real-time priority where allowed (as root), and would answer late without it."""
+    if priority > 0:
+        with contextlib.suppress(AttributeError, PermissionError, OSError):
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+
+
 class SocatPair:
     """``socat pty,raw,echo=0,link=A pty,raw,echo=0,link=B``: two linked tty paths."""
 
@@ -59,7 +68,8 @@ class FaultyLink:
     the next n replies; a reply is one read chunk, which over a pty is one frame.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, realtime: int = 0) -> None:
+        self.realtime = realtime  # > 0: the relay's thread asks for SCHED_FIFO (device_priority)
         self._cm, cs = os.openpty()  # client side: the client opens cs's name
         self._dm, ds = os.openpty()  # device side: the emulator opens ds's name
         for fd in (cs, ds):
@@ -109,6 +119,7 @@ class FaultyLink:
         return data
 
     def _run(self) -> None:
+        device_priority(self.realtime)
         while not self._stop.is_set():
             ready, _, _ = select.select([self._cm, self._dm], [], [], 0.05)
             for fd in ready:
