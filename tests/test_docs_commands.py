@@ -52,7 +52,7 @@ RUN_BY: dict[str, str] = {
         "tests/test_policy_runner.py::test_killing_the_server_holds_within_two_periods_and_the_loop_recovers_when_it_returns",
     r"-m evaluation sim --out eval/ --(workers|speeds)":
         "tests/test_evaluation_sim.py::test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates",
-    r"^workcell (status|call (enable|belt (start|stop)|stop-all|source teleop|jog dz 0\.1|stop|reset))$":
+    r"^workcell (status|call (enable|stop-all|jog dz 0\.1))$":
         "tests/test_operator_cli.py::test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_nothing_of_it",
     # the physical cell's workflow, against the emulated cell (a cell file naming the emulators, the local server)
     r"^workcell check --job teleop_collect cell:=|^workcell bringup --job (teleop_collect|deploy_real cell:=)|"
@@ -105,8 +105,9 @@ NOT_RUN: dict[str, str] = {
                                                         "test_teleop_graph runs it)",
     r"workcell bringup( --dry-run)?$|sim_world\.seed:=3": "run here with --dry-run",
     r"^workcell plan (next|status)$": "names the command (run here, and by test_physical_workflow)",
-    r"^workcell call belt reset": "the operator path test_operator_cli runs, to a service tested with its node "
-                                  "(test_conveyor_driver); arguments checked here",
+    r"^workcell call (belt (reset|start|stop)|stop|reset|source teleop)$":
+        "the operator path test_operator_cli runs (enable, stop-all, source, jog, home), to services tested with "
+        "their nodes (test_conveyor_driver, test_arm_driver, test_ros_graph); arguments checked here",
     r"^\./run\.sh --help$": "run here (`workcell demo --help`)",
 }  # fmt: skip
 
