@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import errno
+import gc
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
+from conftest import fill_disk, wait_for
 
 from libero_workcell.libero_format import read_demos
 from recorder.episode_writer import EpisodeWriter
 from recorder.session_file import RecorderError, SessionFile
-from recorder.step import RecordedStep
+from recorder.step import ArmReport, RecordedStep
 
 KEYS = ("agentview_rgb", "eye_in_hand_rgb")
 PROBLEM = {"problem_name": "libero_industry_d2s", "language_instruction": "put the parts in the tray"}
@@ -82,26 +86,40 @@ def test_saved_episodes_read_back_in_libero_layout_with_their_timing(tmp_path) -
         np.testing.assert_allclose(np.diff(timing["obs_stamp"][:])[:9], 0.05)
 
 
-def test_each_steps_servo_tick_is_stored_from_the_drivers_report_whenever_it_came(tmp_path) -> None:
-    """The arm driver's report (Topics.ACTION_RESULT) may arrive before or after its step is added; a step with
-    no report stores -1; a report for an action never recorded (a dropped step) is left out."""
+def test_each_step_stores_what_the_arm_did_with_its_action_whenever_its_report_came(tmp_path) -> None:
+    """The arm driver's report (Topics.ACTION_RESULT) may arrive before or after its step is added. Per step the
+    file keeps the requested action, whether the arm accepted it (1, 0 refused, -1 no report), the action it
+    applied (NaN when refused or unreported) and the servo tick (-1 likewise); a report for an action never
+    recorded (a dropped step) is left out."""
     session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
     w = EpisodeWriter(session, {}, KEYS, control_hz=20.0)
     steps = [step(t) for t in range(5)]
-    w.took_effect(steps[0].action_time, 100)
+
+    def applied(k: int) -> np.ndarray:  # what the arm did: the requested step, clipped
+        return np.array([0.05 + 0.01 * k, 0, 0, 0, 0, 0, -1.0])
+
+    w.arm_report(steps[0].action_time, ArmReport(True, applied(0), 100))  # before its step
     w.add(steps[0])
     w.add(steps[1])
-    w.took_effect(steps[1].action_time, 106)
-    w.took_effect(step(7).action_time, 140)  # not recorded
+    w.arm_report(steps[1].action_time, ArmReport(True, applied(1), 106))
+    w.arm_report(step(7).action_time, ArmReport(True, applied(7), 140))  # not recorded
     for s in steps[2:4]:
         w.add(s)
-    w.took_effect(steps[3].action_time, 115)  # steps[2]'s report never came
+    w.arm_report(steps[3].action_time, ArmReport(False))  # refused; steps[2]'s report never came
     w.add(steps[4])
-    w.took_effect(steps[4].action_time, 120)
+    w.arm_report(steps[4].action_time, ArmReport(True, applied(4), 120))
     w.save()
     d = read_demos(tmp_path / "d2s.hdf5").demos[0]
-    np.testing.assert_array_equal(d.servo_tick, [100, 106, -1, 115, 120])
+    np.testing.assert_array_equal(d.servo_tick, [100, 106, -1, -1, 120])
     assert d.servo_tick.dtype == np.int64
+    np.testing.assert_array_equal(d.actions, [s.action for s in steps])  # what was asked, every step
+    with h5py.File(tmp_path / "d2s.hdf5") as h:
+        accepted, done = h["data/demo_0/action_accepted"][:], h["data/demo_0/applied_actions"][:]
+    assert accepted.dtype == np.int8 and list(accepted) == [1, 1, -1, 0, 1]
+    assert done.shape == (5, 7) and done.dtype == np.float64
+    for i in (0, 1, 4):
+        np.testing.assert_array_equal(done[i], applied(i))
+    assert np.isnan(done[2:4]).all()
 
 
 def test_discard_leaves_no_trace_and_resume_continues_the_counts(tmp_path) -> None:
@@ -232,29 +250,144 @@ def test_a_saved_episode_the_index_missed_is_adopted_on_resume(tmp_path) -> None
     assert [d.num_samples for d in read_demos(path).demos] == [5, 6]
 
 
-def test_a_full_disk_fails_the_episode_clearly_and_keeps_the_earlier_ones(tmp_path, monkeypatch) -> None:
-    session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
+# ---------------------------------------------------------------- a full disk, a hung or dead writer
+def test_a_full_disk_during_a_save_fails_that_episode_only(small_disk) -> None:
+    """A real ENOSPC mid-save: HDF5 fails the episode file's close, and freeing that file object crashes the
+    process holding it (SIGSEGV). The writer's process takes that; here, the save fails with the reason, the
+    episode the operator started meanwhile goes on and saves once there is space, and so does the next one."""
+    session = SessionFile(small_disk / "d2s.hdf5", PROBLEM, ENV, min_free_bytes=0)
     record(session, 5).save()
-    w = EpisodeWriter(session, {}, KEYS, control_hz=20.0)
-    w.add(step(0))
-    real = h5py.Dataset.__setitem__
+    full = record(session, 10)
+    meanwhile = EpisodeWriter(session, {}, KEYS, control_hz=20.0)  # the next episode, started during the save
+    assert wait_for(lambda: meanwhile.partial.stat().st_size > 0, timeout=30)  # the next episode's file is open
+    ballast = fill_disk(small_disk)
+    with pytest.raises(RecorderError, match=r"(?s)demo_1 could not be written.*No space left on device"):
+        full.save()
+    assert full.partial.exists()  # marked, never linked
+    del full
+    gc.collect()  # nothing of the failed file lives in this process: freeing its writer is harmless
+    ballast.unlink()  # the operator frees space
+    for t in range(6):
+        meanwhile.add(step(t))
+    assert meanwhile.save().num_samples == 6
+    assert record(session, 4).save().name == "demo_3"
+    assert [(d.name, d.num_samples) for d in read_demos(session.path).demos] == [("demo_0", 5), ("demo_2", 6),
+                                                                                ("demo_3", 4)]  # fmt: skip
+    assert SessionFile(session.path, PROBLEM, ENV, min_free_bytes=0).partials == ["demo_1.hdf5.partial"]
 
-    def enospc(self, key, value):
-        if self.name.endswith("_rgb"):
-            raise OSError(28, "No space left on device")
-        return real(self, key, value)
 
-    monkeypatch.setattr(h5py.Dataset, "__setitem__", enospc)
-    with pytest.raises(RecorderError, match="No space left"):  # the writer thread's error reaches the caller
-        for t in range(1, 200):
-            w.add(step(t))
-            time.sleep(0.01)
-    assert "No space left" in str(w.failed)
-    with pytest.raises(RecorderError, match="could not be written"):
+def test_a_save_that_hangs_is_stopped_after_its_bound_and_the_next_one_saves(tmp_path) -> None:
+    session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
+    w = EpisodeWriter(session, {}, KEYS, control_hz=20.0, save_timeout=2.0)
+    for t in range(5):
+        w.add(step(t))
+    w.proc.send_signal(signal.SIGSTOP)  # the writer hangs (a disk that stopped answering)
+    with pytest.raises(RecorderError, match=r"demo_0: the save did not finish within 2 s.*kept as .*\.partial"):
         w.save()
+    assert w.proc.returncode == -signal.SIGKILL and w.partial.exists() and session.num_demos == 0
+    assert record(session, 3).save().name == "demo_1"
+    assert [d.name for d in read_demos(session.path).demos] == ["demo_1"]
+
+
+def test_a_writer_process_that_dies_fails_its_episode_with_the_reason(tmp_path) -> None:
+    session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
+    w = record(session, 3)
+    w.proc.kill()
+
+    def refused() -> bool:
+        try:
+            w.add(step(w.steps))
+        except RecorderError as exc:
+            assert "killed by SIGKILL" in str(exc)
+            return True
+        return False
+
+    assert wait_for(refused, timeout=30)  # add() refuses the dead writer's episode
+    with pytest.raises(RecorderError, match=r"demo_0 could not be written.*killed by SIGKILL"):
+        w.save()
+    assert w.partial.exists() and record(session, 2).save().name == "demo_1"
+
+
+# ---------------------------------------------------------------- the index
+def test_concurrent_saves_all_reach_the_index(tmp_path, monkeypatch) -> None:
+    """Saves run on threads of their own and may end together: every one is in the index, none fails."""
+    session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
+    writers = [record(session, 3 + i) for i in range(4)]
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:  # a slow disk: the index writes overlap
+        time.sleep(0.05)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    barrier, errors = threading.Barrier(len(writers)), []
+
+    def save(w: EpisodeWriter) -> None:
+        barrier.wait()
+        try:
+            w.save()
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save, args=(w,)) for w in writers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
     monkeypatch.undo()
-    assert [d.name for d in read_demos(tmp_path / "d2s.hdf5").demos] == ["demo_0"]
-    assert w.partial.exists()  # marked, never linked
+    f = read_demos(tmp_path / "d2s.hdf5")
+    assert [(d.name, d.num_samples) for d in f.demos] == [(f"demo_{i}", 3 + i) for i in range(4)]
+    with h5py.File(tmp_path / "d2s.hdf5") as h:
+        assert h["data"].attrs["num_demos"] == 4 and h["data"].attrs["total"] == 18
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["d2s.hdf5"]  # no temporary file left
+
+
+def test_an_index_that_cannot_be_written_is_the_recorders_error_and_the_next_start_lists_it(
+    tmp_path, monkeypatch
+) -> None:
+    path = tmp_path / "d2s.hdf5"
+    session = SessionFile(path, PROBLEM, ENV)
+    real = os.replace
+
+    def no_space_for_the_index(src, dst) -> None:
+        if Path(dst) == path:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", no_space_for_the_index)
+    with pytest.raises(RecorderError, match=r"index could not be rewritten.*No space left"):
+        record(session, 3).save()
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["d2s.hdf5"]  # its temporary file is gone
+    with h5py.File(path) as h:
+        assert h["data"].attrs["num_demos"] == 0  # the index as it was
+    assert SessionFile(path, PROBLEM, ENV).names == ["demo_0"]
+
+
+def test_a_torn_episode_is_set_aside_by_name_and_the_session_resumes_with_the_rest(tmp_path) -> None:
+    from recorder.session_file import saved_demo_attrs
+
+    path = tmp_path / "d2s.hdf5"
+    session = SessionFile(path, PROBLEM, ENV)
+    for n in (5, 6, 7):
+        record(session, n).save()
+    torn = session.episode_path("demo_1")
+    cut = torn.read_bytes()[: torn.stat().st_size // 2]
+    torn.write_bytes(cut)  # a copy cut short
+    stray = session.episode_path("demo_4")  # complete by its name, not in the index, unreadable
+    stray.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))
+    assert len(saved_demo_attrs(path)) == 2  # `workcell plan` counts the readable ones
+    resumed = SessionFile(path, PROBLEM, ENV)
+    assert resumed.names == ["demo_0", "demo_2"] and resumed.total == 12
+    assert sorted(resumed.set_aside) == ["demo_1", "demo_4"] and "truncated" in resumed.set_aside["demo_1"]
+    assert not torn.exists() and torn.with_name("demo_1.hdf5.unreadable").read_bytes() == cut  # kept, not deleted
+    assert stray.with_name("demo_4.hdf5.unreadable").exists()
+    assert [d.name for d in read_demos(path).demos] == ["demo_0", "demo_2"]
+    w = record(resumed, 3)
+    assert w.name == "demo_5"  # the numbers set aside are not reused
+    w.save()
+    assert SessionFile(path, PROBLEM, ENV).names == ["demo_0", "demo_2", "demo_5"]
 
 
 def test_an_episode_shorter_than_two_steps_is_not_saved(tmp_path) -> None:
