@@ -20,6 +20,7 @@ import pytest
 from conftest import fill_disk, wait_for
 
 from libero_workcell.libero_format import read_demos
+from libero_workcell.processes import pid_alive
 from recorder.episode_writer import EpisodeWriter
 from recorder.session_file import RecorderError, SessionFile
 from recorder.step import ArmReport, RecordedStep
@@ -199,6 +200,7 @@ CHILD = textwrap.dedent(
         w.save()
     print("SAVED", flush=True)
     w = EpisodeWriter(session, {{}}, KEYS, control_hz=20.0)
+    print(f"WRITER {{w.proc.pid}}", flush=True)
     if {mode!r} == "save":  # stop inside save, after the episode's datasets are written, before its rename
         real = ew.os.replace
         def stall(*a):
@@ -220,8 +222,11 @@ def test_kill_9_mid_episode_or_mid_save_keeps_every_saved_demo_and_marks_the_par
     path = tmp_path / "d2s.hdf5"
     code = CHILD.format(src=str(SRC), tests=str(Path(__file__).parent), path=str(path), mode=mode)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    writer = 0
     try:
         for line in proc.stdout:
+            if line.startswith("WRITER"):
+                writer = int(line.split()[1])
             if marker in line:
                 break
         time.sleep(0.2)
@@ -229,6 +234,7 @@ def test_kill_9_mid_episode_or_mid_save_keeps_every_saved_demo_and_marks_the_par
         proc.wait(timeout=10)
     finally:
         proc.kill()
+    assert wait_for(lambda: not pid_alive(writer), timeout=30)  # its episode's writer does not outlive it
     f = read_demos(path, images=True)
     assert [d.name for d in f.demos] == ["demo_0", "demo_1"]  # every earlier demo readable, whole
     assert all(d.images["agentview_rgb"].shape == (8, 256, 256, 3) for d in f.demos)
@@ -287,6 +293,34 @@ def test_a_save_that_hangs_is_stopped_after_its_bound_and_the_next_one_saves(tmp
     assert w.proc.returncode == -signal.SIGKILL and w.partial.exists() and session.num_demos == 0
     assert record(session, 3).save().name == "demo_1"
     assert [d.name for d in read_demos(session.path).demos] == ["demo_1"]
+
+
+def test_a_writer_that_falls_behind_refuses_steps_with_the_reason_and_discard_still_ends_it(tmp_path) -> None:
+    """Recording never blocks on the disk: once QUEUE_SECONDS of steps wait for a stalled writer, add() refuses
+    (after one control period), the episode has failed; a discard stops the writer and leaves no trace."""
+    from recorder.episode_writer import QUEUE_SECONDS
+
+    session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
+    w = EpisodeWriter(session, {}, KEYS, control_hz=1.0)  # 1 Hz: QUEUE_SECONDS is that many steps
+    w.proc.send_signal(signal.SIGSTOP)
+    with pytest.raises(RecorderError, match=f"fell {QUEUE_SECONDS:.0f} s behind"):
+        for t in range(10 * int(QUEUE_SECONDS)):
+            w.add(step(t))
+    assert int(QUEUE_SECONDS) <= w.steps < 10 * int(QUEUE_SECONDS) and "behind" in w.failed
+    with pytest.raises(RecorderError, match="behind"):
+        w.add(step(999))
+    w.discard()
+    assert w.proc.returncode == -signal.SIGKILL and not w.partial.exists()
+    with pytest.raises(RecorderError, match="closed"):
+        w.add(step(1000))
+
+
+def test_each_saved_demos_attributes_are_listed_for_the_plan(tmp_path) -> None:
+    session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
+    record(session, 3, {"belt_speed": 0.03, "combination": 1}).save()
+    record(session, 2, {"belt_speed": 0.05, "combination": 2}).save()
+    attrs = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV).demo_attrs()
+    assert [(a["belt_speed"], a["combination"], a["num_samples"]) for a in attrs] == [(0.03, 1, 3), (0.05, 2, 2)]
 
 
 def test_a_writer_process_that_dies_fails_its_episode_with_the_reason(tmp_path) -> None:

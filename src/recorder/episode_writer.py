@@ -107,6 +107,7 @@ class EpisodeWriter:
             )  # fmt: skip
         except OSError as exc:
             parent.close()
+            self.partial.unlink(missing_ok=True)
             raise RecorderError(f"cannot start the writer of {self.name}: {exc}") from None
         finally:
             child.close()  # this process keeps its own end only: EOF as soon as the child dies
