@@ -287,10 +287,10 @@ def test_a_save_that_hangs_is_stopped_after_its_bound_and_the_next_one_saves(tmp
     w = EpisodeWriter(session, {}, KEYS, control_hz=20.0, save_timeout=2.0)
     for t in range(5):
         w.add(step(t))
-    w.proc.send_signal(signal.SIGSTOP)  # the writer hangs (a disk that stopped answering)
+    os.kill(w.proc.pid, signal.SIGSTOP)  # the writer hangs (a disk that stopped answering)
     with pytest.raises(RecorderError, match=r"demo_0: the save did not finish within 2 s.*kept as .*\.partial"):
         w.save()
-    assert w.proc.returncode == -signal.SIGKILL and w.partial.exists() and session.num_demos == 0
+    assert w.proc.exitcode == -signal.SIGKILL and w.partial.exists() and session.num_demos == 0
     assert record(session, 3).save().name == "demo_1"
     assert [d.name for d in read_demos(session.path).demos] == ["demo_1"]
 
@@ -302,7 +302,7 @@ def test_a_writer_that_falls_behind_refuses_steps_with_the_reason_and_discard_st
 
     session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
     w = EpisodeWriter(session, {}, KEYS, control_hz=1.0)  # 1 Hz: QUEUE_SECONDS is that many steps
-    w.proc.send_signal(signal.SIGSTOP)
+    os.kill(w.proc.pid, signal.SIGSTOP)
     with pytest.raises(RecorderError, match=f"fell {QUEUE_SECONDS:.0f} s behind"):
         for t in range(10 * int(QUEUE_SECONDS)):
             w.add(step(t))
@@ -310,7 +310,7 @@ def test_a_writer_that_falls_behind_refuses_steps_with_the_reason_and_discard_st
     with pytest.raises(RecorderError, match="behind"):
         w.add(step(999))
     w.discard()
-    assert w.proc.returncode == -signal.SIGKILL and not w.partial.exists()
+    assert w.proc.exitcode == -signal.SIGKILL and not w.partial.exists()
     with pytest.raises(RecorderError, match="closed"):
         w.add(step(1000))
 

@@ -1,13 +1,14 @@
-"""The HDF5 writer of one episode, in a process of its own (``python -m recorder.episode_child FD``).
+"""The HDF5 writer of one episode, in a process of its own (:func:`run`, started by recorder.episode_writer).
 
 Why a process: on a full disk HDF5 can fail the file's ``close()``, and freeing an h5py file whose close
 failed crashes the process that holds it (SIGSEGV; plain h5py does it too). Here that process is this
 child: the recorder node loses at most the child, reports the error, keeps the episode it is recording, and
 the next episode saves. The child leaves with ``os._exit``, so no failed HDF5 object is ever freed.
 
-It is a fresh interpreter (never a fork of a process running DDS threads) and ignores SIGINT: a Ctrl-C
-for the graph reaches the node, which lets a save in progress finish. The protocol, over the connection on
-the file descriptor it is given, in order:
+It is forked from multiprocessing's fork server: a clean interpreter, started once per recorder, that has
+imported this module (h5py, numpy) already, so a writer is ready at once; never a fork of the node's process,
+which runs DDS threads. It ignores SIGINT: a Ctrl-C for the graph reaches the node, which lets a save in
+progress finish. The protocol, over the connection it is given, in order:
 
 - node -> child: ``("open", partial path, demo name, image keys, image shape)``, ``("step", RecordedStep)``
   per step (its images written at once, its low-dimensional data kept), then ``("save", SaveRequest)`` or
@@ -40,6 +41,9 @@ from libero_workcell.libero_format import Demo, aubo_robot_states, image_dataset
 from recorder.step import ArmReport, RecordedStep
 
 log = logging.getLogger("recorder.episode_child")
+# Exceptions of a failed file, kept until the process leaves: their tracebacks hold HDF5 objects of that file,
+# and freeing those fails (noisily, dozens of lines each) or crashes; os._exit frees nothing.
+_FAILED: list[BaseException] = []
 NOT_REPORTED = -1  # action_accepted / servo_tick of a step whose arm report never came
 
 
@@ -158,6 +162,7 @@ def serve(conn: Connection) -> int:
                         ds[len(rows)] = step.images[key]
                     rows.append(replace(step, images={}))
                 except Exception as exc:
+                    _FAILED.append(exc)
                     error = f"image write failed: {_text(exc)}"
                     conn.send(("error", error))
             continue
@@ -168,6 +173,7 @@ def serve(conn: Connection) -> int:
             try:
                 write_episode(f, name, rows, msg[1])
             except Exception as exc:
+                _FAILED.append(exc)
                 error = _text(exc)
         closing = _close(f)
         error = error or closing
@@ -182,22 +188,20 @@ def _close(f: h5py.File | None) -> str | None:
     try:
         f.close()
     except Exception as exc:
+        _FAILED.append(exc)
         return f"closing failed: {_text(exc)}"
     return None
 
 
-def main(argv: Sequence[str]) -> None:
+def run(conn: Connection) -> None:
+    """The writer process: serve one episode, then leave at once (``os._exit``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="[episode writer] %(levelname)s %(message)s")
     code = 1
     try:
-        code = serve(Connection(int(argv[0])))
+        code = serve(conn)
     except Exception as exc:  # the node sees the connection end and reports it
         log.error("episode writer failed: %s", _text(exc))
     finally:
         sys.stderr.flush()
         os._exit(code)  # never free an HDF5 object whose close failed (it crashes the process)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -1,5 +1,5 @@
 """Records one episode into its own LIBERO-layout file while it is recorded; the file is written off the
-control path, in a child process (recorder.episode_child).
+control path, in a process of its own (recorder.episode_child), forked from a fork server started once.
 
 :meth:`EpisodeWriter.add` is called at control frequency and only appends: the step goes to a queue that a
 sender thread passes to the episode's writer process, which writes its images into the episode's file as it
@@ -25,24 +25,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import os
 import queue
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from multiprocessing import Pipe
+from multiprocessing import forkserver
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
-import recorder
 from libero_workcell.contract import IMAGE_SIZE
+from recorder import episode_child
 from recorder.episode_child import SaveRequest
 from recorder.session_file import RecorderError, SessionFile, fsync_dir
 from recorder.step import ArmReport, RecordedStep
@@ -53,6 +51,10 @@ QUEUE_SECONDS: Final = 20.0  # of steps the writer may fall behind before record
 # them), the low-dimensional datasets and a sync, on a loaded machine; a save still running then is killed.
 SAVE_TIMEOUT: Final = 120.0
 EXIT_TIMEOUT: Final = 10.0  # s for a writer process to end after its last answer (or a discard) before a kill
+# Writer processes are forked from multiprocessing's fork server, a clean interpreter that imports the writer's
+# module once (never from the node's process, which runs DDS threads): a writer is ready at once.
+_PROCESSES = multiprocessing.get_context("forkserver")
+_PROCESSES.set_forkserver_preload(["recorder.episode_child"])
 
 
 @dataclass(frozen=True)
@@ -65,12 +67,9 @@ class SavedEpisode:
     save_latency: float  # s, from save() to the index listing it
 
 
-def _child_env() -> dict[str, str]:
-    """The writer process imports what this process imports (the recorder package's folder first)."""
-    env = dict(os.environ)
-    paths = [str(Path(recorder.__file__).resolve().parents[1]), *(p for p in sys.path if p and os.path.isdir(p))]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    return env
+def warm_up() -> None:
+    """Start the fork server writers come from (a second or so), so the first episode's writer is ready at once."""
+    forkserver.ensure_running()
 
 
 class EpisodeWriter:
@@ -99,12 +98,13 @@ class EpisodeWriter:
         self._closed = False
         self._outcome: tuple[str, Any] | None = None  # the child's last answer (saved / failed)
         self._answered = threading.Event()
-        parent, child = Pipe(duplex=True)
+        self._proc_lock = threading.Lock()
+        parent, child = _PROCESSES.Pipe(duplex=True)
+        # daemon: a writer never outlives the recorder's interpreter (the node lets every save finish first)
+        self.proc = _PROCESSES.Process(target=episode_child.run, args=(child,), name=f"writer-{self.name}",
+                                       daemon=True)  # fmt: skip
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "recorder.episode_child", str(child.fileno())],
-                pass_fds=(child.fileno(),), env=_child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            )  # fmt: skip
+            self.proc.start()
         except OSError as exc:
             parent.close()
             self.partial.unlink(missing_ok=True)
@@ -206,25 +206,26 @@ class EpisodeWriter:
         self.partial.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ internals
+    def _exit_code(self, timeout: float | None) -> int | None:
+        """The writer process's exit code once it has ended (waiting up to ``timeout``), else None. One thread
+        at a time: the fork server reports an exit code once."""
+        with self._proc_lock:
+            self.proc.join(timeout)
+            return self.proc.exitcode
+
     def _end(self, kill: bool = False) -> None:
         """Wait for the writer process to end (kill it if told, or if it does not end in time); close the link."""
-        if not kill:
-            try:
-                self.proc.wait(timeout=EXIT_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                kill = True
-        if kill and self.proc.poll() is None:
+        if self._exit_code(0.0 if kill else EXIT_TIMEOUT) is None:
             self.proc.kill()
-        self.proc.wait()
+            self._exit_code(None)
         with contextlib.suppress(queue.Full):  # (full: the thread is sending, and meets the dead link)
             self._queue.put_nowait(("end",))  # the sender thread, if still waiting for work, ends
         self._thread.join(timeout=EXIT_TIMEOUT)  # (its link's other end is gone: it is not blocked on it)
         self._conn.close()
 
     def _exit_text(self) -> str:
-        try:
-            code = self.proc.wait(timeout=EXIT_TIMEOUT)
-        except subprocess.TimeoutExpired:
+        code = self._exit_code(EXIT_TIMEOUT)
+        if code is None:
             return "the episode writer process stopped answering"
         how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         return f"the episode writer process ended ({how})"

@@ -60,7 +60,7 @@ from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from libero_workcell.task import TaskSpec
 from preferences.catalogue import Catalogue
 from recorder.collection_plan import CollectionPlan
-from recorder.episode_writer import EpisodeWriter, SavedEpisode
+from recorder.episode_writer import EpisodeWriter, SavedEpisode, warm_up
 from recorder.session_file import UNREADABLE, RecorderError, SessionFile
 from recorder.step import ArmReport, RecordedStep
 
@@ -151,6 +151,7 @@ class RecorderNode(Node):
         # Each demo's own attributes hold its instruction (a session spans task configurations).
         problem = {"problem_name": str(p("env_name")), "language_instruction": instruction}
         self.session = SessionFile(str(p("out_path")), problem, env_args, int(p("min_free_mb")) * 1024**2)
+        warm_up()  # the episode writers' fork server: the first episode's writer is ready at once
         per_config = int(p("plan_per_config"))
         self.plan = CollectionPlan(per_config) if per_config > 0 else None
         if self.plan is not None and self.task:
