@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import h5py
@@ -323,21 +324,36 @@ def test_each_saved_demos_attributes_are_listed_for_the_plan(tmp_path) -> None:
     assert [(a["belt_speed"], a["combination"], a["num_samples"]) for a in attrs] == [(0.03, 1, 3), (0.05, 2, 2)]
 
 
-def test_a_writer_process_that_dies_fails_its_episode_with_the_reason(tmp_path) -> None:
+class ExitOnArrival:
+    """Pickles as a call of os._exit(code): the writer process ends by itself as it reads the step (as a bug, an
+    exception outside its handlers, would end it), before it could say anything."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def __reduce__(self):
+        return os._exit, (self.code,)
+
+
+@pytest.mark.parametrize("how, reason", [("killed", "killed by SIGKILL"), ("exits", "exit code 3")])
+def test_a_writer_process_that_dies_fails_its_episode_with_the_reason(tmp_path, how, reason) -> None:
     session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
     w = record(session, 3)
-    w.proc.kill()
+    if how == "killed":
+        w.proc.kill()
+    else:
+        w.add(replace(step(3), image_stamps=dict.fromkeys(KEYS, ExitOnArrival(3))))
 
     def refused() -> bool:
         try:
             w.add(step(w.steps))
         except RecorderError as exc:
-            assert "killed by SIGKILL" in str(exc)
+            assert reason in str(exc)
             return True
         return False
 
     assert wait_for(refused, timeout=30)  # add() refuses the dead writer's episode
-    with pytest.raises(RecorderError, match=r"demo_0 could not be written.*killed by SIGKILL"):
+    with pytest.raises(RecorderError, match=rf"demo_0 could not be written.*{reason}"):
         w.save()
     assert w.partial.exists() and record(session, 2).save().name == "demo_1"
 

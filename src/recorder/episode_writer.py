@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -67,9 +68,32 @@ class SavedEpisode:
     save_latency: float  # s, from save() to the index listing it
 
 
+_server_lock = threading.Lock()
+_server_pid: int | None = None  # the process that started the fork server (this one, or a parent it forked from)
+
+
 def warm_up() -> None:
-    """Start the fork server writers come from (a second or so), so the first episode's writer is ready at once."""
-    forkserver.ensure_running()
+    """Start the fork server writers come from, if this process has none (a second or so: the node calls it at
+    start, so the first episode's writer is ready at once; every writer's start calls it too).
+
+    The fork server is a fresh interpreter: it is given this process's import path (Python 3.11's fork server
+    does not apply the one it is handed), so writers run the code this process runs. A process forked from one
+    that had started it (a test runner's workers) starts its own: the server is its parent's child, not its."""
+    global _server_pid
+    with _server_lock:
+        if _server_pid is not None and _server_pid != os.getpid():
+            server = forkserver._forkserver  # (no public way to forget a server that is not this process's)
+            server._forkserver_pid = server._forkserver_address = server._forkserver_alive_fd = None
+        before = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        try:
+            forkserver.ensure_running()
+        finally:
+            if before is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = before
+        _server_pid = os.getpid()
 
 
 class EpisodeWriter:
@@ -104,6 +128,7 @@ class EpisodeWriter:
         self.proc = _PROCESSES.Process(target=episode_child.run, args=(child,), name=f"writer-{self.name}",
                                        daemon=True)  # fmt: skip
         try:
+            warm_up()
             self.proc.start()
         except OSError as exc:
             parent.close()
@@ -247,6 +272,9 @@ class EpisodeWriter:
                         break
             except (EOFError, OSError):  # the child died (or was killed)
                 self._error = self._error or self._exit_text()
+                break
+            except Exception as exc:  # (a message that cannot travel: never this thread's silent end)
+                self._error = self._error or f"the episode writer could not be sent {item[0]}: {exc!r}"
                 break
             if self._outcome is not None:
                 break
