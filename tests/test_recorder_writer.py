@@ -415,7 +415,7 @@ def test_an_index_that_cannot_be_written_is_the_recorders_error_and_the_next_sta
     assert SessionFile(path, PROBLEM, ENV).names == ["demo_0"]
 
 
-def test_a_torn_episode_is_set_aside_by_name_and_the_session_resumes_with_the_rest(tmp_path) -> None:
+def test_a_torn_episode_is_set_aside_by_name_and_the_session_resumes_with_the_rest(tmp_path, caplog) -> None:
     from recorder.session_file import saved_demo_attrs
 
     path = tmp_path / "d2s.hdf5"
@@ -427,17 +427,50 @@ def test_a_torn_episode_is_set_aside_by_name_and_the_session_resumes_with_the_re
     torn.write_bytes(cut)  # a copy cut short
     stray = session.episode_path("demo_4")  # complete by its name, not in the index, unreadable
     stray.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))
-    assert len(saved_demo_attrs(path)) == 2  # `workcell plan` counts the readable ones
-    resumed = SessionFile(path, PROBLEM, ENV)
+    earlier = stray.with_name("demo_4.hdf5.unreadable")  # set aside by an earlier start, copied back since
+    earlier.write_bytes(b"earlier")
+    with caplog.at_level("WARNING", logger="recorder.session_file"):
+        assert len(saved_demo_attrs(path)) == 2  # `workcell plan` counts the readable ones
+    assert f"{path}: demo_1 is unreadable, not counted: " in caplog.text
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="recorder.session_file"):
+        resumed = SessionFile(path, PROBLEM, ENV)
+    assert f"{path}: demo_1 is unreadable (Unable to synchronously open file (truncated file" in caplog.text
+    assert "moved aside as demo_1.hdf5.unreadable; resuming with the other episodes" in caplog.text
     assert resumed.names == ["demo_0", "demo_2"] and resumed.total == 12
     assert sorted(resumed.set_aside) == ["demo_1", "demo_4"] and "truncated" in resumed.set_aside["demo_1"]
     assert not torn.exists() and torn.with_name("demo_1.hdf5.unreadable").read_bytes() == cut  # kept, not deleted
-    assert stray.with_name("demo_4.hdf5.unreadable").exists()
+    assert earlier.read_bytes() == b"earlier" and stray.with_name("demo_4.hdf5.unreadable.1").exists()  # both kept
     assert [d.name for d in read_demos(path).demos] == ["demo_0", "demo_2"]
     w = record(resumed, 3)
     assert w.name == "demo_5"  # the numbers set aside are not reused
     w.save()
     assert SessionFile(path, PROBLEM, ENV).names == ["demo_0", "demo_2", "demo_5"]
+
+
+def test_an_episode_that_holds_fewer_steps_than_it_declares_is_set_aside_and_one_that_cannot_be_moved_is_an_error(
+    tmp_path, monkeypatch
+) -> None:
+    path = tmp_path / "d2s.hdf5"
+    session = SessionFile(path, PROBLEM, ENV)
+    record(session, 5).save()
+    with h5py.File(session.episode_path("demo_0"), "r+") as f:
+        f["data/demo_0"].attrs["num_samples"] = 9
+    resumed = SessionFile(path, PROBLEM, ENV)
+    assert resumed.set_aside == {"demo_0": "demo_0 declares 9 samples and holds 5 actions"}
+    record(resumed, 4).save()
+    resumed.episode_path("demo_1").write_bytes(b"torn")
+    real = os.replace
+
+    def refuse(src, dst) -> None:
+        if str(dst).endswith(".unreadable"):
+            raise OSError(errno.EROFS, "Read-only file system")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(RecorderError,
+                       match=r"demo_1\.hdf5 is unreadable \(.*\) and cannot be moved aside: .*Read-only"):
+        SessionFile(path, PROBLEM, ENV)
 
 
 def test_an_episode_shorter_than_two_steps_is_not_saved(tmp_path) -> None:
