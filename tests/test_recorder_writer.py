@@ -6,6 +6,7 @@ import errno
 import gc
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -143,7 +144,7 @@ def test_discard_leaves_no_trace_and_resume_continues_the_counts(tmp_path) -> No
 def test_resuming_with_other_env_args_or_a_broken_file_is_refused(tmp_path) -> None:
     path = tmp_path / "d2s.hdf5"
     SessionFile(path, PROBLEM, ENV)
-    with pytest.raises(RecorderError, match="recorded with env_args"):
+    with pytest.raises(RecorderError, match=r"recorded with env_args .*: record into a new file"):
         SessionFile(path, PROBLEM, {**ENV, "robot": "Panda"})
     bad = tmp_path / "bad.hdf5"
     bad.write_bytes(b"not hdf5")
@@ -169,8 +170,9 @@ def test_an_unwritable_place_or_too_little_space_is_an_error_before_recording(tm
 
 def test_an_unwritable_path_under_root_is_an_error_too(tmp_path) -> None:
     (tmp_path / "a_file").write_text("x")
-    with pytest.raises(RecorderError, match="cannot record into"):
-        SessionFile(tmp_path / "a_file" / "d2s.hdf5", PROBLEM, ENV)  # its folder would be a file
+    path = tmp_path / "a_file" / "d2s.hdf5"  # its folder would be a file
+    with pytest.raises(RecorderError, match=rf"cannot record into {path}: Not a directory \(.*a_file.*\)"):
+        SessionFile(path, PROBLEM, ENV)
 
 
 def test_stale_frames_are_counted_and_stored(tmp_path) -> None:
@@ -219,7 +221,8 @@ CHILD = textwrap.dedent(
 
 
 @pytest.mark.parametrize("mode, marker", [("episode", "RECORDING"), ("save", "IN_SAVE")])
-def test_kill_9_mid_episode_or_mid_save_keeps_every_saved_demo_and_marks_the_partial(tmp_path, mode, marker) -> None:
+def test_kill_9_mid_episode_or_mid_save_keeps_every_saved_demo_and_marks_the_partial(tmp_path, mode, marker,
+                                                                                     caplog) -> None:  # fmt: skip
     path = tmp_path / "d2s.hdf5"
     code = CHILD.format(src=str(SRC), tests=str(Path(__file__).parent), path=str(path), mode=mode)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -239,12 +242,14 @@ def test_kill_9_mid_episode_or_mid_save_keeps_every_saved_demo_and_marks_the_par
     f = read_demos(path, images=True)
     assert [d.name for d in f.demos] == ["demo_0", "demo_1"]  # every earlier demo readable, whole
     assert all(d.images["agentview_rgb"].shape == (8, 256, 256, 3) for d in f.demos)
-    session = SessionFile(path, PROBLEM, ENV)  # resuming: the partial is reported, kept, never linked
+    with caplog.at_level("WARNING", logger="recorder.session_file"):
+        session = SessionFile(path, PROBLEM, ENV)  # resuming: the partial is reported, kept, never linked
+    assert f"{path}: incomplete episodes from an earlier run, kept as they are: ['demo_2.hdf5.partial']" in caplog.text
     assert session.partials == ["demo_2.hdf5.partial"] and session.names == ["demo_0", "demo_1"]
     assert session.next_name() == "demo_3"  # its number is not reused
 
 
-def test_a_saved_episode_the_index_missed_is_adopted_on_resume(tmp_path) -> None:
+def test_a_saved_episode_the_index_missed_is_adopted_on_resume(tmp_path, caplog) -> None:
     path = tmp_path / "d2s.hdf5"
     session = SessionFile(path, PROBLEM, ENV)
     record(session, 5).save()
@@ -252,9 +257,50 @@ def test_a_saved_episode_the_index_missed_is_adopted_on_resume(tmp_path) -> None
     session.add = lambda *a: None  # the crash came between the episode's rename and the index's rewrite
     w.save()
     assert [d.name for d in read_demos(path).demos] == ["demo_0"]
-    resumed = SessionFile(path, PROBLEM, ENV)
+    with caplog.at_level("WARNING", logger="recorder.session_file"):
+        resumed = SessionFile(path, PROBLEM, ENV)
+    assert f"{path}: complete episodes not yet in the index, added: ['demo_1']" in caplog.text
     assert resumed.names == ["demo_0", "demo_1"] and resumed.total == 11
     assert [d.num_samples for d in read_demos(path).demos] == [5, 6]
+    session.episode_path("demo_0").unlink()  # an episode file the index lists, gone
+    with pytest.raises(RecorderError, match=rf"{path}: demo_0's episode file .*demo_0\.hdf5 is missing"):
+        SessionFile(path, PROBLEM, ENV)
+
+
+def test_an_index_that_missed_its_only_episode_lists_it_on_resume(tmp_path) -> None:
+    path = tmp_path / "d2s.hdf5"
+    session = SessionFile(path, PROBLEM, ENV)
+    w = record(session, 4)
+    session.add = lambda *a: None
+    w.save()
+    assert SessionFile(path, PROBLEM, ENV).names == ["demo_0"]
+    assert [d.num_samples for d in read_demos(path).demos] == [4]  # rewritten at once, not at the next save
+
+
+def test_the_session_names_its_files_as_documented_and_never_takes_a_name_twice(tmp_path, monkeypatch) -> None:
+    from recorder.session_file import complete_episodes, episodes_dir_of
+
+    assert episodes_dir_of(tmp_path / "d2s.hdf5") == tmp_path / "d2s_episodes"  # docs/data.md
+    folder = tmp_path / "nested" / "deeper" / "d2s.hdf5"  # its folders are made
+    session = SessionFile(folder, {"problem_name": "x"}, ENV)
+    for name in ("demo_10.hdf5", "demo_2.hdf5", "demo_9.hdf5.partial", "notes.txt"):
+        (session.episodes_dir / name).write_bytes(b"")
+    assert complete_episodes(session.episodes_dir) == ["demo_2", "demo_10"]  # demo order, not text order
+    assert session.next_name() == "demo_11"  # past every number, a stray file ignored
+    monkeypatch.setattr(session, "next_name", lambda: "demo_9")  # another recorder took it meanwhile
+    with pytest.raises(RecorderError, match=r"cannot start .*demo_9\.hdf5\.partial: File exists"):
+        session.reserve()
+    monkeypatch.undo()
+    stale = folder.parent / ".d2s.hdf5.k3j4h5.writing"  # an index write a crash cut short
+    stale.write_bytes(b"half")
+    for n, instruction in ((3, "first"), (2, "second")):  # the file's instruction: the first demo's, if it had none
+        record(session, n, {"language_instruction": instruction}).save()
+    with h5py.File(folder) as h:
+        assert json.loads(h["data"].attrs["problem_info"])["language_instruction"] == "first"
+    SessionFile(folder, {"problem_name": "x"}, ENV)
+    assert not stale.exists()
+
+
 
 
 # ---------------------------------------------------------------- a full disk, a hung or dead writer
@@ -396,23 +442,36 @@ def test_concurrent_saves_all_reach_the_index(tmp_path, monkeypatch) -> None:
 def test_an_index_that_cannot_be_written_is_the_recorders_error_and_the_next_start_lists_it(
     tmp_path, monkeypatch
 ) -> None:
+    import tempfile
+
     path = tmp_path / "d2s.hdf5"
     session = SessionFile(path, PROBLEM, ENV)
-    real = os.replace
+    real, temporaries = os.replace, []
 
     def no_space_for_the_index(src, dst) -> None:
         if Path(dst) == path:
+            temporaries.append(Path(src).name)
             raise OSError(errno.ENOSPC, "No space left on device")
         real(src, dst)
 
     monkeypatch.setattr(os, "replace", no_space_for_the_index)
-    with pytest.raises(RecorderError, match=r"index could not be rewritten.*No space left"):
+    told = r"index could not be rewritten \(No space left on device\); the episode files are complete, and the recorder"
+    with pytest.raises(RecorderError, match=told + "'s next start lists any the index missed"):
         record(session, 3).save()
     monkeypatch.undo()
+    assert len(temporaries) == 1 and re.fullmatch(r"\.d2s\.hdf5\.\w+\.writing", temporaries[0])  # what a start clears
     assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["d2s.hdf5"]  # its temporary file is gone
     with h5py.File(path) as h:
         assert h["data"].attrs["num_demos"] == 0  # the index as it was
-    assert SessionFile(path, PROBLEM, ENV).names == ["demo_0"]
+    resumed = SessionFile(path, PROBLEM, ENV)
+    assert resumed.names == ["demo_0"]
+
+    def no_room_for_a_temporary(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_room_for_a_temporary)
+    with pytest.raises(RecorderError, match=r"index could not be rewritten \(No space left on device\)"):
+        record(resumed, 2).save()
 
 
 def test_a_torn_episode_is_set_aside_by_name_and_the_session_resumes_with_the_rest(tmp_path, caplog) -> None:
@@ -431,7 +490,7 @@ def test_a_torn_episode_is_set_aside_by_name_and_the_session_resumes_with_the_re
     earlier.write_bytes(b"earlier")
     with caplog.at_level("WARNING", logger="recorder.session_file"):
         assert len(saved_demo_attrs(path)) == 2  # `workcell plan` counts the readable ones
-    assert f"{path}: demo_1 is unreadable, not counted: " in caplog.text
+    assert f"{path}: demo_1 is unreadable, not counted: Unable to synchronously open file (truncated" in caplog.text
     caplog.clear()
     with caplog.at_level("ERROR", logger="recorder.session_file"):
         resumed = SessionFile(path, PROBLEM, ENV)
