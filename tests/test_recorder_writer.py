@@ -175,6 +175,17 @@ def test_an_unwritable_path_under_root_is_an_error_too(tmp_path) -> None:
         SessionFile(path, PROBLEM, ENV)
 
 
+def test_dropped_steps_count_the_control_periods_without_a_step(tmp_path) -> None:
+    session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
+    w = EpisodeWriter(session, {}, KEYS, control_hz=20.0)
+    assert w.dropped_steps() == 0
+    w.add(step(0))
+    assert w.dropped_steps() == 0
+    w.add(step(2))  # step 1's period passed without a step
+    assert w.dropped_steps() == 1
+    w.discard()
+
+
 def test_stale_frames_are_counted_and_stored(tmp_path) -> None:
     session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
     w = EpisodeWriter(session, {}, KEYS, control_hz=20.0)
