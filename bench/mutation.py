@@ -1,14 +1,14 @@
 """Mutation testing of the safety code (mutmut 3): do the fast tests notice when a branch changes?
 
-``bench/mutation.sh [driver] [arcs] [conveyor] [chunks] [teleop] [client] ...`` (default: all). For each target it
-copies the working tree to a temporary directory (mutmut writes ``mutants/`` and rewrites sources
-there, never here), configures mutmut for that file (or files) and the tests that exercise it, runs
-it with the property tests made repeatable (``HYPOTHESIS_PROFILE=mutation``), and prints the
-counts (mutants, killed, survived, timeouts, untested) and every surviving mutant's diff. The
-full report goes to ``bench-output/mutation-<target>.txt``. ``--recheck`` runs only the mutants a target's
-last full run left alive, against today's tests (after tests were added for them; the slow ARCS target
-takes an hour in full). ``docs/mutation.md`` records the
-last figures and why each survivor left alive is harmless. Not part of CI: ~10-40 min a target.
+``bench/mutation.sh [TARGET...]`` (default: all; the targets are TARGETS below: driver, arcs, conveyor,
+chunks, rtde, driver_host, teleop, client, recorder_session, recorder_writer). For each target it copies the
+working tree to a temporary directory (mutmut writes ``mutants/`` and rewrites sources there, never here), configures
+mutmut for that file (or files) and the tests that exercise it, runs it with the property tests made repeatable
+(``HYPOTHESIS_PROFILE=mutation``), and prints the counts (mutants, killed, survived, timeouts, untested) and
+every surviving mutant's diff. The full report goes to ``bench-output/mutation-<target>.txt``. ``--recheck``
+runs only the mutants a target's last full run left alive, against today's tests (after tests were added for
+them; the slow ARCS target takes an hour in full). ``docs/mutation.md`` records the last figures and why each
+survivor left alive is harmless. Not part of CI: ~10-40 min a target.
 """
 
 from __future__ import annotations
@@ -63,6 +63,13 @@ TARGETS: dict[str, tuple[str | tuple[str, ...], list[str]]] = {
     # The node's side of the driver process (HostedDriver: deadlines, faults of a dead or hung child, restarts);
     # the child's DriverService runs in another process, where mutmut cannot see which tests cover it.
     "driver_host": ("src/aubo_bridge/driver_host.py", ["tests/test_driver_host.py"]),
+    # The recorder's fault branches (issue 21): the session index under concurrent saves, torn episodes set
+    # aside; the node's side of the episode writer process (a full disk, a hung or dead writer). The writer
+    # process itself (recorder/episode_child.py) runs in another process, where mutmut cannot see which tests
+    # cover it.
+    "recorder_session": ("src/recorder/session_file.py",
+                         ["tests/test_recorder_writer.py", "tests/test_collection_plan.py"]),
+    "recorder_writer": ("src/recorder/episode_writer.py", ["tests/test_recorder_writer.py"]),
     "conveyor": (
         "src/conveyor_driver/driver.py",
         [

@@ -56,6 +56,46 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, interval: float
         time.sleep(interval)
 
 
+SMALL_DISK = "4m"  # a tmpfs this size fills for real: ENOSPC from the kernel
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A small tmpfs of its own, for a real full disk (CI runs as root); skipped, saying why, where it cannot be
+    mounted."""
+    import subprocess
+
+    folder = tmp_path / "small_disk"
+    folder.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK}", "tmpfs", str(folder)],
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"no small file system for a real ENOSPC: mount failed ({exc})")
+    if done.returncode != 0:
+        pytest.skip(f"no small file system for a real ENOSPC (mounting a tmpfs needs root): {done.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, timeout=30)
+
+
+def fill_disk(folder: Path) -> Path:
+    """Write a ballast file into ``folder`` until the kernel says ENOSPC: its disk is full. Returns the ballast."""
+    import errno
+
+    ballast = folder / "ballast"
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(fd)
+    return ballast
+
+
 def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -77,7 +77,7 @@ def test_the_graph_recorder_writes_the_spec(tmp_path) -> None:
     session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
     record(session, 6).save()
     seen = _check(session.episode_path("demo_0"), "recorder")
-    assert {"timing/obs_stamp", "timing/servo_tick", "obs/agentview_rgb"} <= seen
+    assert {"timing/obs_stamp", "timing/servo_tick", "obs/agentview_rgb", "applied_actions", "action_accepted"} <= seen
 
 
 def test_the_simulated_expert_demos_write_the_spec(tmp_path) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
+import h5py
 import numpy as np
 import pytest
+from conftest import fill_disk, json_messages
 
 from libero_workcell import ros_msgs
 from libero_workcell.contract import ARM_JOINT_NAMES, CAMERA_NAMES, SOURCE_EXPERT, SOURCE_TELEOP, Qos, Topics
@@ -27,7 +31,7 @@ def graph(tmp_path):
     from recorder.node import RecorderNode
 
     def make(**params):
-        args = ["--ros-args", "-p", f"out_path:={tmp_path / 'd2s.hdf5'}"]
+        args = ["--ros-args", "-p", f"out_path:={params.pop('out_path', tmp_path / 'd2s.hdf5')}"]
         for k, v in params.items():
             args += ["-p", f"{k}:={v}"]
         rclpy.init(args=args)
@@ -63,9 +67,14 @@ def graph(tmp_path):
     rclpy.try_shutdown()
 
 
+APPLIED = np.array([0.05, 0, 0, 0, 0, 0, -1])  # what the arm driver reports it did with ACTION (clipped)
+ACTION = [0.1, 0, 0, 0, 0, 0, -1]
+
+
 def feed(pubs, spin, t: float, action_source: str = SOURCE_TELEOP, wrist_age: float = 0.0, state_age: float = 0.0,
-         servo_tick: int | None = None):  # fmt: skip
-    """One control step as the graph makes it; ``servo_tick``: the arm driver's report on the action."""
+         servo_tick: int | None = None, refused: bool = False, action=ACTION):  # fmt: skip
+    """One control step as the graph makes it; ``servo_tick``: the arm driver's report on the action (applied
+    APPLIED), ``refused``: its report that it refused the action."""
     state = np.array([0.3 + t * 0.01, 0.0, 0.3, np.pi, 0.0, 0.0, 0.2])
     pubs["state"].publish(ros_msgs.state_msg(state, t - state_age))
     pubs["joints"].publish(ros_msgs.joint_state_msg(ARM_JOINT_NAMES, np.full(6, 0.1), t))
@@ -74,10 +83,14 @@ def feed(pubs, spin, t: float, action_source: str = SOURCE_TELEOP, wrist_age: fl
         img[int(t * 20) % 256] = 255
         pubs[cam].publish(ros_msgs.image_msg(img, t - (wrist_age if cam == "wrist" else 0.01), cam))
     spin(0.02)
-    msg = ros_msgs.action_msg([0.1, 0, 0, 0, 0, 0, -1], action_source, t + 0.005)
+    msg = ros_msgs.action_msg(action, action_source, t + 0.005)
     pubs["action"].publish(msg)
     if servo_tick is not None:
-        pubs["result"].publish(ros_msgs.action_result_msg(msg.header.stamp, action_source, True, "ok", servo_tick))
+        pubs["result"].publish(ros_msgs.action_result_msg(msg.header.stamp, action_source, True, "ok", servo_tick,
+                                                          APPLIED))  # fmt: skip
+    elif refused:
+        pubs["result"].publish(ros_msgs.action_result_msg(msg.header.stamp, action_source, False, "not active", None,
+                                                          None))  # fmt: skip
     spin(0.03)
 
 
@@ -96,7 +109,7 @@ def test_teleop_actions_are_paired_and_stale_frames_counted(graph, tmp_path) -> 
     t0 = time.time()
     for i in range(10):
         feed(pubs, spin, t0 + i * 0.05, wrist_age=0.5 if i >= 6 else 0.0,  # the wrist camera stalls at step 6
-             servo_tick=None if i == 3 else 100 + 5 * i)  # fmt: skip
+             servo_tick=None if i in (3, 5) else 100 + 5 * i, refused=i == 5)  # fmt: skip
     feed(pubs, spin, t0 + 0.55, action_source=SOURCE_EXPERT, servo_tick=155)  # another source's: not recorded
     feed(pubs, spin, t0 + 0.60, state_age=0.5)  # no fresh state for this action: not recorded
     res = rec._srv_save(Trigger.Request(), Trigger.Response())
@@ -109,7 +122,13 @@ def test_teleop_actions_are_paired_and_stale_frames_counted(graph, tmp_path) -> 
     np.testing.assert_allclose(d.ee_pos[:, 0], [0.3 + (t0 + i * 0.05) * 0.01 for i in range(10)])
     assert d.images["agentview_rgb"][0, 0, 0, 0] == 50 and d.images["eye_in_hand_rgb"][0, 0, 0, 0] == 150
     assert json.loads(d.attrs["stale_frames"]) == {"agentview_rgb": 0, "eye_in_hand_rgb": 4}
-    np.testing.assert_array_equal(d.servo_tick, [-1 if i == 3 else 100 + 5 * i for i in range(10)])
+    np.testing.assert_array_equal(d.servo_tick, [-1 if i in (3, 5) else 100 + 5 * i for i in range(10)])
+    with h5py.File(tmp_path / "d2s.hdf5") as h:  # what the arm did with each action, beside what was asked
+        accepted, applied = h["data/demo_0/action_accepted"][:], h["data/demo_0/applied_actions"][:]
+    assert list(accepted) == [1, 1, 1, -1, 1, 0, 1, 1, 1, 1]
+    np.testing.assert_array_equal(applied[[0, 1, 2, 4, 6, 7, 8, 9]], np.tile(APPLIED, (8, 1)))
+    assert np.isnan(applied[[3, 5]]).all()
+    np.testing.assert_array_equal(d.actions, np.tile(ACTION, (10, 1)))
 
 
 def test_discard_and_a_second_start_while_recording(graph, tmp_path) -> None:
@@ -178,3 +197,89 @@ def test_log_outcome_logs_success_and_failure_from_one_place(rclpy_node) -> None
 
     for ok in (True, False, True):
         log_outcome(rclpy_node.get_logger(), ok, "outcome")  # (one call site, two severities, raised before)
+
+
+def spin_until(spin, condition, timeout: float = 30.0) -> bool:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        spin(0.05)
+    return True
+
+
+def ok(service) -> bool:
+    from std_srvs.srv import Trigger
+
+    return service(Trigger.Request(), Trigger.Response()).success
+
+
+def test_bad_messages_are_counted_and_dropped_and_the_episode_goes_on(graph, tmp_path) -> None:
+    """A non-finite action (teleop publishes one when the robot state holds a NaN), an image whose data does
+    not match its size, a frame of another size, a NaN state: each is counted, reported and dropped; the node
+    and its open episode live on (the first two raised out of the callback and ended the process)."""
+    rec, pubs, spin = graph()
+    status = json_messages(rec, Topics.RECORDER_STATUS)
+    assert ok(rec._srv_start)
+    t0 = time.time()
+    for i in range(3):
+        feed(pubs, spin, t0 + i * 0.05)
+    feed(pubs, spin, t0 + 0.15, action=[np.nan, 0, 0, 0, 0, 0, -1])  # dropped: no step for it
+    torn = ros_msgs.image_msg(np.zeros((256, 256, 3), np.uint8), t0 + 0.2, "wrist")
+    torn.data = bytes(100)
+    for bad in ("wrist", torn), ("wrist", ros_msgs.image_msg(np.zeros((128, 128, 3), np.uint8), t0 + 0.2, "wrist")), \
+               ("state", ros_msgs.state_msg(np.full(7, np.nan), t0 + 0.2)):  # fmt: skip
+        pubs[bad[0]].publish(bad[1])
+        spin(0.05)  # (the camera topic keeps the latest frame only)
+    for i in range(4, 7):
+        feed(pubs, spin, t0 + i * 0.05)
+    assert spin_until(spin, lambda: sum(rec.bad_messages.values()) == 4), rec.bad_messages
+    assert rec.bad_messages == {"action": 1, "wrist": 2, "state": 1}
+    assert ok(rec._srv_save)
+    wait_saved(rec, spin, 1)
+    assert status[-1]["bad_messages"] == {"action": 1, "wrist": 2, "state": 1}
+    d = read_demos(tmp_path / "d2s.hdf5").demos[0]
+    assert d.num_samples == 6 and np.isfinite(d.actions).all() and np.isfinite(d.ee_pos).all()
+
+
+def test_a_full_disk_during_a_save_is_reported_and_recording_goes_on(graph, small_disk) -> None:
+    """A real ENOSPC mid-save, with the next episode started meanwhile: the error is logged and on /diagnostics,
+    the node stays up, the episode being recorded is kept and saves once there is space, and so does the next
+    one (the h5py file whose close failed used to crash the whole recorder with SIGSEGV)."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    rec, pubs, spin = graph(out_path=small_disk / "d2s.hdf5", min_free_mb=0)
+    diags: list = []
+    rec.create_subscription(DiagnosticArray, Topics.DIAGNOSTICS, diags.append, qos(Qos.DIAGNOSTICS))
+    t0 = time.time()
+    for n, steps in enumerate((3, 5)):
+        assert ok(rec._srv_start)
+        for i in range(steps):
+            feed(pubs, spin, t0 + n + i * 0.05)
+        if n == 0:
+            assert ok(rec._srv_save)
+            wait_saved(rec, spin, 1)
+    saving = rec._writer
+    assert spin_until(spin, lambda: saving.partial.stat().st_size > 0)  # its writer has the file open
+    os.kill(saving.proc.pid, signal.SIGSTOP)  # its save is held in progress until the disk is full
+    assert ok(rec._srv_save) and ok(rec._srv_start)  # the operator starts the next episode during the save
+    following = rec._writer
+    assert spin_until(spin, lambda: following.partial.stat().st_size > 0)  # its file is open
+    ballast = fill_disk(small_disk)
+    os.kill(saving.proc.pid, signal.SIGCONT)
+    assert spin_until(spin, lambda: rec.save_failures == 1 and not rec.saving)
+    assert "demo_1 could not be written" in rec._last_error and "No space left on device" in rec._last_error
+    assert spin_until(spin, lambda: any(s.name == "recorder" and ros_msgs.diag_level(s) == ros_msgs.DIAG_ERROR
+                                        and "No space left" in s.message for d in diags for s in d.status))
+    assert rec._writer is following and following.name == "demo_2"  # still recording
+    ballast.unlink()  # the operator frees space
+    for n, steps in ((2, 4), (3, 3)):
+        if n == 3:
+            assert ok(rec._srv_start)
+        for i in range(steps):
+            feed(pubs, spin, t0 + n + i * 0.05)
+        assert ok(rec._srv_save)
+        wait_saved(rec, spin, n)
+    assert [(d.name, d.num_samples) for d in read_demos(small_disk / "d2s.hdf5").demos] == [
+        ("demo_0", 3), ("demo_2", 4), ("demo_3", 3)]  # fmt: skip
+    assert ros_msgs.diag_level(diags[-1].status[0]) == ros_msgs.DIAG_WARN  # saving again; the error is history

@@ -218,8 +218,9 @@ class AuboBridgeNode(Node):
 
     # ------------------------------------------------------------ publishing
     def _publish_result(self, msg: JointState, source: str, result: ActionResult) -> None:
+        r = result
         self._pub_result.publish(
-            ros_msgs.action_result_msg(msg.header.stamp, source, result.accepted, result.reason, result.servo_tick)
+            ros_msgs.action_result_msg(msg.header.stamp, source, r.accepted, r.reason, r.servo_tick, r.applied)
         )
 
     def _publish_source(self, source: str | None = None) -> None:

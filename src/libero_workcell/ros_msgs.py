@@ -91,11 +91,17 @@ class ActionOutcome(NamedTuple):
     accepted: bool
     reason: str
     servo_tick: int | None  # accepted: servo ticks computed before it took effect (aubo_bridge.driver)
+    # accepted: the 7-D action the driver applied (after its clipping: what the arm did); None when refused
+    applied: tuple[float, ...] | None = None
 
 
-def action_result_msg(stamp: Time, source: str, accepted: bool, reason: str, servo_tick: int | None) -> String:
+def action_result_msg(
+    stamp: Time, source: str, accepted: bool, reason: str, servo_tick: int | None, applied: Sequence[float] | None
+) -> String:
+    """``applied``: the 7-D action the driver applied (ActionResult.applied), None when it refused it."""
     body = {"stamp": [int(stamp.sec), int(stamp.nanosec)], "source": source, "accepted": bool(accepted),
-            "reason": reason, "servo_tick": servo_tick}  # fmt: skip
+            "reason": reason, "servo_tick": servo_tick,
+            "applied": None if applied is None else [float(v) for v in applied]}  # fmt: skip
     return String(data=json.dumps(body))
 
 
@@ -107,7 +113,12 @@ def action_result_from_msg(msg: String) -> ActionOutcome:
         tick = body["servo_tick"]
         stamp = wall_from_stamp(Time(sec=int(sec), nanosec=int(nanosec)))
         tick = None if tick is None else int(tick)
-        return ActionOutcome(stamp, str(body["source"]), bool(body["accepted"]), str(body["reason"]), tick)
+        applied = body.get("applied")  # (absent from an older arm bridge's results: not known)
+        if applied is not None:
+            applied = tuple(float(v) for v in applied)
+            if len(applied) != len(ACTION_NAMES) or not all(math.isfinite(v) for v in applied):
+                raise ValueError(f"applied must be {len(ACTION_NAMES)} finite numbers")
+        return ActionOutcome(stamp, str(body["source"]), bool(body["accepted"]), str(body["reason"]), tick, applied)
     except (ValueError, KeyError, TypeError) as exc:
         raise ContractError(f"not an action result: {msg.data[:80]!r} ({exc})") from None
 
@@ -172,9 +183,14 @@ def image_msg(rgb: np.ndarray, wall_time: float | Time, frame: str) -> Image:
 
 
 def image_from_msg(msg: Image) -> np.ndarray:
+    """(height, width, 3) uint8; ContractError for another encoding or data of the wrong size."""
     if msg.encoding != IMAGE_ENCODING:
         raise ContractError(f"image encoding {msg.encoding!r} != {IMAGE_ENCODING!r}")
-    return np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.width, 3)
+    data = bytes(msg.data)
+    if len(data) != msg.height * msg.width * 3:
+        raise ContractError(f"image data is {len(data)} bytes, {msg.height} x {msg.width} x 3 needs "
+                            f"{msg.height * msg.width * 3}")  # fmt: skip
+    return np.frombuffer(data, dtype=np.uint8).reshape(msg.height, msg.width, 3)
 
 
 def camera_info_msg(width: int, height: int, fovy_deg: float, wall_time: float | Time, frame: str) -> CameraInfo:

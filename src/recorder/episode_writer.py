@@ -1,40 +1,61 @@
-"""Writes one episode into its own LIBERO-layout file while it is recorded; images off the control path.
+"""Records one episode into its own LIBERO-layout file while it is recorded; the file is written off the
+control path, in a process of its own (recorder.episode_child), forked from a fork server started once.
 
-:meth:`EpisodeWriter.add` is called at control frequency and only appends: the step's low-dimensional data
-to in-memory lists, its images to a queue that a writer thread compresses into the episode's file as it
-goes. :meth:`EpisodeWriter.save` (call it off the operator's path: the node runs it in a thread) waits for
-the few frames still queued, writes the low-dimensional datasets, the timing and the attributes, syncs,
-renames ``demo_N.hdf5.partial`` to ``demo_N.hdf5`` and adds it to the session's index
-(:mod:`recorder.session_file`). Any write error (a full disk) fails the episode with a clear error and
-leaves its partial file marked; earlier episodes are never touched.
+:meth:`EpisodeWriter.add` is called at control frequency and only appends: the step goes to a queue that a
+sender thread passes to the episode's writer process, which writes its images into the episode's file as it
+goes and keeps its low-dimensional data. :meth:`EpisodeWriter.save` (call it off the operator's path: the
+node runs it in a thread) has the child write the rest (LIBERO's datasets, what the arm did with each
+action, the timing, the attributes), sync and close the file; then renames ``demo_N.hdf5.partial`` to
+``demo_N.hdf5`` and adds it to the session's index (:mod:`recorder.session_file`).
 
-Per step, besides LIBERO's datasets, ``timing/`` holds the evidence that the data is honest: the
+Why a child: a full disk can make HDF5's close fail, and freeing that file object crashes the process that
+holds it. In the child, that costs the child: any write error (a full disk), a writer that dies, or a save
+that does not end within ``SAVE_TIMEOUT`` (the child is then killed) fails this episode with a clear
+:class:`RecorderError` and leaves its partial file marked; the node, the episodes saved before and the one
+being recorded meanwhile are untouched.
+
+Per step, besides LIBERO's datasets, the file holds what the arm did with the action (``action_accepted``,
+``applied_actions``: the arm driver's reports) and ``timing/``, the evidence that the data is honest: the
 observation stamp, the action latency, each camera's frame age and whether its frame was stale, and the
-servo tick each action took effect on (-1 where the arm driver's report did not arrive): a replay holds each
-action for as many servo ticks as the arm did (sim_bridge.replay).
+servo tick each action took effect on (-1 where the arm driver's report did not arrive or the action was
+refused): a replay holds each action for as many servo ticks as the arm did (sim_bridge.replay).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import multiprocessing
 import os
 import queue
+import signal
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from multiprocessing import forkserver
+from multiprocessing.connection import Connection
 from typing import Any, Final
 
-import h5py
 import numpy as np
 
-from libero_workcell.libero_format import Demo, aubo_robot_states, image_dataset_options, write_demo, write_file_attrs
-from preferences.scoring import annotate
+from libero_workcell.contract import IMAGE_SIZE
+from recorder import episode_child
+from recorder.episode_child import SaveRequest
 from recorder.session_file import RecorderError, SessionFile, fsync_dir
-from recorder.step import RecordedStep
+from recorder.step import ArmReport, RecordedStep
 
 log = logging.getLogger(__name__)
-QUEUE_SECONDS: Final = 20.0  # of images the writer may fall behind before recording refuses more steps
+QUEUE_SECONDS: Final = 20.0  # of steps the writer may fall behind before recording refuses more steps
+# s from save() until the episode's file must be complete: the frames still queued (at most QUEUE_SECONDS of
+# them), the low-dimensional datasets and a sync, on a loaded machine; a save still running then is killed.
+SAVE_TIMEOUT: Final = 120.0
+EXIT_TIMEOUT: Final = 10.0  # s for a writer process to end after its last answer (or a discard) before a kill
+# Writer processes are forked from multiprocessing's fork server, a clean interpreter that imports the writer's
+# module once (never from the node's process, which runs DDS threads): a writer is ready at once.
+_PROCESSES = multiprocessing.get_context("forkserver")
+_PROCESSES.set_forkserver_preload(["recorder.episode_child"])
 
 
 @dataclass(frozen=True)
@@ -47,6 +68,34 @@ class SavedEpisode:
     save_latency: float  # s, from save() to the index listing it
 
 
+_server_lock = threading.Lock()
+_server_pid: int | None = None  # the process that started the fork server (this one, or a parent it forked from)
+
+
+def warm_up() -> None:
+    """Start the fork server writers come from, if this process has none (a second or so: the node calls it at
+    start, so the first episode's writer is ready at once; every writer's start calls it too).
+
+    The fork server is a fresh interpreter: it is given this process's import path (Python 3.11's fork server
+    does not apply the one it is handed), so writers run the code this process runs. A process forked from one
+    that had started it (a test runner's workers) starts its own: the server is its parent's child, not its."""
+    global _server_pid
+    with _server_lock:
+        if _server_pid is not None and _server_pid != os.getpid():
+            server = forkserver._forkserver  # (no public way to forget a server that is not this process's)
+            server._forkserver_pid = server._forkserver_address = server._forkserver_alive_fd = None
+        before = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        try:
+            forkserver.ensure_running()
+        finally:
+            if before is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = before
+        _server_pid = os.getpid()
+
+
 class EpisodeWriter:
     def __init__(
         self,
@@ -54,167 +103,179 @@ class EpisodeWriter:
         attrs: Mapping[str, Any],
         image_keys: Sequence[str],
         control_hz: float,
-        image_shape: tuple[int, int, int] = (256, 256, 3),
+        image_shape: tuple[int, int, int] = (IMAGE_SIZE, IMAGE_SIZE, 3),
+        save_timeout: float = SAVE_TIMEOUT,
     ) -> None:
         session.check_space()
         self.session = session
-        self.name = session.next_name()
+        self.name, self.partial = session.reserve()
         self.attrs = dict(attrs)
         self.image_keys = tuple(image_keys)
         self.period = 1.0 / float(control_hz)
-        self.partial = session.episode_path(self.name, partial=True)
-        self._rows: list[RecordedStep] = []
-        self._servo_ticks: dict[float, int] = {}  # action_time -> servo tick it took effect on
-        self._queue: queue.Queue = queue.Queue(maxsize=max(1, int(QUEUE_SECONDS * control_hz)) * len(self.image_keys))
-        self._error: BaseException | None = None
+        self.save_timeout = float(save_timeout)
+        self._stamps: list[float] = []  # each step's observation stamp
+        self._action_times: list[float] = []  # each step's action send time
+        self._stale = dict.fromkeys(self.image_keys, 0)  # steps recorded with a stale frame, per camera
+        self._reports: dict[float, ArmReport] = {}  # action_time -> the arm driver's report on it
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, int(QUEUE_SECONDS * control_hz)))
+        self._error: str | None = None
         self._closed = False
+        self._outcome: tuple[str, Any] | None = None  # the child's last answer (saved / failed)
+        self._answered = threading.Event()
+        self._proc_lock = threading.Lock()
+        parent, child = _PROCESSES.Pipe(duplex=True)
+        # daemon: a writer never outlives the recorder's interpreter (the node lets every save finish first)
+        self.proc = _PROCESSES.Process(target=episode_child.run, args=(child,), name=f"writer-{self.name}",
+                                       daemon=True)  # fmt: skip
         try:
-            self._file = h5py.File(self.partial, "w")
-            obs = self._file.create_group(f"data/{self.name}/obs")
-            self._images = {
-                k: obs.create_dataset(k, shape=(0, *image_shape), maxshape=(None, *image_shape), dtype=np.uint8,
-                                      **image_dataset_options(image_shape))
-                for k in self.image_keys
-            }  # fmt: skip
+            warm_up()
+            self.proc.start()
         except OSError as exc:
+            parent.close()
             self.partial.unlink(missing_ok=True)
-            raise RecorderError(f"cannot start {self.partial}: {exc}") from None
-        self._thread = threading.Thread(target=self._write_images, name=f"images-{self.name}", daemon=True)
+            raise RecorderError(f"cannot start the writer of {self.name}: {exc}") from None
+        finally:
+            child.close()  # this process keeps its own end only: EOF as soon as the child dies
+        self._conn: Connection = parent
+        self._queue.put(("open", str(self.partial), self.name, self.image_keys, tuple(image_shape)))
+        self._thread = threading.Thread(target=self._send, name=f"writer-{self.name}", daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------------ the control path
     @property
     def steps(self) -> int:
-        return len(self._rows)
+        return len(self._stamps)
 
     @property
     def duration(self) -> float:
-        return self._rows[-1].stamp - self._rows[0].stamp if self._rows else 0.0
+        return self._stamps[-1] - self._stamps[0] if self._stamps else 0.0
 
     @property
-    def failed(self) -> BaseException | None:
+    def failed(self) -> str | None:
+        """Why this episode can no longer be saved (its writer failed), or None."""
         return self._error
 
     def add(self, step: RecordedStep) -> None:
-        """Append one step (non-blocking while the image writer keeps up)."""
+        """Append one step (non-blocking while the writer keeps up)."""
         if self._closed:
             raise RecorderError(f"{self.name} is closed")
         if self._error is not None:
-            raise RecorderError(f"{self.name} failed: {self._error}") from self._error
+            raise RecorderError(f"{self.name} failed: {self._error}; kept as {self.partial}")
         if set(step.images) != set(self.image_keys):
-            raise ValueError(f"a step needs images {sorted(self.image_keys)}, got {sorted(step.images)}")
-        index = len(self._rows)
+            raise RecorderError(f"a step needs images {sorted(self.image_keys)}, got {sorted(step.images)}")
         try:
-            for key in self.image_keys:
-                self._queue.put((index, key, step.images[key]), timeout=self.period)
+            self._queue.put(("step", step), timeout=self.period)
         except queue.Full:
-            self._error = RecorderError(f"the image writer fell {QUEUE_SECONDS:.0f} s behind (disk too slow?)")
-            raise self._error from None
-        self._rows.append(step)
+            self._error = f"the episode writer fell {QUEUE_SECONDS:.0f} s behind (disk too slow?)"
+            raise RecorderError(f"{self.name} failed: {self._error}") from None
+        self._stamps.append(step.stamp)
+        self._action_times.append(step.action_time)
+        for key in step.stale:
+            self._stale[key] += 1
 
-    def took_effect(self, action_time: float, servo_tick: int) -> None:
-        """The arm driver's report for the action sent at ``action_time`` (it may come before or after the
-        step is added; an action never recorded as a step is ignored at save)."""
-        self._servo_ticks[action_time] = int(servo_tick)
+    def arm_report(self, action_time: float, report: ArmReport) -> None:
+        """The arm driver's report on the action sent at ``action_time`` (it may come before or after the step
+        is added; an action never recorded as a step is ignored at save)."""
+        self._reports[action_time] = report
 
     def dropped_steps(self) -> int:
         """Control periods with no step recorded: from the gaps between the actions' send times (the source's
         loop runs on absolute deadlines; observation stamps jitter with the state's own publishing)."""
-        if len(self._rows) < 2:
+        if len(self._action_times) < 2:
             return 0
-        gaps = np.diff([r.action_time for r in self._rows]) / self.period
+        gaps = np.diff(self._action_times) / self.period
         return int(np.sum(np.maximum(np.round(gaps) - 1, 0)))
 
     # ------------------------------------------------------------------ end of episode
     def save(self) -> SavedEpisode:
         """Complete the episode file and add it to the session (blocking: run it off the operator's path)."""
         started = time.monotonic()
-        self._finish_images()
-        if self._error is not None:
-            self._close()
-            raise RecorderError(f"{self.name} could not be written ({self._error}); kept as {self.partial}") from None
-        if len(self._rows) < 2:  # LIBERO's readers refuse shorter demos: an episode this short is no demo
+        if self._closed:
+            raise RecorderError(f"{self.name} is closed")
+        if len(self._stamps) < 2 and self._error is None:  # LIBERO's readers refuse shorter demos
             self.discard()
-            raise RecorderError(f"{self.name}: {len(self._rows)} steps recorded, a demo needs at least 2: discarded")
-        rows = self._rows
-        stale = {k: int(sum(k in r.stale for r in rows)) for k in self.image_keys}
+            raise RecorderError(f"{self.name}: {len(self._stamps)} steps recorded, a demo needs at least 2: discarded")
+        self._closed = True
+        stale = dict(self._stale)
         attrs = {**self.attrs, "dropped_steps": self.dropped_steps(), "stale_frames": stale,
                  "control_hz": 1.0 / self.period}  # fmt: skip
-        demo = Demo(
-            self.name,
-            np.array([r.action for r in rows]),
-            np.array([r.ee_pos for r in rows], float),
-            np.array([r.ee_ori for r in rows], float),
-            np.array([[r.gripper] for r in rows], float),
-            np.array([r.joints for r in rows], float),
-            aubo_robot_states([r.gripper for r in rows], [r.ee_pos for r in rows], [r.ee_ori for r in rows]),
-            attrs=attrs,
-        )
-        try:  # the preferences asked and their per-step satisfaction (preference/satisfaction); never the episode
-            demo = annotate(demo, control_hz=1.0 / self.period)
-        except Exception as exc:
-            log.error("%s: preference satisfaction not stored: %s", self.name, exc)
+        request = SaveRequest(attrs, dict(self._reports), dict(self.session.problem_info),
+                              dict(self.session.env_args), 1.0 / self.period)  # fmt: skip
+        deadline = started + self.save_timeout
         try:
-            data = self._file["data"]
-            write_demo(data, demo, existing_obs=True)
-            timing = data[self.name].create_group("timing")
-            timing.create_dataset("obs_stamp", data=np.array([r.stamp for r in rows]))
-            timing.create_dataset("action_latency", data=np.array([r.action_latency for r in rows]))
-            ticks = [self._servo_ticks.get(r.action_time, -1) for r in rows]
-            timing.create_dataset("servo_tick", data=np.array(ticks, np.int64))
-            for key in self.image_keys:
-                timing.create_dataset(f"frame_age_{key}", data=np.array([r.frame_age(key) for r in rows]))
-                timing.create_dataset(f"stale_{key}", data=np.array([key in r.stale for r in rows], np.uint8))
-            problem = {**self.session.problem_info}
-            problem["language_instruction"] = self.attrs.get("language_instruction") or problem.get(
-                "language_instruction", ""
-            )
-            write_file_attrs(data, problem, self.session.env_args)
-            self._file.flush()
-            os.fsync(self._file.id.get_vfd_handle())
-            self._close()
+            self._queue.put(("save", request), timeout=self.save_timeout)
+            answered = self._answered.wait(max(0.0, deadline - time.monotonic()))
+        except queue.Full:
+            answered = False
+        if not answered:
+            self._end(kill=True)
+            raise RecorderError(f"{self.name}: the save did not finish within {self.save_timeout:g} s: its writer "
+                                f"was stopped; kept as {self.partial}")  # fmt: skip
+        self._end()
+        kind, detail = self._outcome or ("failed", self._error)
+        if kind != "saved":
+            raise RecorderError(f"{self.name} could not be written ({detail}); kept as {self.partial}")
+        try:
             os.replace(self.partial, self.session.episode_path(self.name))
             fsync_dir(self.partial.parent)
         except OSError as exc:
-            self._close()
             raise RecorderError(f"{self.name} could not be written ({exc}); kept as {self.partial}") from None
-        self.session.add(self.name, len(rows), str(self.attrs.get("language_instruction", "")))
-        return SavedEpisode(self.name, len(rows), self.duration, attrs["dropped_steps"], stale,
+        self.session.add(self.name, len(self._stamps), str(self.attrs.get("language_instruction", "")))
+        return SavedEpisode(self.name, len(self._stamps), self.duration, attrs["dropped_steps"], stale,
                             time.monotonic() - started)  # fmt: skip
 
     def discard(self) -> None:
-        """Drop the episode: its partial file goes, nothing else changes."""
-        self._finish_images()
-        self._close()
+        """Drop the episode: its writer is stopped, its partial file goes, nothing else changes."""
+        self._closed = True
+        self._end(kill=True)
         self.partial.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ internals
-    def _finish_images(self) -> None:
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join()
+    def _exit_code(self, timeout: float | None) -> int | None:
+        """The writer process's exit code once it has ended (waiting up to ``timeout``), else None. One thread
+        at a time: the fork server reports an exit code once."""
+        with self._proc_lock:
+            self.proc.join(timeout)
+            return self.proc.exitcode
 
-    def _close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            try:
-                self._file.close()
-            except OSError as exc:  # a full disk can refuse even the close: the partial stays marked
-                log.error("%s: closing failed: %s", self.partial, exc)
+    def _end(self, kill: bool = False) -> None:
+        """Wait for the writer process to end (kill it if told, or if it does not end in time); close the link."""
+        if self._exit_code(0.0 if kill else EXIT_TIMEOUT) is None:
+            self.proc.kill()
+            self._exit_code(None)
+        with contextlib.suppress(queue.Full):  # (full: the thread is sending, and meets the dead link)
+            self._queue.put_nowait(("end",))  # the sender thread, if still waiting for work, ends
+        self._thread.join(timeout=EXIT_TIMEOUT)  # (its link's other end is gone: it is not blocked on it)
+        self._conn.close()
 
-    def _write_images(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if self._error is not None:
-                continue  # drain: the episode has failed, add() tells the caller
-            index, key, image = item
+    def _exit_text(self) -> str:
+        code = self._exit_code(EXIT_TIMEOUT)
+        if code is None:
+            return "the episode writer process stopped answering"
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        return f"the episode writer process ended ({how})"
+
+    def _send(self) -> None:
+        """The sender thread: every queued message to the child, in order; the child's answers back."""
+        conn = self._conn
+        while (item := self._queue.get())[0] != "end":
+            if self._error is not None and item[0] == "step":
+                continue  # the episode has failed: add() tells the caller; save() says why
             try:
-                ds = self._images[key]
-                if ds.shape[0] <= index:
-                    ds.resize(index + 1, axis=0)
-                ds[index] = image
-            except Exception as exc:
-                log.error("%s: image write failed: %s", self.partial, exc)
-                self._error = exc
+                conn.send(item)
+                while item[0] == "save" or conn.poll(0):  # the child's answers: early errors, then its outcome
+                    kind, detail = conn.recv()
+                    if kind == "error":
+                        self._error = self._error or detail
+                    else:
+                        self._outcome = (kind, detail)
+                        break
+            except (EOFError, OSError):  # the child died (or was killed)
+                self._error = self._error or self._exit_text()
+                break
+            except Exception as exc:  # (a message that cannot travel: never this thread's silent end)
+                self._error = self._error or f"the episode writer could not be sent {item[0]}: {exc!r}"
+                break
+            if self._outcome is not None:
+                break
+        self._answered.set()

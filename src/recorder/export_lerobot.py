@@ -1,12 +1,19 @@
 """Export recorded demos to a LeRobot dataset, laid out as openpi's LIBERO converter lays it out.
 
-``python -m recorder.export_lerobot DEMOS... --out ROOT [--repo-id local/d2s] [--images libero|upright]``
+``python -m recorder.export_lerobot DEMOS... --out ROOT [--repo-id local/d2s] [--images libero|upright] [--all]``
 reads LIBERO-layout files (a folder's ``*.hdf5``, or files; each demo once, its images frame by frame) and
 writes one LeRobot episode per demo with LeRobot's own dataset code (``lerobot`` 0.3.3, codebase v2.1, the
 format openpi's pinned LeRobot reads): features ``image`` and ``wrist_image`` (256 x 256 x 3, stored as
 images, not video), ``state`` (the contract's 7-D state: TCP position, axis-angle, gripper coordinate,
 float32), ``actions`` (7, float32), the task text per frame (the demo's instruction; with a preference the
 LIBERO-PeRM prompt), fps = the demo's control rate.
+
+What is exported: successful demos only, as LIBERO's and openpi's training data hold (``--all``: every
+demo). A demo's outcome is its ``SR`` attribute (1: success), else its ``placed`` list (every workpiece
+placed); a demo with neither (teleop on the physical cell, where the operator saves the demos to keep) is
+exported and counted as one without a recorded outcome. Steps whose action the arm refused (a recorder's
+``action_accepted`` = 0) are dropped: training data never holds an action the arm did not execute. The
+command prints what it skipped and dropped.
 
 Images: ``--images libero`` (default) writes the LIBERO policy convention, the one inference uses
 (libero_workcell.image_convention.policy_view: openpi's 180-degree rotation of the raw simulator image,
@@ -25,7 +32,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -92,6 +99,9 @@ class ExportSummary:
     episodes: int
     frames: int
     seconds: float
+    skipped: tuple[str, ...] = ()  # demos not exported, each with the reason
+    dropped: tuple[str, ...] = ()  # demos exported without some of their steps, each with how many and why
+    no_outcome: int = 0  # demos exported that record no outcome (kept by the operator who saved them)
 
     @property
     def frames_per_second(self) -> float:
@@ -106,8 +116,36 @@ def demo_files(sources: Sequence[str | Path]) -> list[Path]:
         raise ExportError(str(exc)) from None
 
 
-def _episodes(path: Path, images: str) -> Iterator[tuple[str, float, list[dict[str, Any]]]]:
-    """(task text, fps, frames) per demo of ``path``, frames produced one by one."""
+def demo_outcome(attrs: Mapping[str, Any]) -> tuple[bool | None, str]:
+    """Whether a demo succeeded, from its recorded outcome (``SR``, else ``placed``), and how that reads;
+    (None, ...) when it records none."""
+    if "SR" in attrs:
+        sr = float(attrs["SR"])
+        return sr >= 1.0, f"SR {sr:g}"
+    if "placed" in attrs:
+        raw = attrs["placed"]
+        placed = [bool(x) for x in (json.loads(raw) if isinstance(raw, str | bytes) else raw)]
+        return all(placed), f"placed {sum(placed)} of {len(placed)}"
+    return None, "no recorded outcome"
+
+
+def executed_steps(demo: h5py.Group) -> np.ndarray:
+    """The steps whose action the arm executed or may have (bool, T): all but those a recorder stored as refused
+    (``action_accepted`` 0; -1, no report, is kept)."""
+    t = len(demo["actions"])
+    if "action_accepted" not in demo:
+        return np.ones(t, bool)
+    accepted = np.asarray(demo["action_accepted"][()])
+    if accepted.shape != (t,):
+        raise ExportError(f"{demo.name}: action_accepted is {accepted.shape}, the demo has {t} steps")
+    return accepted != 0
+
+
+def _episodes(
+    path: Path, images: str, everything: bool, summary: dict[str, Any]
+) -> Iterator[tuple[str, float, Iterator[dict[str, Any]]]]:
+    """(task text, fps, frames) per demo of ``path`` to export, frames produced one by one; what is skipped or
+    dropped goes into ``summary`` (``skipped``, ``dropped``, ``no_outcome``)."""
     try:
         f = libero_format.open_demo_file(path)  # a file from elsewhere: nothing read from outside its folder
     except (OSError, libero_format.LiberoFormatError) as exc:
@@ -120,6 +158,19 @@ def _episodes(path: Path, images: str) -> Iterator[tuple[str, float, list[dict[s
         for name in sorted(data, key=demo_order):
             g = data[name]
             a = g.attrs
+            where = f"{path.name}:{name}"
+            success, outcome = demo_outcome(a)
+            if success is False and not everything:
+                summary["skipped"].append(f"{where}: not successful ({outcome}); --all exports it")
+                continue
+            keep = executed_steps(g)
+            if not keep.any():
+                summary["skipped"].append(f"{where}: the arm refused every action")
+                continue
+            summary["no_outcome"] += success is None
+            if not keep.all():
+                summary["dropped"].append(f"{where}: {int((~keep).sum())} of {len(keep)} steps dropped: the arm "
+                                          "refused their actions")  # fmt: skip
             task = str(a.get("language_instruction", "") or problem.get("language_instruction", ""))
             if not task:
                 raise ExportError(f"{path}:{name}: no language instruction (demo attrs or problem_info)")
@@ -130,8 +181,8 @@ def _episodes(path: Path, images: str) -> Iterator[tuple[str, float, list[dict[s
             actions, state = _arrays(path, name, g)
             view = lambda im, stored=stored: policy_image(im, images, stored)  # noqa: E731
 
-            def frames(obs=obs, state=state, actions=actions, view=view) -> Iterator[dict[str, Any]]:
-                for t in range(len(actions)):
+            def frames(obs=obs, state=state, actions=actions, view=view, keep=keep) -> Iterator[dict[str, Any]]:
+                for t in np.flatnonzero(keep):
                     frame = {out: np.ascontiguousarray(view(obs[key][t])) for key, out in CAMERA_FEATURES.items()}
                     frame["state"] = state[t].astype(np.float32)
                     frame["actions"] = actions[t].astype(np.float32)
@@ -158,9 +209,10 @@ def _arrays(path: Path, name: str, g: h5py.Group) -> tuple[np.ndarray, np.ndarra
 
 def export(
     sources: Sequence[str | Path], root: str | Path, repo_id: str = "local/d2s", images: str = "libero",
-    image_writer_threads: int = 2,
+    image_writer_threads: int = 2, everything: bool = False,
 ) -> ExportSummary:  # fmt: skip
-    """Write every demo of ``sources`` as a LeRobot dataset at ``root`` (which must not exist)."""
+    """Write the successful demos of ``sources`` (``everything``: every demo) as a LeRobot dataset at ``root``
+    (which must not exist), without the steps whose action the arm refused."""
     if images not in IMAGE_OUT:
         raise ExportError(f"images must be one of {IMAGE_OUT}, got {images!r}")
     root = Path(root)
@@ -171,8 +223,9 @@ def export(
     started = time.monotonic()
     ds = None
     episodes = frames = 0
+    summary: dict[str, Any] = {"skipped": [], "dropped": [], "no_outcome": 0}
     for path in files:
-        for prompt, fps, steps in _episodes(path, images):
+        for prompt, fps, steps in _episodes(path, images, everything, summary):
             if ds is None:
                 ds = dataset_class.create(
                     repo_id=repo_id, root=root, fps=round(fps), robot_type=ROBOT_TYPE, features=FEATURES,
@@ -191,7 +244,8 @@ def export(
             episodes += 1
     if ds is not None and hasattr(ds, "finalize"):
         ds.finalize()
-    return ExportSummary(root, episodes, frames, time.monotonic() - started)
+    return ExportSummary(root, episodes, frames, time.monotonic() - started, tuple(summary["skipped"]),
+                         tuple(summary["dropped"]), summary["no_outcome"])  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -200,12 +254,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="the new LeRobot dataset's root folder")
     ap.add_argument("--repo-id", default="local/d2s")
     ap.add_argument("--images", choices=IMAGE_OUT, default=POLICY_LIBERO)
+    ap.add_argument("--all", action="store_true", dest="everything",
+                    help="export every demo, not only the successful ones")  # fmt: skip
     args = ap.parse_args(argv)
     try:
-        s = export(args.sources, args.out, args.repo_id, args.images)
+        s = export(args.sources, args.out, args.repo_id, args.images, everything=args.everything)
     except ExportError as exc:
         print(f"export: {exc}", file=sys.stderr)
         return 2
+    for line in s.skipped:
+        print(f"skipped {line}")
+    for line in s.dropped:
+        print(f"dropped {line}")
+    if s.no_outcome:
+        print(f"{s.no_outcome} demos record no outcome: exported as kept by the operator who saved them")
+    if not s.episodes:
+        print("export: nothing to export (every demo was skipped): no dataset written", file=sys.stderr)
+        return 1
     print(
         f"{s.root}: {s.episodes} episodes, {s.frames} frames in {s.seconds:.1f} s ({s.frames_per_second:.0f} frames/s)"
     )

@@ -5,12 +5,20 @@ open becomes one step: the newest robot state, joints and camera frames received
 action itself (LIBERO's pairing: observation t, then the action issued for it). A state older than
 ``max_state_age`` records nothing for that action (a dropped step, counted from the stamps); a camera
 frame older than ``max_frame_age`` is recorded as it is and flagged stale (the gap is counted and stored:
-recording goes on through a stalled camera). Images go to the episode file from a writer thread
-(recorder.episode_writer); saving runs in a thread too, so the operator can start the next episode at once.
+recording goes on through a stalled camera). The episode file is written by a process of its own
+(recorder.episode_writer), and saving runs in a thread, so the operator can start the next episode at once;
+a save that fails (a full disk) costs that episode only: the error is logged and reported, the episode being
+recorded meanwhile goes on, and the next one saves. The arm driver's report on each recorded action
+(``/workcell/action_result``) is stored with its step: accepted or refused, and the action it applied.
+
+A message that breaks the contract (a non-finite action or state, an image whose data does not match its
+size) is counted, reported and dropped: the node and the open episode live on (the step it belonged to is
+not recorded, a dropped step).
 
 Services (std_srvs/Trigger): ``/recorder/start``, ``/recorder/save``, ``/recorder/discard``. The latched
 ``/recorder/status`` (JSON) says what is being recorded; once a second the log shows episode, duration,
-steps and dropped steps, and warns when steps arrive slower than ``control_hz``.
+steps and dropped steps, and warns when steps arrive slower than ``control_hz``; ``/diagnostics``
+(``recorder``) carries the errors and the counts of bad messages and failed saves.
 """
 
 from __future__ import annotations
@@ -18,9 +26,11 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
@@ -28,9 +38,13 @@ from std_srvs.srv import Trigger
 
 from libero_workcell import ros_msgs
 from libero_workcell.contract import (
+    ACTION_DIM,
     CAMERA_NAMES,
     CONTROL_HZ_DEFAULT,
+    IMAGE_SIZE,
     SOURCE_TELEOP,
+    STATE_DIM,
+    ContractError,
     Params,
     Qos,
     Services,
@@ -46,17 +60,41 @@ from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from libero_workcell.task import TaskSpec
 from preferences.catalogue import Catalogue
 from recorder.collection_plan import CollectionPlan
-from recorder.episode_writer import EpisodeWriter, SavedEpisode
-from recorder.session_file import RecorderError, SessionFile
-from recorder.step import RecordedStep
+from recorder.episode_writer import EpisodeWriter, SavedEpisode, warm_up
+from recorder.session_file import UNREADABLE, RecorderError, SessionFile
+from recorder.step import ArmReport, RecordedStep
 
 STATE, JOINTS, ACTION, RESULT = "state", "joints", "action", "result"
+# Lockstep: what a dropped bad message leaves at its stamp, so the step it belonged to records nothing and
+# does not wait for it.
+BAD: Final = object()
 EPISODE_REPORT_TIMEOUT = 5.0  # s (wall) for the world's end-of-episode report to arrive (follow_episodes)
 
 RATE_WARN: float = 0.9  # warn when steps arrive below this fraction of control_hz
 
 
 PREFERENCE_KEYS = ("preference", "preference_specs", "task_spec")  # set by the collection's preference at save
+
+def finite(values: np.ndarray, size: int | None, what: str) -> np.ndarray:
+    """``values`` if they are ``size`` finite numbers (any number when None), else ContractError."""
+    if (size is not None and values.shape != (size,)) or not np.all(np.isfinite(values)):
+        raise ContractError(f"{what} must be {size or 'only'} finite numbers, got {values.tolist()}")
+    return values
+
+
+def recordable_action(msg: JointState) -> tuple[np.ndarray, str]:
+    """The action and its source, if it can be recorded (ACTION_DIM finite numbers), else ContractError."""
+    action, source = ros_msgs.action_from_msg(msg)
+    return finite(action, ACTION_DIM, "an action"), source
+
+
+def recordable_image(msg: Image) -> np.ndarray:
+    """The frame, if it is one the episode file takes (IMAGE_SIZE x IMAGE_SIZE rgb8), else ContractError."""
+    rgb = ros_msgs.image_from_msg(msg)
+    if rgb.shape != (IMAGE_SIZE, IMAGE_SIZE, 3):
+        raise ContractError(f"image of {rgb.shape[1]} x {rgb.shape[0]}: recordings hold {IMAGE_SIZE} x {IMAGE_SIZE}")
+    return rgb
+
 
 def console_line(name: str, duration: float, steps: int, dropped: int, last_second: int, hz: float) -> tuple[str, bool]:
     """The once-a-second line while recording, and whether it is a warning: fewer steps in the last second
@@ -113,6 +151,7 @@ class RecorderNode(Node):
         # Each demo's own attributes hold its instruction (a session spans task configurations).
         problem = {"problem_name": str(p("env_name")), "language_instruction": instruction}
         self.session = SessionFile(str(p("out_path")), problem, env_args, int(p("min_free_mb")) * 1024**2)
+        warm_up()  # the episode writers' fork server: the first episode's writer is ready at once
         per_config = int(p("plan_per_config"))
         self.plan = CollectionPlan(per_config) if per_config > 0 else None
         if self.plan is not None and self.task:
@@ -125,8 +164,12 @@ class RecorderNode(Node):
         self._saving: list[threading.Thread] = []
         self.saved: list[SavedEpisode] = []
         self._last_error = ""
+        self.bad_messages: dict[str, int] = {}  # input -> messages dropped for breaking the contract
+        self.save_failures = 0
+        self._save_failed = False  # the latest save failed (diagnostics ERROR until one succeeds)
         self._sim_metrics: dict[str, Any] | None = None  # sim: the world's latest outcome, stored with a demo
         self._status_pub = self.create_publisher(String, Topics.RECORDER_STATUS, qos(Qos.LATCHED))
+        self._diag_pub = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
         self.lockstep = lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, lockstep))
         self.create_subscription(JointState, Topics.JOINT_STATES, self._on_joints, qos(Qos.STATE, lockstep))
@@ -159,6 +202,9 @@ class RecorderNode(Node):
         self._announce_next()
         if self.session.partials:
             self.get_logger().warning(f"incomplete episodes from an earlier run kept: {self.session.partials}")
+        for name, reason in self.session.set_aside.items():
+            aside = f"{self.session.episode_path(name).name}{UNREADABLE}"
+            self._fail(f"{name} could not be read ({reason}): moved aside as {aside}; resumed with the other episodes")
         self.get_logger().info(
             f"recording {self.source!r} actions into {self.session.path} ({self.session.num_demos} demos so far)"
         )
@@ -183,8 +229,21 @@ class RecorderNode(Node):
         topics = (Topics.ROBOT_STATE, Topics.JOINT_STATES, Topics.ACTION, *(Topics.image(c) for c in CAMERA_NAMES))
         return all(self.count_publishers(t) > 0 for t in topics)
 
+    def _decoded(self, what: str, decode: Callable[[Any], Any], msg: Any) -> Any | None:
+        """``decode(msg)``, or None for a message that breaks the contract: counted, logged (throttled), dropped.
+        In lockstep the step it belonged to is told (BAD at its stamp): it records nothing, never waits for it."""
+        try:
+            return decode(msg)
+        except (ContractError, ValueError, TypeError) as exc:
+            self.bad_messages[what] = self.bad_messages.get(what, 0) + 1
+            self.get_logger().error(f"dropped a bad {what} message ({self.bad_messages[what]} so far): {exc}",
+                                    throttle_duration_sec=2.0)  # fmt: skip
+            if self.lockstep and what in (STATE, JOINTS, ACTION, *CAMERA_NAMES):
+                self.inputs.put(what, ros_msgs.ns_from_stamp(msg.header.stamp), BAD)
+            return None
+
     def _on_state(self, msg: JointState) -> None:
-        state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
+        state = self._decoded(STATE, lambda m: finite(ros_msgs.state_from_msg(m), STATE_DIM, "state"), msg)
         if state is not None:
             if self.lockstep:
                 self.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), state)
@@ -192,14 +251,16 @@ class RecorderNode(Node):
                 self._state = (ros_msgs.wall_from_stamp(msg.header.stamp), state)
 
     def _on_joints(self, msg: JointState) -> None:
-        joints = np.array(msg.position, float)
+        joints = self._decoded(JOINTS, lambda m: finite(np.array(m.position, float), None, "joint positions"), msg)
+        if joints is None:
+            return
         if self.lockstep:
             self.inputs.put(JOINTS, ros_msgs.ns_from_stamp(msg.header.stamp), joints)
         with self._lock:
             self._joints = joints
 
     def _on_image(self, camera: str, msg: Image) -> None:
-        rgb = ros_msgs.decoded_or_logged(ros_msgs.image_from_msg, msg, self.get_logger())
+        rgb = self._decoded(camera, recordable_image, msg)
         if rgb is not None:
             if self.lockstep:
                 self.inputs.put(camera, ros_msgs.ns_from_stamp(msg.header.stamp), rgb)
@@ -207,7 +268,9 @@ class RecorderNode(Node):
                 self._frames[camera] = (ros_msgs.wall_from_stamp(msg.header.stamp), rgb)
 
     def _on_episode(self, msg: String) -> None:
-        info = json.loads(msg.data)
+        info = self._decoded("episode", lambda m: dict(json.loads(m.data)), msg)
+        if info is None:
+            return
         if not self.get_parameter("task").value and "spec" in info:  # sim: the world's task is the demo's
             self.task = {**info["spec"], "task_spec": json.dumps(info["spec"])}
         self._sim_metrics = info.get("metrics")
@@ -216,8 +279,10 @@ class RecorderNode(Node):
                 self._episodes[int(info.get("episode", 0))] = info
 
     def _on_action(self, msg: JointState) -> None:
-        decoded = ros_msgs.decoded_or_logged(ros_msgs.action_from_msg, msg, self.get_logger())
-        if decoded is None or decoded[1] != self.source:
+        if msg.header.frame_id != self.source:  # another source's: not this recorder's business
+            return
+        decoded = self._decoded(ACTION, recordable_action, msg)
+        if decoded is None:
             return
         if self.lockstep:  # the step it answers takes it (_lockstep_step)
             self.inputs.put(ACTION, ros_msgs.ns_from_stamp(msg.header.stamp), decoded[0])
@@ -244,14 +309,16 @@ class RecorderNode(Node):
 
     def _on_action_result(self, msg: String) -> None:
         outcome = ros_msgs.decoded_or_logged(ros_msgs.action_result_from_msg, msg, self.get_logger())
-        if outcome is None or outcome.source != self.source or outcome.servo_tick is None:
+        if outcome is None or outcome.source != self.source:
             return
+        applied = None if outcome.applied is None else np.array(outcome.applied, float)
+        report = ArmReport(outcome.accepted, applied if outcome.accepted else None, outcome.servo_tick)
         if self.lockstep:  # kept by stamp: it may come before the step that records its action (_add)
-            self.inputs.put(RESULT, round(outcome.stamp * 1e9), outcome.servo_tick)
+            self.inputs.put(RESULT, round(outcome.stamp * 1e9), report)
         with self._lock:
             writer = self._writer
         if writer is not None:
-            writer.took_effect(outcome.stamp, outcome.servo_tick)
+            writer.arm_report(outcome.stamp, report)
 
     # ------------------------------------------------------------------ services
     def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
@@ -338,9 +405,12 @@ class RecorderNode(Node):
     def _save(self, writer: EpisodeWriter) -> None:
         try:
             saved = writer.save()
-        except RecorderError as exc:
-            self._fail(str(exc))
+        except Exception as exc:  # (RecorderError, or anything else: a save thread never dies silently)
+            self.save_failures += 1
+            self._save_failed = True
+            self._fail(str(exc) if isinstance(exc, RecorderError) else f"saving {writer.name} failed: {exc!r}")
             return
+        self._save_failed = False
         self.saved.append(saved)
         self.get_logger().info(
             f"saved {saved.name}: {saved.num_samples} steps, {saved.duration:.1f} s, {saved.dropped_steps} dropped, "
@@ -402,7 +472,7 @@ class RecorderNode(Node):
             self.runner.waiting(2)
             obs = self.inputs.wait({STATE: step.time_ns, JOINTS: step.time_ns, **step.frames_ns}, stop)
             got = self.inputs.wait({ACTION: step.time_ns}, stop)
-            if obs is not None and got is not None:
+            if obs is not None and got is not None and not any(v is BAD for v in (*obs.values(), got[ACTION])):
                 self._add(writer, step, obs, got[ACTION])
         self._lockstep_boundaries(step, "end")
         self._done_step = step.index
@@ -422,9 +492,9 @@ class RecorderNode(Node):
             writer.add(recorded)
         except RecorderError as exc:
             self._fail(str(exc))
-        tick = self.inputs.get(RESULT, step.time_ns)
-        if tick is not None:
-            writer.took_effect(t, tick)
+        report = self.inputs.get(RESULT, step.time_ns)
+        if report is not None:
+            writer.arm_report(t, report)
 
     def _lockstep_boundaries(self, step: Step, phase: str) -> None:
         """At the ``start`` of a step: a start due now, or (``follow_episodes``) a new world episode; at its
@@ -496,6 +566,9 @@ class RecorderNode(Node):
 
     # ------------------------------------------------------------------ status
     def _fail(self, message: str) -> None:
+        """Log and report an error once (an episode whose writer failed refuses every later step alike)."""
+        if message == self._last_error:
+            return
         self._last_error = message
         self.get_logger().error(message)
         self._publish_status()
@@ -507,9 +580,25 @@ class RecorderNode(Node):
             "recording": w is not None, "episode": w.name if w else None, "steps": w.steps if w else 0,
             "duration": round(w.duration, 3) if w else 0.0, "dropped": w.dropped_steps() if w else 0,
             "num_demos": self.session.num_demos, "saved": [s.name for s in self.saved], "saving": self.saving,
-            "error": self._last_error,
+            "error": self._last_error, "save_failures": self.save_failures, "bad_messages": dict(self.bad_messages),
+            "set_aside": sorted(self.session.set_aside),
         }  # fmt: skip
         self._status_pub.publish(String(data=json.dumps(status)))
+        self._publish_diagnostics(status)
+
+    def _publish_diagnostics(self, status: dict[str, Any]) -> None:
+        """ERROR while the latest save has failed; WARN once any error or bad message was seen; else OK."""
+        if self._save_failed:
+            level = ros_msgs.DIAG_ERROR
+        elif self._last_error or self.bad_messages:
+            level = ros_msgs.DIAG_WARN
+        else:
+            level = ros_msgs.DIAG_OK
+        message = self._last_error or ("recording" if status["recording"] else "idle")
+        values = {k: v for k, v in status.items() if k not in ("saved", "bad_messages", "error")}
+        values.update({f"bad_{k}": v for k, v in self.bad_messages.items()}, last_error=self._last_error)
+        self._diag_pub.publish(ros_msgs.diagnostics_msg("recorder", self.source, level, message, values,
+                                                        self.get_clock().now().to_msg()))  # fmt: skip
 
     def _report(self) -> None:
         with self._lock:

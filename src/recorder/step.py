@@ -45,3 +45,13 @@ class RecordedStep:
 
     def frame_age(self, key: str) -> float:
         return self.stamp - self.image_stamps[key]
+
+
+@dataclass(frozen=True)
+class ArmReport:
+    """What the arm driver did with one recorded action (its report on Topics.ACTION_RESULT): a recording
+    stores what the arm did beside what it was asked, so training data never holds a refused action."""
+
+    accepted: bool
+    applied: np.ndarray | None = None  # (7,) the action the driver applied (after clipping); None if refused
+    servo_tick: int | None = None  # accepted: the servo tick it took effect on
