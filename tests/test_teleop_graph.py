@@ -96,7 +96,12 @@ def test_the_scripted_session_records_demos_in_libero_layout(recorded) -> None:
         assert set(timing) == {"obs_stamp", "action_latency", "frame_age_agentview_rgb", "frame_age_eye_in_hand_rgb",
                                "stale_agentview_rgb", "stale_eye_in_hand_rgb", "servo_tick"}  # fmt: skip
         ticks = timing["servo_tick"][:]
-        assert np.all(np.diff(ticks) == 5)  # every action took effect 5 servo ticks after the one before
+        accepted = h["data/demo_0/action_accepted"][:]
+        # the arm's report on the last action can still be on its way when the session's end saves the episode:
+        # that step is then stored as not reported (-1), as what it is; every other action was accepted
+        reported = ticks if ticks[-1] != -1 else ticks[:-1]
+        assert len(reported) >= len(ticks) - 1 and np.all(accepted[: len(reported)] == 1)
+        assert np.all(np.diff(reported) == 5)  # every action took effect 5 servo ticks after the one before
 
 
 def test_a_recorded_demo_replays_to_its_tcp_path_and_outcome(recorded) -> None:
