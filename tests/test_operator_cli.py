@@ -7,10 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from io import StringIO
 
 import pytest
-from conftest import REPO, wait_for
+from conftest import REPO, ros_probe, wait_for
 
 from libero_workcell import operator_cli as op
 from libero_workcell import run_registry
@@ -55,6 +57,43 @@ def test_hold_and_disable_are_stop_and_policy_task_sets_the_instruction():
     assert (step.node, step.param, step.value) == ("policy_node", "policy.task", "pick up the parts")
     with pytest.raises(op.OperatorError, match="policy task takes the instruction"):
         op.steps_of("policy", ["task", " "])
+
+
+def test_stop_all_waits_to_discover_a_policy_that_joined_late_and_skips_one_its_graph_never_started(ros_env,
+                                                                                                  monkeypatch):
+    """The policy's stop is optional (a graph may have no policy), but a shell that just joined the domain has not
+    heard of every node yet: it waits for discovery, unless the graph's run record says no policy node runs."""
+    from std_srvs.srv import Trigger
+
+    (policy_stop,) = [s for s in op.steps_of("stop-all", []) if not s.required]
+    calls: list[str] = []
+    started = threading.Event()
+
+    def late_policy() -> None:  # offers /policy/stop only after the operator's process joined the domain
+        time.sleep(1.0)
+        with ros_probe("late_policy") as node:
+            node.create_service(Trigger, Services.POLICY_STOP,
+                                lambda req, resp: (calls.append("stop"), setattr(resp, "success", True), resp)[-1])
+            started.set()
+            wait_for(lambda: calls, timeout=30.0)
+            time.sleep(0.2)  # the answer goes out
+
+    with op.joined(int(ros_env["ROS_DOMAIN_ID"])) as client:
+        out = StringIO()
+        monkeypatch.setattr(op, "SERVICE_WAIT_S", 60.0)
+        t0 = time.monotonic()
+        assert op.run_steps(client, [policy_stop], out, nodes=("aubo_bridge", "conveyor_driver"))
+        assert out.getvalue() == "  /policy/stop: skipped (not in this graph)\n"
+        assert time.monotonic() - t0 < 30.0  # no discovery wait: the run record says the graph has no policy
+        thread = threading.Thread(target=late_policy)
+        thread.start()
+        try:
+            out = StringIO()
+            assert op.run_steps(client, [policy_stop], out, nodes=("aubo_bridge", "policy_node"))
+            assert out.getvalue().startswith("  /policy/stop: ok"), out.getvalue()
+            assert calls == ["stop"] and started.is_set()
+        finally:
+            thread.join(timeout=60.0)
 
 
 def test_the_newest_running_graph_is_found_and_a_stale_record_is_dropped(registry, monkeypatch):

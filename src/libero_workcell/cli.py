@@ -149,10 +149,10 @@ def cmd_call(args: argparse.Namespace) -> int:
 
     try:
         steps = op.steps_of(args.what, args.args)
-        domain = op.find_domain(args.domain_id)
+        domain, nodes = op.find_graph(args.domain_id)
         print(f"workcell: {args.what} {' '.join(args.args)} on ROS_DOMAIN_ID {domain}", flush=True)
         with op.joined(domain) as client:
-            return 0 if op.run_steps(client, steps) else 1
+            return 0 if op.run_steps(client, steps, nodes=nodes) else 1
     except op.OperatorError as exc:
         print(f"workcell: {exc}", file=sys.stderr)
         return 2

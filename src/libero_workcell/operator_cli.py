@@ -33,6 +33,7 @@ JOG_STEPS = 10
 JOG_MAX_STEPS = 100  # 5 s at 20 Hz: a jog is a check, not a way to drive
 SERVICE_WAIT_S = 5.0  # for a service to be discovered on the graph's domain
 CALL_TIMEOUT_S = 30.0  # for its answer (homing answers at once; a save answers when the file is closed)
+POLICY_NODE = "policy_node"  # the node name policy_node.node registers
 
 
 class OperatorError(RuntimeError):
@@ -49,6 +50,7 @@ class Step:
     param: str = ""
     value: Any = None
     required: bool = True  # False: a node that is not in this graph is skipped (stop-all on a graph without it)
+    owner: str = ""  # the node offering ``service`` (an optional step is skipped at once if the graph lacks it)
     action: tuple[float, ...] = ()
     steps: int = 0
 
@@ -58,8 +60,8 @@ class Step:
         return self.service or f"{self.node}.{self.param} := {self.value!r}"
 
 
-def _triggers(*names: str, required: bool = True) -> list[Step]:
-    return [Step(service=n, required=required) for n in names]
+def _triggers(*names: str, required: bool = True, owner: str = "") -> list[Step]:
+    return [Step(service=n, required=required, owner=owner) for n in names]
 
 
 # What each command does, in order. stop-all holds the arm first: it is what moves.
@@ -74,7 +76,7 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], list[Step]]]] = {
               lambda a: _triggers(Services.ARM_RESET_FAULT)),
     "stop-all": ("hold the arm, stop the belt, stop the policy", lambda a: [
         *_triggers(Services.ARM_STOP), *_triggers(Services.CONVEYOR_STOP),
-        *_triggers(Services.POLICY_STOP, required=False)]),
+        *_triggers(Services.POLICY_STOP, required=False, owner=POLICY_NODE)]),
     "belt": ("belt start | stop | reset | speed M_PER_S", lambda a: _belt(a)),
     "source": (f"the arm's active source: one of {', '.join((*ACTION_SOURCES, SOURCE_NONE))}", lambda a: _source(a)),
     "episode": ("episode start | save | discard (the recorder)", lambda a: _episode(a)),
@@ -142,7 +144,7 @@ def _policy(args: list[str]) -> list[Step]:
         text = " ".join(args[1:]).strip()
         if not text:
             raise OperatorError('policy task takes the instruction: workcell call policy task "pick up the ..."')
-        return [Step(node="policy_node", param=TASK_PARAM, value=text)]
+        return [Step(node=POLICY_NODE, param=TASK_PARAM, value=text)]
     verb = _one(args, ("start", "stop", "task"), "policy")
     return _triggers(Services.POLICY_START if verb == "start" else Services.POLICY_STOP)
 
@@ -269,6 +271,16 @@ class GraphClient:
         return ok, f"{accepted} of {steps} accepted as {source!r}" + (f"; refused: {'; '.join(reasons)}" if reasons
                                                                        else "")  # fmt: skip
 
+    def offers(self, service: str, absent: bool = False) -> bool:
+        """Whether ``service`` is on the graph: waits for discovery (a process that just joined has not heard of
+        every node yet) unless the graph's run record says its node is ``absent``."""
+        def found() -> bool:
+            return any(name == service for name, _ in self.node.get_service_names_and_types())
+
+        if not absent:
+            self.spin(SERVICE_WAIT_S, until=found)
+        return found()
+
     def node_names(self) -> set[str]:
         return {name for name, _ in self.node.get_node_names_and_namespaces()}
 
@@ -294,19 +306,16 @@ def joined(domain_id: int) -> Iterator[GraphClient]:
         context.try_shutdown()
 
 
-def run_steps(client: GraphClient, steps: Sequence[Step], out: Any = sys.stdout) -> bool:
+def run_steps(client: GraphClient, steps: Sequence[Step], out: Any = sys.stdout, nodes: Sequence[str] = ()) -> bool:
     """Carry out ``steps`` in order, each reported on a line; every step is tried (stop-all must reach the belt
-    even when the arm refused). True if all that ran succeeded."""
+    even when the arm refused). True if all that ran succeeded. ``nodes``: the nodes the graph started, if known
+    (its run record)."""
     all_ok = True
-    services: set[str] | None = None
     for step in steps:
         try:
-            if not step.required:
-                if services is None:
-                    services = {name for name, _ in client.node.get_service_names_and_types()}
-                if step.service not in services:
-                    print(f"  {step.describe()}: skipped (not in this graph)", file=out, flush=True)
-                    continue
+            if not step.required and not client.offers(step.service, absent=bool(nodes) and step.owner not in nodes):
+                print(f"  {step.describe()}: skipped (not in this graph)", file=out, flush=True)
+                continue
             if step.action:
                 ok, message = client.jog(step.action, step.steps)
             elif step.service:
@@ -377,7 +386,7 @@ def snapshot(client: GraphClient, seconds: float, expected: Sequence[str] = ()) 
 DIAG_DEVICES: dict[str, tuple[str, ...]] = {
     "aubo_bridge": (faults.ARM, faults.GRIPPER),
     "conveyor": (faults.BELT,),
-    "policy_node": (faults.POLICY,),
+    POLICY_NODE: (faults.POLICY,),
     "camera": (faults.CAMERA,),  # camera/external, camera/wrist
 }
 
