@@ -42,7 +42,7 @@ setup(
             "recorder = recorder.node:main",
             "policy_node = policy_node.node:main",
             "policy_server = sim_bridge.policy_server_node:main",
-            "workcell = libero_workcell.cli:main",
+            "workcell = workcell.cli:main",
         ],
     },
 )

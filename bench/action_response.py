@@ -2,7 +2,7 @@
 
 ``.venv/bin/python -m bench.action_response [--goal-delta]``: every sequence of
 ``tests/data/robosuite_osc_response.json`` (robosuite 1.4.0's Panda, ``OSC_POSE``, 20 Hz) through the
-response model alone (``aubo_bridge.osc_response``, what the driver streams) and through the simulated
+response model alone (``libero_workcell.action_response``, what the driver streams) and through the simulated
 workcell in one process (MuJoCo's AUBO, its servos and the arm driver, in sim time). Per sequence: the
 RMS distance to robosuite's TCP trajectory as a fraction of its travel, in position and rotation, for
 the components the sequence commands (the rest is the Panda's drift, printed in brackets). Target:
@@ -16,7 +16,7 @@ import argparse
 import time
 
 from aubo_bridge.config import ArmConfig
-from aubo_bridge.osc_response import OscGains
+from libero_workcell.action_response import OscGains
 from sim_bridge.response_reference import compare, load_reference, sim_trajectory, table
 from tools.fit_osc_response import model_trajectory
 

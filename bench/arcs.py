@@ -1,6 +1,6 @@
 """Servo streaming to the loopback ARCS emulator through the real SDK (no robot needed).
 
-The production path: :class:`~aubo_bridge.arcs_hosted.HostedArcsArm` (the SDK in its own
+The production path: :class:`~aubo_bridge.process.arcs_hosted.HostedArcsArm` (the SDK in its own
 process) driven from ``run_loop`` at the control thread's real-time priority, as the
 aubo_bridge node runs it. Two clocks, both CLOCK_MONOTONIC:
 
@@ -49,10 +49,10 @@ def servo_stream(
         sys.path.insert(0, _TESTS)
     from emulators.arcs_emulator import ArcsEmulator
 
-    from aubo_bridge.arcs_backend import ArcsArmBackend
-    from aubo_bridge.arcs_config import ArcsConfig
-    from aubo_bridge.arcs_hosted import HostedArcsArm
-    from aubo_bridge.kinematics import HOME_Q
+    from aubo_bridge.backends.arcs import ArcsArmBackend
+    from aubo_bridge.backends.arcs_config import ArcsConfig
+    from aubo_bridge.model.kinematics import HOME_Q
+    from aubo_bridge.process.arcs_hosted import HostedArcsArm
     from libero_workcell.rate import run_loop
 
     with ArcsEmulator(boot_delay=0.05, realtime=EMULATOR_PRIORITY) as emu:

@@ -35,7 +35,6 @@ import numpy as np
 from bench.common import percentiles, period_errors_ms
 from bench.inproc import RateLoopProbe, stop_time
 from bench.probe import LinkMonitor, Probe
-from libero_workcell.bringup import Graph, GraphError, NodeSpec
 from libero_workcell.contract import (
     ACTION_DIM,
     ACTION_POS_SCALE,
@@ -45,8 +44,9 @@ from libero_workcell.contract import (
     Params,
     Services,
 )
-from libero_workcell.launcher import NodeDiedError, RunningGraph, launch
 from libero_workcell.rate import RateLoop
+from workcell.bringup import Graph, GraphError, NodeSpec
+from workcell.launcher import NodeDiedError, RunningGraph, launch
 
 WORLD_MODULE = "sim_bridge.world_node"
 ARM_MODULE = "aubo_bridge.node"

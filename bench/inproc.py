@@ -59,8 +59,8 @@ def rate_loop(hz: float, seconds: float) -> dict[str, Any]:
 def sim_rtf(seconds: float, camera_hz: float, render: bool = True, steps_per_call: int = 10) -> dict[str, Any]:
     """Sim seconds per wall second of ``SimWorld.step`` (as the free-running world node calls it)."""
     from libero_workcell.task import TaskSpec
-    from sim_bridge.link import SimLink
     from sim_bridge.world import SimWorld
+    from transports.sim_link import SimLink
 
     t_build = time.perf_counter()
     world = SimWorld(TaskSpec.from_seed(0), link=SimLink.in_memory(), render=render, camera_hz=camera_hz)

@@ -23,8 +23,8 @@ from emulators.serial_link import SocatPair  # noqa: E402
 from pymodbus import FramerType  # noqa: E402
 from pymodbus.client import ModbusSerialClient  # noqa: E402
 
-from aubo_bridge.ctag_gripper import CtagConfig, CtagGripperBackend  # noqa: E402
 from bench.common import percentiles  # noqa: E402
+from gripper.ctag.modbus_backend import CtagConfig, CtagGripperBackend  # noqa: E402
 
 
 def gripper_round_trip(n: int = 200, poll_window: float = 2.0) -> dict[str, float]:

@@ -57,12 +57,12 @@ TARGETS: dict[str, tuple[str | tuple[str, ...], list[str]]] = {
             "tests/test_policy_client_properties.py",
         ],
     ),
-    "arcs": ("src/aubo_bridge/arcs_backend.py",
+    "arcs": ("src/aubo_bridge/backends/arcs.py",
              ["tests/test_arcs_backend.py", "tests/test_arcs_backend_branches.py", "tests/test_arcs_rtde.py"]),
-    "rtde": ("src/aubo_bridge/arcs_rtde.py", ["tests/test_arcs_rtde.py"]),  # the RTDE subscription's client side
+    "rtde": ("src/transports/arcs/rtde.py", ["tests/test_arcs_rtde.py"]),  # the RTDE subscription's client side
     # The node's side of the driver process (HostedDriver: deadlines, faults of a dead or hung child, restarts);
     # the child's DriverService runs in another process, where mutmut cannot see which tests cover it.
-    "driver_host": ("src/aubo_bridge/driver_host.py", ["tests/test_driver_host.py"]),
+    "driver_host": ("src/aubo_bridge/process/driver_host.py", ["tests/test_driver_host.py"]),
     # The recorder's fault branches (issue 21): the session index under concurrent saves, torn episodes set
     # aside; the node's side of the episode writer process (a full disk, a hung or dead writer). The writer
     # process itself (recorder/episode_child.py) runs in another process, where mutmut cannot see which tests
@@ -105,7 +105,7 @@ def _sources(source: str | tuple[str, ...]) -> list[str]:
 def _configure(work: Path, source: str | tuple[str, ...], tests: list[str]) -> None:
     tests = [t for t in tests if (work / t).exists()]
     lines = ["", "[mutmut]", "source_paths=src", "only_mutate=", *(f"    {s}" for s in _sources(source))]
-    # the package's config files are found beside package.xml (libero_workcell.bringup): PolicyConfig's catalogue
+    # the package's config files are found beside package.xml (workcell.bringup): PolicyConfig's catalogue
     lines += ["also_copy=", "    config/", "    package.xml", "pytest_add_cli_args_test_selection="]
     lines += [f"    {t}" for t in tests]
     lines += ["pytest_add_cli_args=", "    -p", "    no:cacheprovider", "    -q", "    -m", "    not slow", ""]

@@ -185,7 +185,7 @@ class LinkMonitor:
     """Polls a sim link: world state samples (when their sequence changes) and arm servo targets."""
 
     def __init__(self, link_name: str, period: float = 0.002, attach_timeout: float = 10.0) -> None:
-        from sim_bridge.link import SimLink
+        from transports.sim_link import SimLink
 
         self.link = SimLink.attach(link_name, timeout=attach_timeout)
         self.period = period

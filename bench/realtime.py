@@ -47,14 +47,14 @@ def _emulator() -> Any:
         sys.path.insert(0, _TESTS)
     from emulators.arcs_emulator import ArcsEmulator
 
-    from aubo_bridge.kinematics import HOME_Q
+    from aubo_bridge.model.kinematics import HOME_Q
 
     return ArcsEmulator(q0=[float(v) for v in HOME_Q], boot_delay=0.05, realtime=EMULATOR_PRIORITY)
 
 
 def rtde_wire(seconds: float = 3.0) -> dict[str, Any]:
     """pyaubo_sdk's RtdeClient alone: frames per second and the emulator's send -> the SDK's callback."""
-    from aubo_bridge.arcs_rtde import RtdeState
+    from transports.arcs.rtde import RtdeState
 
     arrived: list[float] = []
     with _emulator() as emu:

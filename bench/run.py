@@ -55,7 +55,7 @@ def _git_head() -> str:
 
 
 def _arm_params() -> dict[str, Any]:
-    from libero_workcell.bringup import Graph
+    from workcell.bringup import Graph
 
     specs = Graph.load().resolve({})
     return dict(next(s for s in specs if s.module == "aubo_bridge.node").parameters)

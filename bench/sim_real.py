@@ -30,12 +30,12 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering, before MuJoCo 
 
 from libero_workcell import dds
 from libero_workcell.libero_format import write_demo_file
-from libero_workcell.replay_run import replay_graph
 from libero_workcell.task import TaskSpec
 from sim_bridge.aubo_demos import followable_expert, record_expert_demo
 from sim_bridge.convert import convert_demo
 from sim_bridge.replay import held_ticks, plan_from_demo, replay_in_process
 from sim_bridge.response_reference import load_reference, reference_demo, segment_errors, table
+from workcell.replay_run import replay_graph
 
 
 def conversion_speed(steps: int, seeds: tuple[int, ...] = (0, 1)) -> None:

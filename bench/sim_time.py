@@ -45,10 +45,10 @@ def episode(overrides: list[str], env: dict[str, str], log_dir: Path, timeout: f
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import String
 
-    from libero_workcell.bringup import Graph
     from libero_workcell.contract import Qos, Topics
-    from libero_workcell.launcher import launch
     from libero_workcell.ros_qos import qos
+    from workcell.bringup import Graph
+    from workcell.launcher import launch
 
     graph = launch(Graph.load().resolve(overrides), env=env, log_dir=log_dir)
     ctx = Context()
@@ -126,9 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-trials", type=int, default=2, help="trials per evaluation run (1 and 2 workers)")
     ap.add_argument("--no-eval", action="store_true")
     a = ap.parse_args(argv)
-    from libero_workcell import dds, launch_presets
+    from libero_workcell import dds
     from libero_workcell.loopback import free_port
-    from libero_workcell.provenance import produced_by
+    from sim_bridge.provenance import produced_by
+    from workcell import launch_presets
 
     env = dds.loopback_env(dds.per_run_domain_id())
     os.environ.update(env)

@@ -10,8 +10,8 @@ docs/interfaces.md. Without ROS 2's launch: ``workcell bringup --job deploy_real
 
 from pathlib import Path
 
-from libero_workcell import launch_presets
-from libero_workcell.workcell_launch import workcell_launch_description
+from workcell import launch_presets
+from workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():

@@ -9,8 +9,8 @@ Arguments: docs/policy.md. Without ROS 2's launch: ``workcell bringup --job depl
 
 from pathlib import Path
 
-from libero_workcell import launch_presets
-from libero_workcell.workcell_launch import workcell_launch_description
+from workcell import launch_presets
+from workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():

@@ -9,8 +9,8 @@ the demo's task with the arm on its first pose, and the ``demo_replay`` node rep
 
 from pathlib import Path
 
-from libero_workcell import launch_presets
-from libero_workcell.workcell_launch import workcell_launch_description
+from workcell import launch_presets
+from workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():

@@ -1,12 +1,12 @@
 """The simulated workcell: ``ros2 launch libero_workcell sim_workcell.launch.py [ARG:=VALUE ...]``.
 
 The graph of ``config/workcell.yaml`` with its own defaults (``use_sim:=true``):
-sim world, sim backends, loopback DDS. See :mod:`libero_workcell.workcell_launch`.
+sim world, sim backends, loopback DDS. See :mod:`workcell.workcell_launch`.
 """
 
 from pathlib import Path
 
-from libero_workcell.workcell_launch import workcell_launch_description
+from workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():

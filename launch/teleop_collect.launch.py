@@ -11,8 +11,8 @@ docs/teleop.md.
 
 from pathlib import Path
 
-from libero_workcell import launch_presets
-from libero_workcell.workcell_launch import workcell_launch_description
+from workcell import launch_presets
+from workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():

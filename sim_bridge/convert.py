@@ -17,8 +17,8 @@ from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import RESPONSE_LIBERO, ArmConfig
 from aubo_bridge.driver import IK_MAX_ITERATIONS, box_step
-from aubo_bridge.kinematics import fk, ik, rotation_error
-from aubo_bridge.osc_response import Goal, OscResponse, RefState, next_goal, transition
+from aubo_bridge.model.kinematics import fk, ik, rotation_error
+from libero_workcell.action_response import Goal, OscResponse, RefState, next_goal, transition
 from libero_workcell.contract import SOURCE_POLICY, action_to_delta, gripper_command_to_coord, validate_action
 from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import Demo, aubo_robot_states

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from aubo_bridge.backends.sim import SimArmBackend, SimGripperBackend
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver
-from aubo_bridge.sim_backend import SimArmBackend, SimGripperBackend
 from libero_workcell.contract import SOURCE_EXPERT
 from libero_workcell.task import TaskSpec
 from sim_bridge.expert import SceneView, ScriptedExpert
-from sim_bridge.link import SimLink
 from sim_bridge.world import SimWorld
+from transports.sim_link import SimLink
 
 # (ground truth dict, 7-D state) -> 7-D action
 ActionSource = Callable[[dict, np.ndarray], np.ndarray]

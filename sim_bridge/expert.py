@@ -23,7 +23,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import RESPONSE_GOAL_DELTA, RESPONSE_LIBERO
-from aubo_bridge.osc_response import OscGains, steady_step_ratio
+from libero_workcell.action_response import OscGains, steady_step_ratio
 from libero_workcell.contract import (
     ACTION_POS_SCALE,
     ACTION_ROT_SCALE,

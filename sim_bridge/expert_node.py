@@ -25,8 +25,8 @@ from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
-from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
+from transports.stepping import StampedInputs, Step, StepRunner
 
 STATE, TRUTH = "state", "truth"
 

@@ -5,7 +5,7 @@ openpi's websocket protocol, chunks, the arm driver) runs on the simulated workc
 Each request's ``observation/state`` is where the arm is; the sim's ground truth (the workpieces, which the
 server node reads from ``/sim/ground_truth``) is what a camera-based policy would have to see. The chunk is
 the expert's next H actions, planned forward from the observed state on a model of the arm's LIBERO response
-(aubo_bridge.osc_response) with the workpieces carried on by their velocities: a real plan, closed through
+(libero_workcell.action_response) with the workpieces carried on by their velocities: a real plan, closed through
 the observation at every chunk, like a VLA's.
 
 The expert has phases and step counters (a grasp is held for so many steps). The persistent expert is
@@ -25,7 +25,7 @@ import numpy as np
 from openpi_client.base_policy import BasePolicy
 from scipy.spatial.transform import Rotation
 
-from aubo_bridge.osc_response import Goal, OscGains, OscResponse, RefState, next_goal
+from libero_workcell.action_response import Goal, OscGains, OscResponse, RefState, next_goal
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, STATE_DIM, action_to_delta
 from policy_node.observation import SIM_CLOCK_KEY
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert

@@ -20,10 +20,10 @@ from libero_workcell.loopback import LOOPBACK
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
-from libero_workcell.stepping import StampedInputs
 from policy_node.builtin_policies import ReachPolicy
 from policy_node.serve import REACH_TARGET_DEFAULT, LocalPolicyServer
 from sim_bridge.expert_policy import ExpertChunkPolicy
+from transports.stepping import StampedInputs
 
 POLICIES = ("expert", "reach")
 TRUTH = "truth"

@@ -20,9 +20,8 @@ from typing import Final
 
 import numpy as np
 
-from libero_workcell.bringup import find_config_file
+from libero_workcell.config_files import find_config_file
 from libero_workcell.libero_format import Demo
-from libero_workcell.provenance import produced_by
 from libero_workcell.task import TaskSpec
 from preferences.catalogue import Catalogue, Condition, Preference
 from preferences.labels import CALIBRATION_FILE, Calibration, calibrate
@@ -32,6 +31,7 @@ from preferences.trajectory import Trajectory
 from sim_bridge.aubo_demos import ENV_ARGS, record_expert_demo
 from sim_bridge.demo_recorder import write_episodes
 from sim_bridge.preference_expert import no_preference_style, preference_expert, preference_task
+from sim_bridge.provenance import produced_by
 
 CALIBRATION_SEEDS: Final = tuple(range(8))
 

@@ -26,7 +26,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ArmConfig
-from aubo_bridge.kinematics import HOME_Q, fk, ik
+from aubo_bridge.model.kinematics import HOME_Q, fk, ik
 from libero_workcell.image_convention import ROBOSUITE_RAW, convention_of
 from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import Demo, LiberoFormatError, read_demos

@@ -49,10 +49,10 @@ from libero_workcell.image_convention import to_upright
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, LiberoFormatError, read_frames
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
-from libero_workcell.replay_run import REPORT_FILE
 from libero_workcell.ros_qos import qos
-from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from sim_bridge.replay import check_mode, load_plan, side_by_side, strip_steps, tracking_summary
+from transports.stepping import StampedInputs, Step, StepRunner
+from workcell.replay_run import REPORT_FILE
 
 STRIP_FILE = "replay_strip.png"
 START_POSE_TOL = 5e-3  # m: after the reset the arm must be this close to the demo's first TCP pose

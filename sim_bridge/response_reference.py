@@ -162,7 +162,7 @@ def reference_demo(seqs: Sequence[ReferenceSequence], task_spec_json: str, rest:
     (:mod:`sim_bridge.replay_node`): each sequence from the home pose, then its actions negated (the
     gripper open) so the arm comes back, then ``rest`` zero actions. The recorded path of each sequence is
     robosuite's, placed at the home pose; the return's and the rest's are only placeholders (not compared)."""
-    from aubo_bridge.kinematics import HOME_Q, fk
+    from aubo_bridge.model.kinematics import HOME_Q, fk
     from libero_workcell.libero_format import Demo, aubo_robot_states
 
     p0, R0 = fk(HOME_Q)

@@ -7,7 +7,7 @@ Panda's *next* TCP reference by
 
 with s_p = 0.05 m and s_R = 0.5 rad (the action scales), and the source's gripper schedule kept.
 The action goes through the contract like any other source's, so the AUBO answers it with
-LIBERO's response (aubo_bridge.osc_response) under every limit of the arm driver, and what is
+LIBERO's response (libero_workcell.action_response) under every limit of the arm driver, and what is
 recorded is exactly what a policy must output.
 
 The reference is mapped into the AUBO's frame relative to the start: the Panda's displacement and

@@ -3,7 +3,7 @@
 :func:`build_mjcf` writes the whole scene as one MJCF string:
 
 - the AUBO-i5H arm as a chain of bodies built from the URDF joint table in
-  :mod:`aubo_bridge.description` (base frame = world frame), stiff joint
+  :mod:`aubo_bridge.model.description` (base frame = world frame), stiff joint
   position servos (plus a velocity-feed-forward actuator per joint),
   gravity compensated, non-colliding link visuals;
 - a CTAG2F90D-like parallel gripper on the flange: two fingers on slide
@@ -28,7 +28,7 @@ from typing import Final
 import numpy as np
 from transforms3d.euler import euler2quat
 
-from aubo_bridge.description import JOINT_LIMITS, JOINT_ORIGINS, TOOL_OFFSET
+from aubo_bridge.model.description import JOINT_LIMITS, JOINT_ORIGINS, TOOL_OFFSET
 from libero_workcell import layout
 from libero_workcell.contract import ARM_JOINT_NAMES, IMAGE_SIZE
 from libero_workcell.task import WorkpieceType

@@ -2,13 +2,13 @@
 
 :class:`SimWorld` is pure Python (no ``rclpy``): the ``sim_world`` node
 (:mod:`sim_bridge.world_node`) wraps it, tests drive it directly. It talks to
-the drivers' sim backends only through a :class:`~sim_bridge.link.SimLink`:
+the drivers' sim backends only through a :class:`~transports.sim_link.SimLink`:
 
 - at the start of each :meth:`SimWorld.step` (a servo period) it reads the arm,
   gripper and belt command sections (commands count only when written after the
   last reset: a new episode never starts by chasing the previous episode's last
   servo target);
-- at its end it writes the :class:`~sim_bridge.link.WorldState` (stamped with
+- at its end it writes the :class:`~transports.sim_link.WorldState` (stamped with
   ``time.time()`` as well, for drivers on the wall clock);
 - it renders both cameras at ``camera_hz`` of *sim* time into the link.
 
@@ -40,12 +40,12 @@ from typing import Any, ClassVar, Final
 import mujoco
 import numpy as np
 
-from aubo_bridge.description import JOINT_LIMITS, JOINT_VELOCITY_LIMITS
+from aubo_bridge.model.description import JOINT_LIMITS, JOINT_VELOCITY_LIMITS
 from libero_workcell import layout
 from libero_workcell.contract import ARM_JOINT_NAMES, CAMERA_HZ_DEFAULT, CAMERA_NAMES, IMAGE_SIZE
 from libero_workcell.task import TaskSpec
 from sim_bridge import metrics, scene
-from sim_bridge.link import SimLink, WorldState
+from transports.sim_link import SimLink, WorldState
 
 BELT_ACCEL: Final = 0.2  # m/s^2, conveyor acceleration ramp
 BELT_MAX_SPEED: Final = 0.5  # m/s, commanded speeds are clamped to +-this
@@ -54,9 +54,9 @@ FF_MAX_INTERVAL: Final = 0.05  # s: targets further apart than this are approach
 
 
 def home_joint_positions(model: mujoco.MjModel | None = None) -> np.ndarray:
-    """Home joints: ``aubo_bridge.kinematics.HOME_Q`` when available, else IK on the scene's grip_site."""
+    """Home joints: ``aubo_bridge.model.kinematics.HOME_Q`` when available, else IK on the scene's grip_site."""
     try:
-        from aubo_bridge.kinematics import HOME_Q
+        from aubo_bridge.model.kinematics import HOME_Q
 
         return np.array(HOME_Q, dtype=float)
     except ImportError:

@@ -2,7 +2,7 @@
 
 :class:`WorldClock` drives a :class:`~sim_bridge.world.SimWorld` one servo period at a time: the physics
 steps of the period (the arm's target for it was sent at the previous tick), the frames due, then the tick
-published to the participants (:mod:`sim_bridge.lockstep`) and their parts waited for. The sim clock is the
+published to the participants (:mod:`transports.sim_lockstep`) and their parts waited for. The sim clock is the
 tick count times the servo period in integer nanoseconds, monotonic across episodes (ROS stamps and
 ``/clock``); every episode starts on a control step. ``real_time_factor`` only caps the speed: the wall clock
 decides when a tick may start, never what happens in it.
@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 
 from libero_workcell.contract import CAMERA_NAMES
 from sim_bridge.frame_renderer import FrameRenderer
-from sim_bridge.lockstep import LockstepWorld, Stall, Tick
 from sim_bridge.scene import TIMESTEP
 from sim_bridge.world import SimWorld
+from transports.sim_lockstep import LockstepWorld, Stall, Tick
 
 MAX_LAG = 0.25  # s behind the pace before it re-anchors (the world was slower than asked for a while)
 PAUSED_RTF = 1.0  # the fastest a paused world's clock runs

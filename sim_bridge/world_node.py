@@ -2,7 +2,7 @@
 
 A thin adapter around :class:`sim_bridge.world.SimWorld`. It creates the shared-memory link the drivers'
 sim backends attach to and, with ``lockstep`` (the default), the barrier beside it
-(:mod:`sim_bridge.lockstep`); its world thread advances the world one servo tick at a time
+(:mod:`transports.sim_lockstep`); its world thread advances the world one servo tick at a time
 (:class:`sim_bridge.world_clock.WorldClock`), waiting at each for the nodes that have a part in it, paced
 to ``real_time_factor`` (0: as fast as the machine allows). It publishes:
 
@@ -59,11 +59,11 @@ from libero_workcell.task import (
     TaskSpec,
 )
 from preferences.catalogue import Catalogue
-from sim_bridge.link import SimLink
-from sim_bridge.lockstep import LockstepWorld
 from sim_bridge.replay import ReplayPlan, load_plan
 from sim_bridge.world import SimWorld
 from sim_bridge.world_clock import ClockPlan, WorldClock, period_ns
+from transports.sim_link import SimLink
+from transports.sim_lockstep import LockstepWorld
 
 
 def qos_profile(spec: QosSpec) -> QoSProfile:
@@ -97,7 +97,7 @@ PARAMETERS: Final[dict[str, Any]] = {
     "real_time_factor": 1.0,
     Params.CONTROL_HZ: CONTROL_HZ_DEFAULT,
     Params.SERVO_HZ: SIM_SERVO_HZ_DEFAULT,
-    # Lockstep (sim_bridge/lockstep.py): each tick waits for the nodes that close the loop; "participants"
+    # Lockstep (src/transports/sim_lockstep.py): each tick waits for the nodes that close the loop; "participants"
     # (comma-separated node names, from the graph) must all be up before the first tick.
     Params.LOCKSTEP: False,
     "participants": "",

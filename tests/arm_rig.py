@@ -12,10 +12,12 @@ import time
 
 import numpy as np
 
-from aubo_bridge.backend import ArmMeasurement, BackendError, GripperMeasurement
+from aubo_bridge.backends.base import ArmMeasurement
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver
-from aubo_bridge.kinematics import HOME_Q, fk
+from aubo_bridge.model.kinematics import HOME_Q, fk
+from gripper.base import GripperMeasurement
+from transports.errors import BackendError
 
 
 class ManualClock:

@@ -158,7 +158,7 @@ def graph_runner(request: pytest.FixtureRequest, ros_env: dict[str, str]) -> Ite
     started is stopped at teardown. With ``settle`` > 0, waits that long and
     raises NodeDiedError if a node ended meanwhile.
     """
-    from libero_workcell.launcher import NodeDiedError, RunningGraph, launch
+    from workcell.launcher import NodeDiedError, RunningGraph, launch
 
     log_dir = output_dir_for(request)
     started: list[RunningGraph] = []

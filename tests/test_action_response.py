@@ -22,7 +22,7 @@ from arm_rig import IdealArm, IdealGripper, ManualClock, run_control_period
 
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver
-from aubo_bridge.kinematics import HOME_Q, fk
+from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell.contract import SOURCE_POLICY
 from sim_bridge.response_reference import ReferenceSequence, compare, load_reference, replay, sim_trajectory
 

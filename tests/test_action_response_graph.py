@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from libero_workcell.libero_format import write_demo_file
-from libero_workcell.replay_run import replay_graph
 from libero_workcell.task import TaskSpec
 from sim_bridge.replay import held_ticks, plan_from_demo, replay_in_process
 from sim_bridge.response_reference import load_reference, reference_demo, segment_errors, table
+from workcell.replay_run import replay_graph
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

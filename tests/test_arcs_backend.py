@@ -16,14 +16,15 @@ from conftest import wait_for
 from emulators.arcs_emulator import VERSION_CODE_INCOMPATIBLE, ArcsEmulator
 from scipy.spatial.transform import Rotation
 
-from aubo_bridge.arcs_backend import ArcsArmBackend, pose_to_tcp
-from aubo_bridge.arcs_config import ArcsConfig
-from aubo_bridge.backend import BackendError, GripperMeasurement
+from aubo_bridge.backends.arcs import ArcsArmBackend, pose_to_tcp
+from aubo_bridge.backends.arcs_config import ArcsConfig
 from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ArmDriver, ArmMode
-from aubo_bridge.kinematics import HOME_Q, fk
+from aubo_bridge.model.kinematics import HOME_Q, fk
+from gripper.base import GripperMeasurement
 from libero_workcell.contract import SOURCE_POLICY
 from libero_workcell.loopback import free_port
+from transports.errors import BackendError
 
 HOST = "127.0.0.1"
 

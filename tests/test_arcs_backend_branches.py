@@ -17,11 +17,11 @@ import pytest
 from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
-from aubo_bridge.arcs_backend import ArcsArmBackend, classify
-from aubo_bridge.arcs_config import ArcsConfig
-from aubo_bridge.backend import BackendError
-from aubo_bridge.description import JOINT_LIMITS
-from aubo_bridge.kinematics import HOME_Q
+from aubo_bridge.backends.arcs import ArcsArmBackend, classify
+from aubo_bridge.backends.arcs_config import ArcsConfig
+from aubo_bridge.model.description import JOINT_LIMITS
+from aubo_bridge.model.kinematics import HOME_Q
+from transports.errors import BackendError
 
 HOST = "127.0.0.1"
 
@@ -255,9 +255,9 @@ def test_the_released_estop_recovers_through_the_startup_path_and_says_so(emu: A
     emu.emergency_stop(system=True)
     assert wait_for(lambda: backend.read().fault == "safety mode SystemEmergencyStop")
     emu.clear_cause()
-    with caplog.at_level(logging.WARNING, logger="aubo_bridge.arcs_backend"):
+    with caplog.at_level(logging.WARNING, logger="aubo_bridge.backends.arcs"):
         backend.acknowledge_fault()
-    warnings = [r.getMessage() for r in caplog.records if r.name == "aubo_bridge.arcs_backend"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "aubo_bridge.backends.arcs"]
     assert warnings == [f"{HOST}:{emu.port}: arm not Running after the reset: powering on and releasing brakes"]
     state = emu.state()
     assert (state["mode"], state["safety"]) == ("Running", "Normal")
@@ -336,7 +336,7 @@ def test_an_arm_that_never_reaches_running_is_an_error_naming_its_mode() -> None
 
 
 def test_a_malformed_tcp_pose_is_an_error_that_shows_it() -> None:
-    from aubo_bridge.arcs_backend import pose_to_tcp
+    from aubo_bridge.backends.arcs import pose_to_tcp
 
     with pytest.raises(BackendError) as info:
         pose_to_tcp([1, 2, 3], "rotvec")

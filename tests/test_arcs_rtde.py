@@ -14,12 +14,12 @@ import pytest
 from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
-from aubo_bridge.arcs_backend import ArcsArmBackend
-from aubo_bridge.arcs_config import ArcsConfig
-from aubo_bridge.arcs_rtde import retire
-from aubo_bridge.backend import BackendError
+from aubo_bridge.backends.arcs import ArcsArmBackend
+from aubo_bridge.backends.arcs_config import ArcsConfig
 from aubo_bridge.config import ConfigError
 from libero_workcell.loopback import free_port
+from transports.arcs.rtde import retire
+from transports.errors import BackendError
 
 # pyaubo_sdk 0.24.1 crashes the process that holds a streamed RTDE client, on its own thread, now and then when
 # it closes (docs/rtde.md); the node keeps its client in a child process, these tests hold one here. The suite runs

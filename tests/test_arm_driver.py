@@ -24,7 +24,7 @@ from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ArmDriver, ArmMode
-from aubo_bridge.kinematics import HOME_Q, fk
+from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE, SOURCE_POLICY, SOURCE_TELEOP
 
 

@@ -24,11 +24,11 @@ from arm_rig import (
 from scipy.spatial.transform import Rotation
 
 import aubo_bridge.driver as driver_module
-from aubo_bridge.backend import BackendError
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver, ArmMode
-from aubo_bridge.kinematics import HOME_Q, IkResult, fk
+from aubo_bridge.model.kinematics import HOME_Q, IkResult, fk
 from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE, SOURCE_EXPERT, SOURCE_POLICY, SOURCE_TELEOP
+from transports.errors import BackendError
 
 P_HOME, R_HOME = fk(HOME_Q)
 

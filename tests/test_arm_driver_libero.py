@@ -1,7 +1,7 @@
 """The arm driver's limits and holds under the default (libero) action response.
 
 The libero response streams a second-order reference toward a goal set from the reference
-pose (aubo_bridge.osc_response); test_action_response.py holds its shape against robosuite.
+pose (libero_workcell.action_response); test_action_response.py holds its shape against robosuite.
 Here: what must stay true whatever the reference does. A zero action from rest holds
 exactly; the reference never leaves the workspace box (nor moves further out of it) and
 never exceeds the TCP speed limits, even coasting; an unreachable goal is refused; where IK
@@ -19,7 +19,7 @@ from scipy.spatial.transform import Rotation
 import aubo_bridge.driver as driver_module
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver, ArmMode
-from aubo_bridge.kinematics import HOME_Q, IkResult, fk
+from aubo_bridge.model.kinematics import HOME_Q, IkResult, fk
 from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE, SOURCE_POLICY
 
 P_HOME, R_HOME = fk(HOME_Q)

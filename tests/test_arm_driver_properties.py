@@ -29,7 +29,7 @@ from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ACTION_RESPONSES, RESPONSE_GOAL_DELTA, ArmConfig
 from aubo_bridge.driver import ArmDriver, ArmMode
-from aubo_bridge.kinematics import HOME_Q, fk
+from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell.contract import ACTION_POS_SCALE, SOURCE_POLICY
 
 IK_TOL = 1e-5  # ArmConfig.ik_pos_tol: how far a servo target's TCP may sit from its reference

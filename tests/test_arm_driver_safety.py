@@ -16,12 +16,12 @@ import pytest
 from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, goal_delta_config, run_control_period
 from scipy.spatial.transform import Rotation
 
-from aubo_bridge.backend import BackendError
 from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ArmDriver, ArmMode
-from aubo_bridge.kinematics import HOME_Q, fk
+from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell.contract import ACTION_POS_SCALE, SOURCE_POLICY, SOURCE_TELEOP
 from libero_workcell.rate import run_loop
+from transports.errors import BackendError
 
 P_HOME, _ = fk(HOME_Q)
 

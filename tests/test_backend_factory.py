@@ -8,10 +8,10 @@ import pytest
 from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
-from aubo_bridge.arcs_hosted import HostedArcsArm, HostedToolGripper
-from aubo_bridge.backends import ARCS_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS, make_backends
+from aubo_bridge.backends.factory import ARCS_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS, make_backends
 from aubo_bridge.config import ArmConfig
-from aubo_bridge.kinematics import HOME_Q
+from aubo_bridge.model.kinematics import HOME_Q
+from aubo_bridge.process.arcs_hosted import HostedArcsArm, HostedToolGripper
 
 pytestmark = pytest.mark.slow
 

@@ -2,7 +2,7 @@
 
 The launch file runs here against small fake ``launch``/``launch_ros``
 modules (the real ones have no wheels) that record what it constructs; it
-must yield exactly the nodes :mod:`libero_workcell.bringup` resolves.
+must yield exactly the nodes :mod:`workcell.bringup` resolves.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ import pytest
 import yaml
 from conftest import REPO, wait_for
 
-from libero_workcell import bringup, cli, dds, launch_presets
-from libero_workcell.bringup import Graph, GraphError, NodeSpec, launch_text, node_parameters
-from libero_workcell.launcher import NodeDiedError, launch, ros_params_yaml
+from libero_workcell import dds
+from workcell import bringup, cli, launch_presets
+from workcell.bringup import Graph, GraphError, NodeSpec, launch_text, node_parameters
+from workcell.launcher import NodeDiedError, launch, ros_params_yaml
 
 SIM_NODES = ["sim_world", "aubo_bridge", "conveyor_driver", "external_camera", "wrist_camera"]
 LAUNCH_FILE = REPO / "launch" / "sim_workcell.launch.py"
@@ -400,7 +401,7 @@ def test_launcher_escalates_to_sigkill(fake_env):
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "libero_workcell.cli", *args], env=env, text=True,
+    return subprocess.Popen([sys.executable, "-m", "workcell.cli", *args], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -432,15 +433,15 @@ def test_cli_bringup_exits_nonzero_when_a_node_dies(tmp_path, fake_env):
 
 
 def test_cli_env_and_demo_placeholder(ros_env):
-    out = subprocess.run([sys.executable, "-m", "libero_workcell.cli", "env", "--domain-id", "42"], env=ros_env,
+    out = subprocess.run([sys.executable, "-m", "workcell.cli", "env", "--domain-id", "42"], env=ros_env,
                          capture_output=True, text=True, check=True).stdout
     assert "export ROS_DOMAIN_ID=42" in out and "export RMW_IMPLEMENTATION=rmw_fastrtps_cpp" in out
     assert f"export FASTDDS_DEFAULT_PROFILES_FILE={dds.profile_path()}" in out
     assert "unset ROS_LOCALHOST_ONLY" in out
-    if importlib.util.find_spec("libero_workcell.demo") is None:
-        demo = subprocess.run([sys.executable, "-m", "libero_workcell.cli", "demo", "--help"], env=ros_env,
+    if importlib.util.find_spec("workcell.demo") is None:
+        demo = subprocess.run([sys.executable, "-m", "workcell.cli", "demo", "--help"], env=ros_env,
                               capture_output=True, text=True)
-        assert demo.returncode == 2 and "libero_workcell.demo is not there yet" in demo.stderr
+        assert demo.returncode == 2 and "workcell.demo is not there yet" in demo.stderr
 
 
 # --------------------------------------------------------------------------
@@ -653,7 +654,7 @@ def test_deploy_launch_files_are_the_graph_with_the_policy_on(monkeypatch):
 
 def test_the_demo_can_run_the_deploy_loop_instead_of_the_expert():
     """``./run.sh --source policy``: policy_node and the local policy server instead of the scripted expert."""
-    from libero_workcell.demo import source_overrides
+    from workcell.demo import source_overrides
 
     expert = {n.name: n for n in Graph.load().resolve(source_overrides("expert", 0))}
     policy = {n.name: n for n in Graph.load().resolve(source_overrides("policy", 8123))}
@@ -678,7 +679,7 @@ def test_the_real_arms_driver_runs_in_a_process_of_its_own_and_the_simulated_one
 def test_every_job_is_one_graph_under_ros2_launch_and_workcell_bringup(monkeypatch, job, capsys, tmp_path):
     """``ros2 launch libero_workcell JOB.launch.py ARGS`` and ``workcell bringup --job JOB ARGS`` resolve to the
     same nodes with the same parameters, world settings included (docs/bringup_sim.md)."""
-    from libero_workcell import cli
+    from workcell import cli
 
     given = {"sim_world.seed": "4", "record_path": str(tmp_path / "d.hdf5")}
     if job == "sim_replay":

@@ -19,6 +19,7 @@ import pytest
 from camera_fixtures import frame_number, make_realsense_recording, make_video, rgb_of
 from conftest import wait_for
 
+from camera_driver.backends import make_real_backend
 from camera_driver.capture import (
     CLOCK_ARRIVAL,
     CLOCK_DEVICE_MAPPED,
@@ -27,7 +28,7 @@ from camera_driver.capture import (
     RawFrame,
     to_square_rgb,
 )
-from camera_driver.config import CameraConfigError, RealSenseConfig, UvcConfig, make_real_backend
+from camera_driver.config import CameraConfigError, RealSenseConfig, UvcConfig
 from camera_driver.driver import CameraDriver, Frame
 from camera_driver.realsense_backend import RealSenseBackend
 from camera_driver.uvc_backend import UvcBackend

@@ -10,7 +10,7 @@ import pytest
 from camera_driver.driver import CameraDriver
 from camera_driver.sim_backend import SimCameraBackend
 from libero_workcell.contract import IMAGE_SIZE
-from sim_bridge.link import SimLink
+from transports.sim_link import SimLink
 
 
 def frame(value: int) -> np.ndarray:

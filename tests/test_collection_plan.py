@@ -57,8 +57,8 @@ def test_workcell_plan_reads_the_session_being_collected(tmp_path, capsys) -> No
 
     import h5py
 
-    from libero_workcell import cli
     from recorder.session_file import episodes_dir_of
+    from workcell import cli
 
     session = tmp_path / "d2s.hdf5"
     plan = CollectionPlan(per_config=1)

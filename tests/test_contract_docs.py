@@ -222,7 +222,7 @@ def test_the_gripper_tool_rows_really_default_as_the_gripper() -> None:
         if row.get("default") == "as `gripper.*`":
             for name in re.findall(r"`gripper_tool\.(\w+)`", row["parameter"]):
                 assert actual[f"gripper_tool.{name}"] == actual[f"gripper.{name}"], name
-    from aubo_bridge.kinematics import HOME_Q
+    from aubo_bridge.model.kinematics import HOME_Q
 
     assert actual["home_q"] == pytest.approx(list(HOME_Q))
 

@@ -11,7 +11,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ArmConfig
-from aubo_bridge.kinematics import HOME_Q, fk
+from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell.libero_format import Demo, LiberoFormatError
 from libero_workcell.task import TaskSpec
 from sim_bridge.convert import KinematicLimitError, convert_demo, convert_kinematic, task_of

@@ -6,7 +6,8 @@ import pytest
 
 from conveyor_driver.driver import ConveyorConfig, ConveyorDriver, ConveyorError
 from conveyor_driver.sim_backend import SimConveyorBackend
-from sim_bridge.link import SimLink
+from transports.errors import BackendError
+from transports.sim_link import SimLink
 
 
 @pytest.fixture()
@@ -59,7 +60,7 @@ def test_a_drive_refusing_the_speed_is_reported_and_nothing_changes(rig) -> None
     backend = driver._backend
 
     def refuse(speed: float) -> None:
-        raise RuntimeError("setpoint needs 3200 rpm > max_motor_rpm 3000")
+        raise BackendError("setpoint needs 3200 rpm > max_motor_rpm 3000")
 
     backend.run = refuse
     ok, msg = driver.set_speed(0.15)

@@ -16,6 +16,7 @@ from conftest import wait_for
 
 from conveyor_driver import driver as driver_module
 from conveyor_driver.driver import BeltState, ConveyorConfig, ConveyorDriver
+from transports.errors import BackendError
 
 
 class ScriptedBelt:
@@ -26,6 +27,7 @@ class ScriptedBelt:
         self.fail: dict[str, int] = {}
         self.fault: str | None = None
         self.running = False
+        self.error: type[Exception] = BackendError  # what a failing call raises
         self.lock = threading.Lock()
 
     def _maybe_fail(self, name: str) -> None:
@@ -33,7 +35,7 @@ class ScriptedBelt:
             n = self.fail.get(name, 0)
             if n:
                 self.fail[name] = n - 1 if n > 0 else n
-                raise RuntimeError(f"{name} not confirmed within 2.0 s")
+                raise self.error(f"{name} not confirmed within 2.0 s")
 
     def read(self) -> BeltState:
         return BeltState(time.monotonic(), 0.0, 0.03 if self.running else 0.0, self.running, self.fault)
@@ -126,6 +128,26 @@ def test_an_unconfirmed_stop_latches_and_warns(driver, belt) -> None:
     assert ok, msg
     assert belt.calls[-2:] == [("acknowledge_fault", None), ("halt", None)]
     assert state(driver) == ("stop", True, False, None)
+
+
+@pytest.mark.parametrize("call", ["halt", "emergency_stop"])
+def test_a_stop_that_raises_anything_is_not_confirmed_and_latches(driver, belt, call) -> None:
+    """Not only the backends' BackendError: a stop that raised at all (a backend's bug) must not look like a
+    stopped belt, nor end the node."""
+    belt.error = AttributeError
+    belt.fail[call] = -1
+    ok, msg = driver.stop() if call == "halt" else driver.emergency_stop()
+    assert ok is False and "not confirmed" in msg.lower()
+    assert driver.read().fault is not None
+
+
+def test_a_start_that_raises_something_else_than_a_backend_error_is_not_taken_for_running(driver, belt) -> None:
+    """Not the drive's answer but a bug: it propagates (the node reports it) and the belt is not confirmed."""
+    belt.error = AttributeError
+    belt.fail["run"] = 1
+    with pytest.raises(AttributeError):
+        driver.start()
+    assert state(driver) == ("run", False, False, None)
 
 
 def test_a_reset_fails_while_the_stop_still_is_not_confirmed(driver, belt) -> None:

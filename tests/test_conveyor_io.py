@@ -12,9 +12,9 @@ import pytest
 from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
-from aubo_bridge.backend import BackendError
 from conveyor_driver.driver import ConveyorConfig, ConveyorDriver
 from conveyor_driver.io_backend import ConveyorIoConfig, ConveyorIoConfigError, IoConveyorBackend
+from transports.errors import BackendError
 
 HOST = "127.0.0.1"
 DO = 3

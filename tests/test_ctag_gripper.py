@@ -17,12 +17,13 @@ from conftest import wait_for
 from emulators.modbus_devices import CtagEmulator
 from emulators.serial_link import FaultyLink, SocatPair
 
-from aubo_bridge.backend import ArmMeasurement, BackendError
+from aubo_bridge.backends.base import ArmMeasurement
 from aubo_bridge.config import ArmConfig
-from aubo_bridge.ctag_gripper import CtagConfig, CtagConfigError, CtagGripperBackend
 from aubo_bridge.driver import ArmDriver, ArmMode
-from aubo_bridge.kinematics import HOME_Q
+from aubo_bridge.model.kinematics import HOME_Q
+from gripper.ctag.modbus_backend import CtagConfig, CtagConfigError, CtagGripperBackend
 from libero_workcell.contract import SOURCE_POLICY
+from transports.errors import BackendError
 
 ALARM_REG = 0x0412  # the emulator's alarm register (the real gripper documents none)
 

@@ -14,17 +14,17 @@ import pytest
 from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
-from aubo_bridge.arcs_backend import ArcsArmBackend
-from aubo_bridge.arcs_config import ArcsConfig
-from aubo_bridge.backend import BackendError
+from aubo_bridge.backends.arcs import ArcsArmBackend
+from aubo_bridge.backends.arcs_config import ArcsConfig
 from aubo_bridge.config import ArmConfig
-from aubo_bridge.ctag_tool_backend import (
+from aubo_bridge.driver import ArmDriver, ArmMode
+from gripper.ctag.tool_backend import (
     CtagToolConfig,
     CtagToolConfigError,
     CtagToolGripperBackend,
 )
-from aubo_bridge.driver import ArmDriver, ArmMode
 from libero_workcell.contract import SOURCE_POLICY
+from transports.errors import BackendError
 
 HOST = "127.0.0.1"
 ALARM_REG = 0x0412  # the emulator's alarm register (the real gripper documents none)

@@ -10,11 +10,11 @@ import os
 import pytest
 from conftest import json_messages, ros_probe, wait_for
 
-from libero_workcell import launch_presets
-from libero_workcell.bringup import Graph
 from libero_workcell.contract import Topics
-from libero_workcell.launcher import launch
 from libero_workcell.loopback import free_port
+from workcell import launch_presets
+from workcell.bringup import Graph
+from workcell.launcher import launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 from doc_commands import REPO, DocCommand, doc_commands
 
-from libero_workcell import cli, launch_presets
-from libero_workcell.bringup import Graph
-from libero_workcell.operator_cli import COMMANDS, OperatorError
+from workcell import cli, launch_presets
+from workcell.bringup import Graph
+from workcell.operator_cli import COMMANDS, OperatorError
 
 COMMANDS_IN_DOCS = doc_commands()
 
@@ -174,7 +174,7 @@ def check_workcell(words: list[str], tmp: Path) -> None:
         except OperatorError as exc:
             raise AssertionError(f"workcell call {' '.join(rest)}: {exc}") from None
     elif sub in ("demo", "replay"):
-        helped = help_text("-m", "libero_workcell.cli", sub)
+        helped = help_text("-m", "workcell.cli", sub)
         assert all(o in helped for o in _options(rest)), (sub, _options(rest))
     elif sub == "check":
         cli._parser().parse_args(["check", *_with_cell(rest, example_cell_file(tmp))])
@@ -252,7 +252,7 @@ def test_each_documented_command_is_real(cmd: DocCommand, tmp_path) -> None:
     elif program == "python -m":
         check_python_module(words)
     elif program == "./run.sh":
-        helped = help_text("-m", "libero_workcell.cli", "demo")
+        helped = help_text("-m", "workcell.cli", "demo")
         assert all(o in helped for o in _options(words)), words
 
 

@@ -1,4 +1,4 @@
-"""The arm driver in a process of its own (aubo_bridge.driver_host) on the real ARCS path, against the emulator.
+"""The arm driver in a process of its own (aubo_bridge.process.driver_host) on the real ARCS path, against the emulator.
 
 The node talks to a child that runs the whole ArmDriver and its servo loop; the child's SDK
 sessions (pyaubo_sdk, hosted again in their own processes) talk to the ARCS emulator on
@@ -23,14 +23,14 @@ import pytest
 from conftest import children_of_a_killed_node, process_alive, wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
-from aubo_bridge.backend import BackendError
-from aubo_bridge.backends import ARCS_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS
+from aubo_bridge.arbiter import ArbiterError
+from aubo_bridge.backends.factory import ARCS_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmMode
-from aubo_bridge.driver_host import DriverSpec, HostedDriver
-from aubo_bridge.kinematics import HOME_Q
-from libero_workcell.arbiter import ArbiterError
+from aubo_bridge.model.kinematics import HOME_Q
+from aubo_bridge.process.driver_host import DriverSpec, HostedDriver
 from libero_workcell.contract import SOURCE_POLICY, SOURCE_TELEOP
+from transports.errors import BackendError
 
 pytestmark = pytest.mark.slow
 HOST = "127.0.0.1"
@@ -209,7 +209,7 @@ _ORPHAN = textwrap.dedent(
     import numpy as np
     sys.path.insert(0, "tests")
     from test_driver_host import MOVE_X, enabled, spec
-    from aubo_bridge.driver_host import HostedDriver
+    from aubo_bridge.process.driver_host import HostedDriver
     d = HostedDriver(spec(int(sys.argv[1])))
     d.start()
     enabled(d)

@@ -15,7 +15,8 @@ from evaluation.protocol import configurations, protocol_trials
 from evaluation.report import plot, table, write_results
 from evaluation.runner import RESULTS_FILE, load_results, run_real_trial, run_trials
 from libero_workcell.contract import Services
-from recorder.collection_plan import CollectionPlan, held_out
+from libero_workcell.task import held_out
+from recorder.collection_plan import CollectionPlan
 
 
 def test_the_protocol_is_8_held_out_configurations_24_trials_and_72_placements_per_speed() -> None:

@@ -36,7 +36,7 @@ def test_codes_are_short_stable_unique_and_each_example_finds_its_own_code() -> 
 
 
 def test_every_arm_stop_the_controller_reports_has_its_code() -> None:
-    from aubo_bridge import arcs_backend
+    from aubo_bridge.backends import arcs as arcs_backend
 
     SAFETY_FAULTS, arm_state = arcs_backend.SAFETY_FAULTS, arcs_backend.classify
 
@@ -88,7 +88,7 @@ def test_the_policy_and_recorder_and_camera_messages_find_their_codes(tmp_path) 
 
 
 def test_status_shows_each_fault_with_its_code_and_what_to_do() -> None:
-    from libero_workcell.operator_cli import format_status
+    from workcell.operator_cli import format_status
 
     seen = {
         "nodes": ["aubo_bridge", "conveyor_driver", "recorder", "teleop_pico", "wrist_camera"],

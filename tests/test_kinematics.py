@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from aubo_bridge.description import JOINT_LIMITS
-from aubo_bridge.kinematics import HOME_Q, fk, ik, jacobian, urdf_string
+from aubo_bridge.model.description import JOINT_LIMITS
+from aubo_bridge.model.kinematics import HOME_Q, fk, ik, jacobian, urdf_string
 from libero_workcell.layout import HOME_TCP_POS, HOME_TCP_ROTMAT
 
 RNG = np.random.default_rng(7)
@@ -87,7 +87,7 @@ def test_home_q_puts_tcp_at_home_pointing_down() -> None:
 
 
 def test_rotation_error_matches_scipy_everywhere_including_near_pi() -> None:
-    from aubo_bridge.kinematics import rotation_error
+    from aubo_bridge.model.kinematics import rotation_error
 
     rng = np.random.default_rng(3)
     cases = [

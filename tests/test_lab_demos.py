@@ -65,7 +65,7 @@ def test_lab_demo_replays(lab_demo, request, ros_env) -> None:
     config = request.config
     max_pos, max_rot = config.getoption("--replay-max-pos-rms"), config.getoption("--replay-max-rot-rms")
     if config.getoption("--replay-graph"):
-        from libero_workcell.replay_run import describe, replay_graph
+        from workcell.replay_run import describe, replay_graph
 
         steps = next(d.num_samples for d in read_demos(path).demos if d.name == name)
         report = replay_graph(path, name, mode, output_dir_for(request), ros_env, timeout=steps / 20 + 120)

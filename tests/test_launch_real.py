@@ -18,7 +18,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from libero_workcell.bringup import Graph, GraphError
+from workcell.bringup import Graph, GraphError
 
 launch = pytest.importorskip("launch")
 launch_ros_actions = pytest.importorskip("launch_ros.actions")

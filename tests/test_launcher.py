@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 
-from libero_workcell.launcher import NodeDiedError, NodeExit
+from workcell.launcher import NodeDiedError, NodeExit
 
 
 def test_a_node_died_error_survives_pickling_with_its_exits() -> None:

@@ -1,4 +1,4 @@
-"""The lockstep barrier (sim_bridge/lockstep.py) and the world's clock (sim_bridge/world_clock.py), without ROS.
+"""The lockstep barrier (src/transports/sim_lockstep.py) and the world's clock (sim_bridge/world_clock.py), without ROS.
 
 Participants run in other processes, as the nodes do: each tick reaches exactly the participants that have a
 part in it, the world waits for each part, a participant that died is named at once and one that stopped
@@ -18,7 +18,9 @@ import pytest
 
 from libero_workcell.contract import CAMERA_NAMES
 from libero_workcell.task import TaskSpec
-from sim_bridge.lockstep import (
+from sim_bridge.world import SimWorld
+from sim_bridge.world_clock import ClockPlan, WorldClock
+from transports.sim_lockstep import (
     CAMERA,
     CONTROL,
     SERVO,
@@ -28,8 +30,6 @@ from sim_bridge.lockstep import (
     Tick,
     lockstep_path,
 )
-from sim_bridge.world import SimWorld
-from sim_bridge.world_clock import ClockPlan, WorldClock
 
 SERVO_NS, CONTROL_NS = 10_000_000, 50_000_000
 CTX = multiprocessing.get_context("spawn")

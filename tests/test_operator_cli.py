@@ -14,9 +14,9 @@ from io import StringIO
 import pytest
 from conftest import REPO, ros_probe, wait_for
 
-from libero_workcell import operator_cli as op
 from libero_workcell import run_registry
 from libero_workcell.contract import Services
+from workcell import operator_cli as op
 
 
 @pytest.fixture
@@ -125,13 +125,13 @@ def _tcp_z(status: str) -> float:
 def test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_nothing_of_it(ros_env, tmp_path,
                                                                                          registry):
     env = {**ros_env, "XDG_RUNTIME_DIR": str(tmp_path)}
-    bringup = subprocess.Popen([sys.executable, "-m", "libero_workcell.cli", "bringup", f"sim_link:=op{os.getpid()}",
+    bringup = subprocess.Popen([sys.executable, "-m", "workcell.cli", "bringup", f"sim_link:=op{os.getpid()}",
                                 "--log-dir", str(tmp_path / "logs")], env=env, cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     shell = {k: v for k, v in env.items() if k not in ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE")}
 
     def workcell(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "libero_workcell.cli", *args], env=shell, cwd=REPO,
+        return subprocess.run([sys.executable, "-m", "workcell.cli", *args], env=shell, cwd=REPO,
                               capture_output=True, text=True, timeout=90)  # fmt: skip
 
     try:

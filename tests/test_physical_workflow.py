@@ -44,11 +44,12 @@ from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import FaultyLink
 
-from aubo_bridge.description import TOOL_OFFSET
-from aubo_bridge.kinematics import HOME_Q, fk
-from libero_workcell import cli, run_registry
+from aubo_bridge.model.description import TOOL_OFFSET
+from aubo_bridge.model.kinematics import HOME_Q, fk
+from libero_workcell import run_registry
 from libero_workcell.loopback import free_port
 from libero_workcell.rate import CONTROL_PRIORITY
+from workcell import cli
 
 pytest.importorskip("xrobotoolkit_sdk")
 pytest.importorskip("lerobot")
@@ -158,7 +159,7 @@ def python(*args: str) -> list[str]:
 def workcell(cell: Cell, *args: str) -> subprocess.CompletedProcess:
     """``workcell ARGS`` in the operator's other shell, in the lab's folder."""
     t0 = time.monotonic()
-    out = subprocess.run(python("-m", "libero_workcell.cli", *args), env=cell.shell, cwd=cell.lab,
+    out = subprocess.run(python("-m", "workcell.cli", *args), env=cell.shell, cwd=cell.lab,
                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT)  # fmt: skip
     print(f"$ workcell {shlex.join(args)}  -> {out.returncode} in {time.monotonic() - t0:.1f} s\n{out.stdout}"
           f"{out.stderr}", flush=True)  # fmt: skip
@@ -301,7 +302,7 @@ def test_the_physical_workflow_as_documented_runs_on_the_emulated_cell(cell: Cel
                       tmp_path / "export.out")  # fmt: skip
     other_domain = str(int(cell.env["ROS_DOMAIN_ID"]) % 100 + 1)  # the simulated workcell's, not the cell's
     # closed loop: through the graph each action holds one control step, not as long as it held the arm
-    replay = terminal(cell, python("-m", "libero_workcell.cli", "replay", "demos/d2s.hdf5", "--demo", "demo_0",
+    replay = terminal(cell, python("-m", "workcell.cli", "replay", "demos/d2s.hdf5", "--demo", "demo_0",
                                    "--mode", "closed_loop", "--out", "replay-output", "--domain-id", other_domain),
                       tmp_path / "replay.out", env=cell.shell)  # fmt: skip
     deploy = deploy_and_evaluate(cell, port, instructions[0], tmp_path)
@@ -336,7 +337,7 @@ def collect(cell: Cell, session: Path, tmp_path: Path) -> list[str]:
     first = plan("next", "--session", str(session), "--per-config", "1").splitlines()[0]
     assert first.startswith("set up combination 0: feed "), first
     log = tmp_path / "teleop.out"
-    teleop = terminal(cell, python("-m", "libero_workcell.cli", "bringup", "--job", "teleop_collect",
+    teleop = terminal(cell, python("-m", "workcell.cli", "bringup", "--job", "teleop_collect",
                                    f"cell:={cell.cell_file}", f"record_path:={session}", "recorder.plan_per_config:=1",
                                    "--log-dir", str(tmp_path / "teleop_logs")), log)  # fmt: skip
     shows(log, "aubo_bridge up", "teleop from the headset source", f"plan: next, {first}")
@@ -393,7 +394,7 @@ def deploy_and_evaluate(cell: Cell, port: int, instruction: str, tmp_path: Path)
     # 4. docs/policy.md, "On the physical cell"
     shows(tmp_path / "server.out", f"serving reach on ws://127.0.0.1:{port}", timeout=60.0)
     log = tmp_path / "deploy.out"
-    deploy = terminal(cell, python("-m", "libero_workcell.cli", "bringup", "--job", "deploy_real",
+    deploy = terminal(cell, python("-m", "workcell.cli", "bringup", "--job", "deploy_real",
                                    f"cell:={cell.cell_file}", f"policy_url:=ws://127.0.0.1:{port}", "--log-dir",
                                    str(tmp_path / "deploy_logs")), log)  # fmt: skip
     shows(log, "aubo_bridge up", "task none (`workcell call policy task`)")  # policy_node's start-up line
@@ -422,7 +423,7 @@ def deploy_and_evaluate(cell: Cell, port: int, instruction: str, tmp_path: Path)
     # 5. docs/evaluation.md, "Physical workcell": a shell joins the graph's domain as bringup printed it; the
     # operator presses Enter once the arm rests at home, then labels the trial
     domain = log.read_text().split("ROS_DOMAIN_ID=")[1].split()[0]
-    evaluation = Operator(cell, f'eval "$({shlex.join(python("-m", "libero_workcell.cli"))} env --domain-id {domain})"'
+    evaluation = Operator(cell, f'eval "$({shlex.join(python("-m", "workcell.cli"))} env --domain-id {domain})"'
                                 f" && {shlex.join(python('-m', 'evaluation'))} real --out eval-real/ --checkpoint "
                                 "reach --speeds 0.05 --trials-per-speed 2 --horizon 1")  # fmt: skip
     for trial in range(2):

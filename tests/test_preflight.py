@@ -18,10 +18,11 @@ from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import SocatPair
 
-from libero_workcell import cli, preflight, run_registry
+from libero_workcell import preflight, run_registry
 from libero_workcell.preflight import FAIL, OK, SKIP, WARN, Context, ProbeError
 from policy_node.builtin_policies import ReachPolicy
 from policy_node.serve import LocalPolicyServer
+from workcell import cli
 
 TASK = "pick up the pipe fitting, the bracket block and the motor cap"
 

@@ -21,12 +21,12 @@ from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import SocatPair
 
-from aubo_bridge.kinematics import HOME_Q, fk
+from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell import ros_msgs
-from libero_workcell.bringup import Graph
 from libero_workcell.contract import ACTION_POS_SCALE, SOURCE_POLICY, Qos, Services, Topics
-from libero_workcell.launcher import launch
 from libero_workcell.ros_qos import qos
+from workcell.bringup import Graph
+from workcell.launcher import launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

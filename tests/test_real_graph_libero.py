@@ -21,12 +21,12 @@ from emulators.modbus_devices import CtagEmulator
 from emulators.serial_link import SocatPair
 from test_real_graph import Probe, settle
 
-from aubo_bridge.kinematics import HOME_Q, fk
+from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell import ros_msgs
-from libero_workcell.bringup import Graph
 from libero_workcell.contract import SOURCE_POLICY, Services
-from libero_workcell.launcher import launch
 from sim_bridge.response_reference import load_reference
+from workcell.bringup import Graph
+from workcell.launcher import launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from aubo_bridge.kinematics import HOME_Q, fk
+from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell.libero_format import Demo, LiberoFormatError, read_demos, read_frames, write_demo_file
 from libero_workcell.task import TaskSpec
 from sim_bridge.aubo_demos import ENV_ARGS, followable_expert, record_expert_demo

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from replay_fixtures import followable_demo_file
 
-from libero_workcell.bringup import Graph
-from libero_workcell.launcher import NodeDiedError, launch
 from libero_workcell.libero_format import read_demos, read_frames
-from libero_workcell.replay_run import REPORT_FILE, describe, replay_graph, replay_overrides
 from sim_bridge.replay import load_plan, recorded_placed, replay_in_process
+from workcell.bringup import Graph
+from workcell.launcher import NodeDiedError, launch
+from workcell.replay_run import REPORT_FILE, describe, replay_graph, replay_overrides
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 STEPS = 300  # of the open-loop replay

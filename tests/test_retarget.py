@@ -14,7 +14,7 @@ from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver
-from aubo_bridge.kinematics import HOME_Q, fk
+from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell.contract import SOURCE_POLICY
 from libero_workcell.tracking_law import TRACKING_GAIN, tracking_action
 from sim_bridge.response_reference import load_reference

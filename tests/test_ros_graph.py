@@ -22,7 +22,6 @@ import pytest
 from conftest import TEST_OUTPUT, ros_probe, wait_for
 
 from libero_workcell import ros_msgs
-from libero_workcell.bringup import Graph
 from libero_workcell.contract import (
     ACTION_POS_SCALE,
     IMAGE_ENCODING,
@@ -33,8 +32,9 @@ from libero_workcell.contract import (
     Services,
     Topics,
 )
-from libero_workcell.launcher import launch
 from libero_workcell.ros_qos import qos
+from workcell.bringup import Graph
+from workcell.launcher import launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""The ARCS SDK hosted in a child process (aubo_bridge.sdk_host / arcs_hosted) against the emulator.
+"""The ARCS SDK hosted in a child process (transports.process_host.host / arcs_hosted) against the emulator.
 
 What the node relies on: the SDK never holds the node's GIL, every call has a deadline,
 a child that dies or hangs reads as a fault at once or within ``state_stale_after`` and
@@ -21,10 +21,10 @@ import pytest
 from conftest import children_of_a_killed_node, process_alive, wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
-from aubo_bridge.arcs_config import ArcsConfig
-from aubo_bridge.arcs_hosted import HostedArcsArm
-from aubo_bridge.backend import BackendError
-from aubo_bridge.kinematics import HOME_Q
+from aubo_bridge.backends.arcs_config import ArcsConfig
+from aubo_bridge.model.kinematics import HOME_Q
+from aubo_bridge.process.arcs_hosted import HostedArcsArm
+from transports.errors import BackendError
 
 pytestmark = pytest.mark.slow
 HOST = "127.0.0.1"
@@ -204,8 +204,8 @@ _ORPHAN = textwrap.dedent(
     """
     import json, os, signal, sys, time
     import numpy as np
-    from aubo_bridge.arcs_config import ArcsConfig
-    from aubo_bridge.arcs_hosted import HostedArcsArm
+    from aubo_bridge.backends.arcs_config import ArcsConfig
+    from aubo_bridge.process.arcs_hosted import HostedArcsArm
     arm = HostedArcsArm(ArcsConfig(ip="127.0.0.1", rpc_port=int(sys.argv[1])))
     arm.connect()
     arm.servo(arm.read().q + 1.0)  # a far target: the arm is still moving when this process dies
@@ -229,8 +229,8 @@ def test_a_vanished_node_leaves_the_arm_stopped_and_logged_out(emu: ArcsEmulator
 
 
 def test_hosted_tool_gripper_dies_to_a_fault_and_reset_restarts_it(emu: ArcsEmulator) -> None:
-    from aubo_bridge.arcs_hosted import HostedToolGripper
-    from aubo_bridge.ctag_tool_backend import CtagToolConfig
+    from aubo_bridge.process.arcs_hosted import HostedToolGripper
+    from gripper.ctag.tool_backend import CtagToolConfig
 
     gripper = HostedToolGripper(CtagToolConfig(ip=HOST, rpc_port=emu.port))
     gripper.connect()

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from sim_bridge.link import READ_TIMEOUT, LinkError, SimLink
+from transports.sim_link import READ_TIMEOUT, LinkError, SimLink
 
 
 def test_reader_never_sees_a_torn_command_under_a_concurrent_writer() -> None:

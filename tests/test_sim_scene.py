@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from transforms3d.euler import euler2mat
 
-from aubo_bridge.description import JOINT_LIMITS, JOINT_ORIGINS, TOOL_OFFSET
+from aubo_bridge.model.description import JOINT_LIMITS, JOINT_ORIGINS, TOOL_OFFSET
 from libero_workcell import layout
 from libero_workcell.contract import ARM_JOINT_NAMES, CAMERA_NAMES
 from libero_workcell.task import WORKPIECE_CATALOG, TaskSpec

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 from conftest import json_messages, ros_probe, wait_for
 
-from libero_workcell.bringup import Graph
 from libero_workcell.contract import Topics
-from libero_workcell.launcher import launch
 from libero_workcell.libero_format import read_demos
+from workcell.bringup import Graph
+from workcell.launcher import launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 # A shorter episode, for suite time: arrivals 8 s apart, 3 s to complete the last (horizon 4 + 16 + 3 + 2 s)

@@ -12,15 +12,15 @@ import h5py
 import numpy as np
 import pytest
 
-from libero_workcell import launch_presets
-from libero_workcell.bringup import Graph
-from libero_workcell.launcher import NodeDiedError, launch
 from libero_workcell.libero_format import read_demos
 from preferences.catalogue import Catalogue
 from preferences.labels import Calibration
 from preferences.scoring import curves, score
 from preferences.trajectory import Trajectory
 from sim_bridge.replay import load_plan, recorded_placed, replay_in_process
+from workcell import launch_presets
+from workcell.bringup import Graph
+from workcell.launcher import NodeDiedError, launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 RUNS = 1  # one session: bit-for-bit reproduction through the graph is test_sim_time_graph's and, here, the

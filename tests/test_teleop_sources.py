@@ -160,7 +160,7 @@ def test_a_session_round_trips_through_its_json(tmp_path) -> None:
 def test_the_shipped_scripted_session_does_the_whole_d2s_task_in_its_world() -> None:
     """config/teleop/d2s_scripted_session.json through the teleop core on the simulated workcell (sim time,
     one process), in the task it was made for: all three workpieces placed."""
-    from libero_workcell.bringup import find_config_file
+    from libero_workcell.config_files import find_config_file
     from libero_workcell.contract import SOURCE_TELEOP
     from libero_workcell.task import TaskSpec
     from sim_bridge.episode import make_sim_rig

@@ -1,11 +1,11 @@
 """Fit the libero action response's gains to robosuite's measured response.
 
 ``python -m tools.fit_osc_response`` (in the project's .venv) replays every sequence of
-``tests/data/robosuite_osc_response.json`` through :class:`aubo_bridge.osc_response.OscResponse`
+``tests/data/robosuite_osc_response.json`` through :class:`libero_workcell.action_response.OscResponse`
 (the model the arm driver streams) and finds, by Nelder-Mead, the stiffness and damping ratio
 that minimise the worst per-sequence RMS error over the travel: position over the sequences that
 command translation only, rotation over those that command rotation. It prints the gains and the
-per-sequence figures; ``aubo_bridge/osc_response.py`` keeps the fitted defaults.
+per-sequence figures; ``libero_workcell/action_response.py`` keeps the fitted defaults.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
-from aubo_bridge.osc_response import Goal, OscGains, OscResponse, RefState, next_goal
+from libero_workcell.action_response import Goal, OscGains, OscResponse, RefState, next_goal
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, action_to_delta
 from sim_bridge.response_reference import ReferenceSequence, ResponseError, compare, load_reference, table
 

@@ -12,9 +12,15 @@ from typing import Any, Final
 
 import numpy as np
 
-from aubo_bridge.description import JOINT_LIMITS, JOINT_VELOCITY_LIMITS, TOOL_OFFSET
-from aubo_bridge.kinematics import HOME_Q
-from aubo_bridge.osc_response import FITTED_DAMPING_POS, FITTED_DAMPING_ROT, FITTED_KP_POS, FITTED_KP_ROT, OscGains
+from aubo_bridge.model.description import JOINT_LIMITS, JOINT_VELOCITY_LIMITS, TOOL_OFFSET
+from aubo_bridge.model.kinematics import HOME_Q
+from libero_workcell.action_response import (
+    FITTED_DAMPING_POS,
+    FITTED_DAMPING_ROT,
+    FITTED_KP_POS,
+    FITTED_KP_ROT,
+    OscGains,
+)
 from libero_workcell.config_base import MappedConfig
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SIM_SERVO_HZ_DEFAULT, WATCHDOG_PERIODS_DEFAULT
 from libero_workcell.layout import WORKSPACE_MAX, WORKSPACE_MIN

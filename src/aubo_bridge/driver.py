@@ -7,7 +7,7 @@ All safety lives here, identical in sim and on hardware:
   (shape, finite, within [-1, 1]); anything else is rejected with a reason
   and the arm holds;
 * what an action means is ``config.action_response``. ``libero`` (the default):
-  robosuite OSC_POSE's response (:mod:`aubo_bridge.osc_response`): the goal is
+  robosuite OSC_POSE's response (:mod:`libero_workcell.action_response`): the goal is
   the reference pose + the scaled delta, and a second-order reference tracks it
   at the servo rate, so the arm covers about a quarter of the offset per step
   and coasts a little after the last action, as in LIBERO. ``goal_delta``: the
@@ -45,11 +45,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from aubo_bridge.backend import ArmBackend, ArmMeasurement, BackendError, GripperBackend, GripperMeasurement
+from aubo_bridge.arbiter import SourceArbiter
+from aubo_bridge.backends.base import ArmBackend, ArmMeasurement
 from aubo_bridge.config import RESPONSE_LIBERO, ArmConfig
-from aubo_bridge.kinematics import fk, ik, rotation_error
-from aubo_bridge.osc_response import Goal, OscResponse, RefState, next_goal
-from libero_workcell.arbiter import SourceArbiter
+from aubo_bridge.model.kinematics import fk, ik, rotation_error
+from gripper.base import GripperBackend, GripperMeasurement
+from libero_workcell.action_response import Goal, OscResponse, RefState, next_goal
 from libero_workcell.contract import (
     ACTION_POS_SCALE,
     ACTION_ROT_SCALE,
@@ -60,6 +61,7 @@ from libero_workcell.contract import (
     make_state,
     validate_action,
 )
+from transports.errors import BackendError
 
 # One control step's goal is millimetres from the previous one: IK from the
 # previous goal's joints converges in 2-3 iterations. A goal that needs more

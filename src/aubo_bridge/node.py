@@ -3,7 +3,7 @@
 Parameters -> ArmConfig, action messages -> driver.submit_action, driver
 status -> JointState / PoseStamped / 7-D state / diagnostics, services ->
 enable/stop/home/reset_fault. The driver and its servo loop run in a process
-of their own (``driver_host: process``, :mod:`aubo_bridge.driver_host`), so
+of their own (``driver_host: process``, :mod:`aubo_bridge.process.driver_host`), so
 neither the executor nor any other thread of this node can delay servo
 targets; ``driver_host: node`` keeps them on a thread here. No physics,
 protocol or math lives here.
@@ -27,13 +27,12 @@ from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
-from aubo_bridge.backend import BackendError
-from aubo_bridge.backends import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS
+from aubo_bridge.arbiter import ArbiterError
+from aubo_bridge.backends.factory import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS
 from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode
-from aubo_bridge.driver_host import DRIVER_HOSTS, DriverSpec, HostedDriver, LoopStats
+from aubo_bridge.process.driver_host import DRIVER_HOSTS, DriverSpec, HostedDriver, LoopStats
 from libero_workcell import ros_msgs
-from libero_workcell.arbiter import ArbiterError
 from libero_workcell.contract import (
     ARM_JOINT_NAMES,
     GRIPPER_JOINT_NAME,
@@ -49,6 +48,7 @@ from libero_workcell.node_main import run_node, serve_trigger
 from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup
 from libero_workcell.rate import CONTROL_PRIORITY, RateLoop, run_loop
 from libero_workcell.ros_qos import qos
+from transports.errors import BackendError
 
 ARM_PARAMS = ArmConfig.parameter_defaults()  # every ArmConfig field is a parameter of the same name
 CONFIG_PARAMS = ARM_PARAMS | DEVICE_PARAMS  # every generated parameter, for docs and checks
@@ -62,7 +62,7 @@ PARAMETERS: Final[dict[str, Any]] = {
     "publish_hz": 50.0,
     "gripper_path": "modbus",  # modbus (own RS-485) or tool (arm's tool flange)
     "driver_host": "process",  # process (the driver in a child of its own) or node
-    Params.LOCKSTEP: False,  # sim: the world is the clock (sim_bridge/lockstep.py)
+    Params.LOCKSTEP: False,  # sim: the world is the clock (src/transports/sim_lockstep.py)
     **CONFIG_PARAMS,
 }
 
@@ -97,7 +97,7 @@ class AuboBridgeNode(Node):
             raise ConfigError("the simulated arm runs in lockstep with the world in the node: driver_host must be "
                               "'node' when use_sim and lockstep (the driver process is for the real arm)")
         if self.lockstep:
-            from sim_bridge.lockstep import SERVO, LockstepParticipant
+            from transports.sim_lockstep import SERVO, LockstepParticipant
 
             self.driver, arm, gripper = spec.build(sim_clock=lambda: self._sim_ns * 1e-9)
             participant = LockstepParticipant(spec.sim_link, self.get_name(), SERVO)

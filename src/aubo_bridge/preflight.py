@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from aubo_bridge.backends import ARCS_PARAMS, GRIPPER_PARAMS
+from aubo_bridge.backends.factory import ARCS_PARAMS, GRIPPER_PARAMS
 from libero_workcell import faults
 from libero_workcell import preflight as pf
 from libero_workcell.contract import Params
@@ -31,7 +31,7 @@ def check(node: str, params: Mapping[str, Any], ctx: Context) -> list[Check]:
 
 # ------------------------------------------------------------------------------------------- the controller
 def _controller(node: str, params: Mapping[str, Any], ctx: Context) -> list[Check]:
-    from aubo_bridge.arcs_config import ArcsConfig
+    from aubo_bridge.backends.arcs_config import ArcsConfig
     from aubo_bridge.config import ConfigError
 
     try:
@@ -89,10 +89,10 @@ def _modes_check(node: str, got: Mapping[str, Any]) -> Check:
 
 def probe_controller(arg: dict[str, Any]) -> dict[str, Any]:
     """In the child process: log in over RPC and read the modes; subscribe RTDE and count frames. Reads only."""
-    from aubo_bridge.arcs_backend import classify
-    from aubo_bridge.arcs_rtde import RtdeState
-    from aubo_bridge.arcs_session import ArcsSession
-    from aubo_bridge.backend import BackendError
+    from aubo_bridge.backends.arcs import classify
+    from transports.arcs.rtde import RtdeState
+    from transports.arcs.session import ArcsSession
+    from transports.errors import BackendError
 
     out: dict[str, Any] = {}
     session = ArcsSession(arg["ip"], arg["port"], arg["user"], arg["password"], arg["connect_timeout"],
@@ -128,8 +128,8 @@ def probe_controller(arg: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------- the gripper
 def _gripper(node: str, params: Mapping[str, Any], ctx: Context) -> Check:
-    from aubo_bridge.ctag_gripper import CtagConfig, CtagConfigError
-    from libero_workcell.modbus_bus import BusError, read_once
+    from gripper.ctag.modbus_backend import CtagConfig, CtagConfigError
+    from transports.modbus_bus import BusError, read_once
 
     path = str(params.get("gripper_path", "modbus"))
     if path != "modbus":

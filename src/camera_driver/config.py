@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from libero_workcell.config_base import MappedConfig
 from libero_workcell.contract import IMAGE_SIZE
@@ -107,20 +106,3 @@ class UvcConfig(MappedConfig):
     def index(self) -> int | None:
         """The device as an OpenCV index when it is one ("0", "2"), else None."""
         return int(self.device) if self.device.strip().isdigit() else None
-
-
-def make_real_backend(name: str, config: RealSenseConfig | UvcConfig) -> Any:
-    """The backend for a config (imported lazily: pyrealsense2/cv2 load only for the camera in use).
-
-    Returns a RealSenseBackend or UvcBackend (CameraBackend protocol, plus
-    ``status``, ``last_error``, ``diagnostics()``); its capture thread is running.
-    """
-    if isinstance(config, RealSenseConfig):
-        from camera_driver.realsense_backend import RealSenseBackend
-
-        return RealSenseBackend(name, config)
-    if isinstance(config, UvcConfig):
-        from camera_driver.uvc_backend import UvcBackend
-
-        return UvcBackend(name, config)
-    raise CameraConfigError(f"no real camera backend for {type(config).__name__}")

@@ -14,8 +14,9 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
-from camera_driver.config import DEFAULT_DEVICE_TYPE, DEVICE_TYPES, RealSenseConfig, UvcConfig
-from camera_driver.driver import CameraBackend, CameraDriver
+from camera_driver.backends import make_backend
+from camera_driver.config import RealSenseConfig, UvcConfig
+from camera_driver.driver import CameraDriver
 from libero_workcell import ros_msgs
 from libero_workcell.contract import (
     CAMERA_HZ_DEFAULT,
@@ -38,28 +39,6 @@ OPTICAL_FRAMES = {"external": EXTERNAL_CAMERA_FRAME, "wrist": WRIST_CAMERA_FRAME
 CONFIG_PARAMS = prefixed("realsense", RealSenseConfig.parameter_defaults()) | prefixed(
     "uvc", UvcConfig.parameter_defaults()
 )
-
-
-def make_backend(
-    use_sim: bool, sim_link: str, camera: str, device_type: str, realsense: dict, uvc: dict
-) -> CameraBackend:
-    if camera not in CAMERA_NAMES:
-        raise ValueError(f"camera_name must be one of {CAMERA_NAMES}, got {camera!r}")
-    if use_sim:
-        from camera_driver.sim_backend import SimCameraBackend
-        from sim_bridge.link import SimLink
-
-        return SimCameraBackend(SimLink.attach(sim_link), camera)
-    device_type = device_type or DEFAULT_DEVICE_TYPE[camera]
-    if device_type == "realsense":
-        from camera_driver.realsense_backend import RealSenseBackend
-
-        return RealSenseBackend(camera, RealSenseConfig.from_mapping(realsense))
-    if device_type == "uvc":
-        from camera_driver.uvc_backend import UvcBackend
-
-        return UvcBackend(camera, UvcConfig.from_mapping(uvc))
-    raise ValueError(f"device_type must be one of {DEVICE_TYPES} (or empty for the default), got {device_type!r}")
 
 
 # Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
@@ -105,7 +84,7 @@ class CameraNode(Node):
         self.published = 0
         self._status = "no frame yet"
         if self.lockstep:
-            from sim_bridge.lockstep import CAMERA, LockstepParticipant
+            from transports.sim_lockstep import CAMERA, LockstepParticipant
 
             self._participant = LockstepParticipant(str(self.get_parameter(Params.SIM_LINK).value), self.get_name(),
                                                     CAMERA, cameras=(self.camera,))  # fmt: skip

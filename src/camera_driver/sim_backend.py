@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from camera_driver.driver import Frame
-from sim_bridge.link import SimLink
+from transports.sim_link import SimLink
 
 
 class SimCameraBackend:

@@ -19,10 +19,15 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from transports.errors import BackendError
+
 log = logging.getLogger(__name__)
 
-# What the backends raise when the drive refuses or does not confirm a command.
-COMMAND_ERRORS = (RuntimeError, ValueError, OSError)
+# What the backends raise when the drive refuses or does not confirm a command (their links' errors included).
+COMMAND_ERRORS = (BackendError,)
+# A stop that raised anything at all is not confirmed: the fault latches (a backend's bug must not look like a
+# stopped belt, nor end the node that would latch it).
+STOP_ERRORS = (Exception,)
 ESTOP_RETRY_PERIOD = 0.2  # s between re-sent emergency stops the drive has not confirmed
 
 
@@ -125,7 +130,7 @@ class ConveyorDriver:
         self._command("stop")
         try:
             self._backend.halt()
-        except COMMAND_ERRORS as exc:
+        except STOP_ERRORS as exc:
             self._latch(f"stop not confirmed by the drive: {exc}")
             return f"the stop sent after it was not confirmed either ({exc}): fault latched"
         self._confirm(running=False)
@@ -136,7 +141,7 @@ class ConveyorDriver:
             self._command("stop")
             try:
                 self._backend.halt()
-            except COMMAND_ERRORS as exc:
+            except STOP_ERRORS as exc:
                 reason = f"stop not confirmed by the drive: {exc}"
                 self._latch(reason)
                 return False, f"{reason}; the belt may still run: use the hardware stop"
@@ -177,7 +182,7 @@ class ConveyorDriver:
         """One emergency stop; None once the drive confirmed it, else why not."""
         try:
             self._backend.emergency_stop()
-        except COMMAND_ERRORS as exc:
+        except STOP_ERRORS as exc:
             with self._lock:
                 self._estop_error = f"emergency stop not confirmed by the drive: {exc}"
             log.error("conveyor: %s", self._estop_error)
@@ -215,7 +220,7 @@ class ConveyorDriver:
                 self._command("stop")
                 try:
                     self._backend.halt()
-                except COMMAND_ERRORS as exc:
+                except STOP_ERRORS as exc:
                     return False, f"fault kept: the drive still does not confirm a stop: {exc}"
                 self._confirm(running=False)
             with self._lock:
@@ -261,7 +266,7 @@ class ConveyorDriver:
             self._command("stop")
             try:
                 self._backend.halt()
-            except COMMAND_ERRORS as exc:
+            except STOP_ERRORS as exc:
                 log.error("conveyor: stop after a drive fault not confirmed: %s", exc)
                 return
             self._confirm(running=False)

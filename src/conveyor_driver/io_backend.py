@@ -3,7 +3,7 @@
 No bus to the drive: the belt runs at one fixed speed while the relay is on
 (HARDWARE.md, "Conveyor": ``IoControl.setStandardDigitalOutput(index, bool)``). The
 output is driven over the controller's JSON-RPC port through ``pyaubo_sdk``
-(:class:`aubo_bridge.arcs_session.ArcsSession`), as ``rob1.IoControl.setStandardDigitalOutput``
+(:class:`transports.arcs.session.ArcsSession`), as ``rob1.IoControl.setStandardDigitalOutput``
 ``{"index", "value"}`` and read back as ``rob1.IoControl.getStandardDigitalOutput {"index"}``.
 
 * ``run(speed)`` accepts only ``nominal_speed`` (a relay cannot set a speed), switches
@@ -29,10 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aubo_bridge.arcs_session import ArcsSession, code_meaning
-from aubo_bridge.backend import BackendError
 from conveyor_driver.driver import BeltState
 from libero_workcell.config_base import MappedConfig
+from transports.arcs.session import ArcsSession, code_meaning
+from transports.errors import BackendError
 
 log = logging.getLogger(__name__)
 

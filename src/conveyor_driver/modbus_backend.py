@@ -23,7 +23,8 @@ from typing import Any
 
 from conveyor_driver.driver import BeltState
 from libero_workcell.config_base import MappedConfig
-from libero_workcell.modbus_bus import FLUSH_DELAY, BusError, ModbusDevice, SerialLineConfig, Snapshot
+from transports.errors import BackendError
+from transports.modbus_bus import FLUSH_DELAY, BusError, ModbusDevice, SerialLineConfig, Snapshot
 
 PRESETS: dict[str, dict[str, int]] = {
     # Delta VFD-EL/E/M communication map. Reset = 0x2002 bit 1 (the manuals' "2002H bit1: reset");
@@ -65,10 +66,6 @@ PRESETS: dict[str, dict[str, int]] = {
 
 class ConveyorConfigError(ValueError):
     pass
-
-
-class BackendError(RuntimeError):
-    """The drive refused a command or the bus is closed."""
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ CONFIG_PARAMS = prefixed("modbus", MODBUS_PARAMS) | prefixed("io", IO_PARAMS)
 def make_backend(use_sim: bool, sim_link: str, backend: str, modbus: dict, io: dict) -> ConveyorBackend:
     if use_sim:
         from conveyor_driver.sim_backend import SimConveyorBackend
-        from sim_bridge.link import SimLink
+        from transports.sim_link import SimLink
 
         return SimConveyorBackend(SimLink.attach(sim_link))
     if backend == "modbus":

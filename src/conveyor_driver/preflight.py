@@ -26,7 +26,7 @@ def check(node: str, params: Mapping[str, Any], ctx: Context) -> list[Check]:
 
 def _drive(node: str, params: Mapping[str, Any], ctx: Context) -> Check:
     from conveyor_driver.modbus_backend import ConveyorConfigError, ConveyorModbusConfig
-    from libero_workcell.modbus_bus import BusError, read_once
+    from transports.modbus_bus import BusError, read_once
 
     try:
         cfg = ConveyorModbusConfig.from_mapping(pf.section(params, "modbus", ConveyorModbusConfig.parameter_defaults()))
@@ -78,8 +78,8 @@ def _relay(node: str, params: Mapping[str, Any], ctx: Context) -> Check:
 
 def probe_output(arg: dict[str, Any]) -> dict[str, Any]:
     """In the child process: log in, count the standard digital outputs, read the relay's. Reads only."""
-    from aubo_bridge.arcs_session import ArcsSession
-    from aubo_bridge.backend import BackendError
+    from transports.arcs.session import ArcsSession
+    from transports.errors import BackendError
 
     session = ArcsSession(arg["ip"], arg["port"], arg["user"], arg["password"], arg["connect_timeout"],
                           arg["request_timeout"])  # fmt: skip

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from conveyor_driver.driver import BeltState
-from sim_bridge.link import LinkError, SimLink
+from transports.sim_link import LinkError, SimLink
 
 
 class SimConveyorBackend:

@@ -25,8 +25,8 @@ from evaluation.preference_scores import REPORT_DIR, sa_line, score_trials
 from evaluation.protocol import TRIALS_PER_SPEED, protocol_trials
 from evaluation.report import PLOT_FILE, plot, table, write_results
 from evaluation.runner import EvalSettings, run_sim_trial, run_trials
+from libero_workcell.task import SPEEDS
 from preferences.catalogue import PreferenceError
-from recorder.collection_plan import SPEEDS
 
 
 def _commit() -> str:

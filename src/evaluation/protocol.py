@@ -1,7 +1,7 @@
 """The paper's physical evaluation protocol as a list of trials (seed 002, Appendix D/E).
 
 Four three-workpiece combinations x two held-out slot permutations (never collected for training:
-recorder.collection_plan.held_out) = 8 object-order configurations; 24 trials per belt speed, so 3 per
+libero_workcell.task.held_out) = 8 object-order configurations; 24 trials per belt speed, so 3 per
 configuration, each with its own seed (the arrivals' lateral jitter); 72 planned placements per speed. A
 trial's rollout horizon is its task's (libero_workcell.task.TaskSpec.horizon): the belt schedule (first
 arrival, one interval per further workpiece) plus the time to complete the last transfer and a buffer.
@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from libero_workcell.task import COMBINATIONS, TaskSpec
+from libero_workcell.task import COMBINATIONS, SPEEDS, TaskSpec, held_out
 from preferences.catalogue import Catalogue
-from recorder.collection_plan import SPEEDS, held_out
 
 TRIALS_PER_SPEED: Final = 24
 SEED_BASE: Final = 1000  # trial seeds: SEED_BASE + index, apart from anything the tests or demos use

@@ -195,7 +195,7 @@ def _trial_process(run_trial: Callable[[Trial, Path, int], dict[str, Any]], tria
 # ---------------------------------------------------------------------- the simulated workcell
 def sim_overrides(trial: Trial, settings: EvalSettings, out_dir: Path, port: int) -> dict[str, str]:
     """The deploy graph's arguments for one trial."""
-    from libero_workcell import launch_presets
+    from workcell import launch_presets
 
     local = not settings.policy_url
     o = {k: str(v) for k, v in launch_presets.DEPLOY_SIM.items()}
@@ -226,9 +226,9 @@ def sim_overrides(trial: Trial, settings: EvalSettings, out_dir: Path, port: int
 def run_sim_trial(trial: Trial, out_dir: Path, domain_id: int, settings: EvalSettings | None = None) -> dict[str, Any]:
     """One trial on the simulated workcell, on DDS domain ``domain_id`` (this process's env is set for it)."""
     from libero_workcell import dds
-    from libero_workcell.bringup import Graph
-    from libero_workcell.launcher import launch
     from libero_workcell.loopback import free_port
+    from workcell.bringup import Graph
+    from workcell.launcher import launch
 
     settings = settings or EvalSettings()
     env = dds.apply_loopback_env(domain_id)
@@ -315,7 +315,7 @@ class _Probe:
             self.node.destroy_client(client)
 
     def set_param(self, node: str, name: str, value: Any) -> None:
-        from libero_workcell.operator_cli import GraphClient, OperatorError
+        from workcell.operator_cli import GraphClient, OperatorError
 
         try:
             ok, reason = GraphClient(self.node, self._ex).set_parameter(node, name, value)

@@ -15,7 +15,7 @@ that node's parameters; nested mappings join with dots (``arcs: {ip: ...}`` is `
     wrist_camera:
       realsense: {serial: "123456789012"}
 
-Parameters are checked against what each node declares (:func:`libero_workcell.bringup.node_parameters`);
+Parameters are checked against what each node declares (:func:`workcell.bringup.node_parameters`);
 an unknown key is refused with the valid names.
 """
 
@@ -66,8 +66,10 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any], where: str) -> None:
         out[prefix] = value
 
 
-def load_cell(path: str | Path, arguments: Collection[str], nodes: Collection[str]) -> Cell:
-    """Read and check a cell file against the graph's ``arguments`` and ``nodes`` (names)."""
+def load_cell(path: str | Path, arguments: Collection[str] | None = None, nodes: Collection[str] | None = None) -> Cell:
+    """Read and check a cell file against the graph's ``arguments`` and ``nodes`` (names). Without them (a node
+    storing the file bring-up already checked against its graph), a mapping is a node's and a value an
+    argument's."""
     given = Path(path).expanduser()
     where = str(given)
     try:
@@ -93,17 +95,17 @@ def load_cell(path: str | Path, arguments: Collection[str], nodes: Collection[st
     for key, value in data.items():
         if key == CELL_ARGUMENT:
             raise CellFileError(f"cell file {where}: a cell file cannot name another cell file")
-        if key in arguments:
+        if key in arguments if arguments is not None else not isinstance(value, Mapping):
             if isinstance(value, Mapping):
                 raise CellFileError(f"cell file {where}: argument {key} takes a value, not a mapping")
             overrides[str(key)] = value
-        elif key in nodes:
+        elif key in nodes if nodes is not None else True:
             if not isinstance(value, Mapping):
                 raise CellFileError(f"cell file {where}: node {key} takes a mapping of its parameters")
             flat: dict[str, Any] = {}
             _flatten(str(key), value, flat, where)
             overrides.update(flat)
         else:
-            raise CellFileError(f"cell file {where}: {key!r} is neither an argument nor a node of the graph; "
-                                f"arguments: {', '.join(sorted(arguments))}; nodes: {', '.join(nodes)}")  # fmt: skip
+            known = f"arguments: {', '.join(sorted(arguments or ()))}; nodes: {', '.join(nodes or ())}"
+            raise CellFileError(f"cell file {where}: {key!r} is neither an argument nor a node of the graph; {known}")
     return Cell(resolved, overrides)

@@ -40,7 +40,7 @@ WATCHDOG_PERIODS_DEFAULT: Final = 1.5
 # +-1 sets the TCP goal ACTION_POS_SCALE m / ACTION_ROT_SCALE rad (axis-angle,
 # base frame) from the current pose for one control step (robosuite OSC_POSE's
 # output limits); how the arm answers is LIBERO's response (docs/interfaces.md,
-# "Action response"; aubo_bridge.osc_response).
+# "Action response"; libero_workcell.action_response).
 # --------------------------------------------------------------------------
 ACTION_DIM: Final = 7
 ACTION_NAMES: Final = ("dx", "dy", "dz", "drx", "dry", "drz", "gripper")

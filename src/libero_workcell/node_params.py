@@ -19,7 +19,7 @@ def prefixed(prefix: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
 
 def declare_all(node: Any, parameters: Mapping[str, Any]) -> None:
     """Declare every parameter of a node from its module's ``PARAMETERS`` (name -> default): the one list the
-    graph checks ``NODE.PARAM:=VALUE`` overrides and cell files against (:mod:`libero_workcell.bringup`)."""
+    graph checks ``NODE.PARAM:=VALUE`` overrides and cell files against (:mod:`workcell.bringup`)."""
     for name, value in parameters.items():
         node.declare_parameter(name, value)
 

@@ -97,6 +97,17 @@ COMBINATIONS: Final[tuple[tuple[str, str, str], ...]] = (
 # All orderings of three slots; the study trains on four and holds out two per combination.
 PERMUTATIONS: Final[tuple[tuple[int, int, int], ...]] = tuple(itertools.permutations(range(3)))  # type: ignore[assignment]
 
+SPEEDS: Final = (0.03, 0.05)  # m/s, the study's belt speeds (collection and evaluation)
+LEVEL: Final = 1  # the tray (Level 1)
+
+
+def held_out(combination: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The two slot permutations of ``combination`` reserved for held-out evaluation (never collected): those at
+    indices c and c + 3 of :data:`PERMUTATIONS`, this project's fixed choice (recorder.collection_plan)."""
+    n = len(PERMUTATIONS)
+    return PERMUTATIONS[combination % n], PERMUTATIONS[(combination + n // 2) % n]
+
+
 DEFAULT_BELT_SPEED: Final = 0.03  # m/s (study speeds: 0.03, 0.05)
 DEFAULT_ARRIVAL_INTERVAL: Final = 12.0  # s between arrivals: one scripted pick-and-place (~11 s, LIBERO response)
 DEFAULT_FIRST_ARRIVAL: Final = 2.0  # s, t_start

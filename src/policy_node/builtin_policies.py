@@ -2,7 +2,7 @@
 
 - :class:`ReachPolicy` closes the loop through the observation: from ``observation/state`` it plans a chunk
   toward a target TCP position, stepping the tracking law (libero_workcell.tracking_law) on a model of the
-  arm's LIBERO response (aubo_bridge.osc_response), so each chunk is what the arm should be told over the
+  arm's LIBERO response (libero_workcell.action_response), so each chunk is what the arm should be told over the
   next H steps from where it is now.
 - :class:`FaultyPolicy` wraps one and, from its ``after``-th call on, answers as a broken server would:
   NaN actions, the wrong shape, no ``actions`` key, or an exception (openpi-server then sends the traceback
@@ -20,7 +20,7 @@ import numpy as np
 from openpi_client.base_policy import BasePolicy
 from scipy.spatial.transform import Rotation
 
-from aubo_bridge.osc_response import Goal, OscGains, OscResponse, RefState, next_goal
+from libero_workcell.action_response import Goal, OscGains, OscResponse, RefState, next_goal
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, GRIPPER_OPEN, action_to_delta
 from libero_workcell.tracking_law import tracking_action
 

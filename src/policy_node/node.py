@@ -46,12 +46,12 @@ from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup, prefixed
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
-from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from policy_node.cadence import WARNING, Cadence
 from policy_node.config import TASK_PARAM, PolicyConfig
 from policy_node.inputs import InputDrops, image_from_msg, state_from_msg
 from policy_node.observation import Snapshot
 from policy_node.runner import PolicyRunner, StepRecord
+from transports.stepping import StampedInputs, Step, StepRunner
 
 POLICY_DEFAULTS = {k: v for k, v in PolicyConfig.parameter_defaults().items() if k != Params.CONTROL_HZ}
 CONFIG_PARAMS = prefixed("policy", POLICY_DEFAULTS)  # policy.<PolicyConfig field>

@@ -16,7 +16,7 @@ from typing import Any, Final, Literal
 
 import yaml
 
-from libero_workcell.bringup import find_config_file
+from libero_workcell.config_files import find_config_file
 from libero_workcell.contract import format_prompt
 from libero_workcell.layout import NUM_SLOTS
 from libero_workcell.task import WORKPIECE_CATALOG, TaskSpec

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from libero_workcell.bringup import find_config_file
+from libero_workcell.config_files import find_config_file
 
 LABELS: Final = (0.0, 0.25, 0.75, 1.0)
 SPREADS: Final = (1.0, 2.0, 3.0)  # spreads from the no-preference median where d steps up

@@ -1,19 +1,19 @@
 """The physical collection design as a session plan: what the operator sets up next, recorded with each demo.
 
 LIBERO-Industry's physical D2S design (seed 002, Appendix E): four three-workpiece combinations; per
-combination four slot permutations for training and two held out for evaluation (never collected); the
-belt speeds (0.03, 0.05 m/s) balanced across the training configurations rather than crossed with every
-factor. The seed's Table 18 (which two permutations are held out) is not in the text we have, so the
-held-out pair here is this project's fixed choice, documented and deterministic: for combination c, the
-permutations at indices c and c + 3 of :data:`libero_workcell.task.PERMUTATIONS` (every permutation is
-held out for some combination). Within a combination the speeds alternate over its training
-permutations, starting at the other speed for odd combinations: of the sixteen training configurations,
-each combination has two at each speed.
+combination four slot permutations for training and two held out for evaluation (never collected); the belt
+speeds (0.03, 0.05 m/s) balanced across the training configurations rather than crossed with every factor. The
+seed's Table 18 (which two permutations are held out) is not in the text we have, so the held-out pair here is
+this project's fixed choice, documented and deterministic: for combination c, the permutations at indices c
+and c + 3 of :data:`libero_workcell.task.PERMUTATIONS` (every permutation is held out for some combination;
+:func:`libero_workcell.task.held_out`, which evaluation reads too). Within a combination the speeds alternate
+over its training permutations, starting at the other speed for odd combinations: of the sixteen training
+configurations, each combination has two at each speed.
 
 A session file's demos carry their configuration (``combination``, ``slot_permutation``, ``belt_speed``,
-``level``); :meth:`CollectionPlan.next` is the first configuration with fewer than ``per_config``
-accepted demos, in plan order (so collection sweeps the design evenly), and :meth:`CollectionPlan.progress`
-counts them.
+``level``); :meth:`CollectionPlan.next` is the first configuration with fewer than ``per_config`` accepted
+demos, in plan order (so collection sweeps the design evenly), and :meth:`CollectionPlan.progress` counts
+them.
 """
 
 from __future__ import annotations
@@ -21,18 +21,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-from libero_workcell.task import COMBINATIONS, PERMUTATIONS, TaskSpec
-
-SPEEDS: Final = (0.03, 0.05)  # m/s, the study's belt speeds
-LEVEL: Final = 1  # the tray (Level 1)
-
-
-def held_out(combination: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The two slot permutations of ``combination`` reserved for held-out evaluation."""
-    n = len(PERMUTATIONS)
-    return PERMUTATIONS[combination % n], PERMUTATIONS[(combination + n // 2) % n]
+from libero_workcell.task import COMBINATIONS, LEVEL, PERMUTATIONS, SPEEDS, TaskSpec, held_out
 
 
 @dataclass(frozen=True)

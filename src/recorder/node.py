@@ -56,13 +56,13 @@ from libero_workcell.libero_format import CAMERA_IMAGE_KEYS
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
-from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from libero_workcell.task import TaskSpec
 from preferences.catalogue import Catalogue
 from recorder.collection_plan import CollectionPlan
 from recorder.episode_writer import EpisodeWriter, SavedEpisode, warm_up
 from recorder.session_file import UNREADABLE, RecorderError, SessionFile
 from recorder.step import ArmReport, RecordedStep
+from transports.stepping import StampedInputs, Step, StepRunner
 
 STATE, JOINTS, ACTION, RESULT = "state", "joints", "action", "result"
 # Lockstep: what a dropped bad message leaves at its stamp, so the step it belonged to records nothing and
@@ -369,11 +369,9 @@ class RecorderNode(Node):
 
     @staticmethod
     def _cell(path: str) -> dict[str, Any]:
-        from libero_workcell.bringup import Graph
         from libero_workcell.cell_file import load_cell
 
-        graph = Graph.load()
-        return load_cell(path, graph.arguments, graph.node_names()).recorded()
+        return load_cell(path).recorded()  # bring-up checked it against the graph it runs
 
     def _start_save(self, writer: EpisodeWriter) -> None:
         for key, value in self._asked(self.task).items():  # the task may have become known after the start (sim)

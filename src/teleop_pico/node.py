@@ -29,17 +29,17 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from libero_workcell import ros_msgs
-from libero_workcell.bringup import find_config_file
+from libero_workcell.config_files import find_config_file
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_TELEOP, Params, Qos, Services, Topics
 from libero_workcell.node_main import log_outcome, run_node
 from libero_workcell.node_params import declare_all, declare_config, prefixed, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
-from libero_workcell.stepping import StampedInputs, Step, StepRunner
 from teleop_pico.config import TeleopConfig
 from teleop_pico.core import SessionCommand, TeleopCore, session_command
 from teleop_pico.output import Outgoing, TeleopOutput
 from teleop_pico.sources import ControllerSource, HeadsetSource, ScriptedSource, SessionScript, load_session
+from transports.stepping import StampedInputs, Step, StepRunner
 
 SOURCES = ("headset", "scripted")
 TASK_KEYS = ("workpieces", "slot_permutation", "belt_speed", "arrival_interval", "first_arrival", "seed")

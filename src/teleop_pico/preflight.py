@@ -47,7 +47,7 @@ def check(node: str, params: Mapping[str, Any], ctx: Context) -> list[Check]:
 
 
 def _session(node: str, path: str) -> Check:
-    from libero_workcell.bringup import find_config_file
+    from libero_workcell.config_files import find_config_file
     from teleop_pico.sources import SessionFileError, load_session
 
     what = f"scripted session {path}"

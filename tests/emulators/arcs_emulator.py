@@ -63,7 +63,7 @@ class _Controller:
     """The emulated controller: robot/safety modes, a rate-limited joint follower, injected faults."""
 
     def __init__(self, opts: dict[str, Any]) -> None:
-        from aubo_bridge.kinematics import fk  # child process: imported here, path set by the parent
+        from aubo_bridge.model.kinematics import fk  # child process: imported here, path set by the parent
 
         self._fk = fk
         self.lock = threading.Lock()

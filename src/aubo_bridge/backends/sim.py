@@ -1,0 +1,89 @@
+"""Arm and gripper backends on the shared simulated workcell (see transports.sim_link)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from aubo_bridge.backends.base import ArmMeasurement
+from gripper.base import GripperMeasurement
+from transports.errors import BackendError
+from transports.sim_link import LinkError, SimLink, WorldState
+
+
+def _staleness(link: SimLink, stale_after: float | None) -> tuple[WorldState | None, str | None]:
+    """The link's fresh-state read, with link failures reported as backend errors. ``stale_after`` None: the
+    world is the clock (lockstep), so its state is never old: it waits for us."""
+    try:
+        if stale_after is None:
+            seq, state = link.read_state()
+            return (None if seq == 0 else state), None
+        return link.read_fresh_state(stale_after)
+    except LinkError as exc:
+        raise BackendError(str(exc)) from exc
+
+
+class SimArmBackend:
+    """``stale_after``: wall seconds after which the world's state counts as stalled; None in lockstep."""
+
+    def __init__(self, link: SimLink, clock: Callable[[], float] = time.monotonic,
+                 stale_after: float | None = 0.5) -> None:  # fmt: skip
+        self._link = link
+        self._clock = clock
+        self._stale_after = stale_after
+
+    def read(self) -> ArmMeasurement:
+        state, fault = _staleness(self._link, self._stale_after)
+        if state is None:
+            zeros = np.zeros(6)
+            return ArmMeasurement(self._clock(), zeros, zeros, ready=False, fault=fault)
+        return ArmMeasurement(
+            stamp=self._clock(),
+            q=state.arm_q,
+            qd=state.arm_qd,
+            ready=fault is None,
+            fault=fault,
+            tcp_pos=state.tcp_pos,
+            tcp_quat=state.tcp_quat,
+            epoch=state.episode,
+        )
+
+    def servo(self, q: np.ndarray) -> None:
+        self._link.write_arm_command(np.array(q, dtype=float))
+
+    def hold(self) -> None:
+        # The world holds the last servo target; re-send the measured joints so
+        # the arm stops where it is rather than finishing a stale target.
+        state, _ = _staleness(self._link, self._stale_after)
+        if state is not None:
+            self._link.write_arm_command(state.arm_q)
+
+    def acknowledge_fault(self) -> None:
+        pass  # the sim has no latched device faults: a stale world clears when it runs again
+
+    def close(self) -> None:
+        pass
+
+
+class SimGripperBackend:
+    def __init__(self, link: SimLink, clock: Callable[[], float] = time.monotonic,
+                 stale_after: float | None = 0.5) -> None:  # fmt: skip
+        self._link = link
+        self._clock = clock
+        self._stale_after = stale_after
+
+    def read(self) -> GripperMeasurement:
+        state, fault = _staleness(self._link, self._stale_after)
+        coord = 0.0 if state is None else state.gripper_coord
+        return GripperMeasurement(self._clock(), coord, fault)
+
+    def command(self, coord: float) -> None:
+        self._link.write_gripper_command(float(coord))
+
+    def acknowledge_fault(self) -> None:
+        pass  # the sim has no latched device faults: a stale world clears when it runs again
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,175 @@
+"""A node's control step, on the wall clock (the physical cell) or on the world's ticks (sim lockstep).
+
+On hardware a source or a recorder runs its step at ``control_hz`` on absolute wall-clock deadlines and uses
+the newest inputs. On the simulated workcell in lockstep (:mod:`transports.sim_lockstep`) the same step runs once
+per control step of the world, on the observation of that step exactly (the robot state and camera frames
+stamped with its sim time), and the world does not move on until the step is done. Same node code, one
+switch: the :class:`Step` a body is given says which it is.
+
+:class:`StampedInputs` keeps the recent stamped inputs a step needs and waits for the ones of its step.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from libero_workcell.rate import RateLoop, run_loop
+
+READY_POLL = 0.05  # s between checks that a participant's topics are matched, before it registers
+
+
+@dataclass(frozen=True)
+class Step:
+    """One control step: what it answers and on which clock."""
+
+    index: int  # control steps so far (lockstep: the world's control step index)
+    time_ns: int  # the observation's time: the sim clock in lockstep, time.time_ns() otherwise
+    frames_ns: Mapping[str, int] | None = None  # lockstep: each camera's frame of this step (its stamp)
+    lockstep: bool = False
+    paused: bool = False  # lockstep: the episode is over, the physics stands still
+    episode: int = 0  # lockstep: the world's episode counter (a reset starts the next one on a control step)
+
+    @property
+    def time(self) -> float:
+        return self.time_ns * 1e-9
+
+
+class StepRunner:
+    """Run ``body(step) -> acted`` once per control step until :meth:`stop`.
+
+    ``lockstep``: take part in the world's control steps on ``sim_link`` as ``name`` (``source``: the action
+    source this node publishes as, so the arm driver and the recorder know whether to wait for its action);
+    registration waits until ``ready()`` says the node's topics are matched. Otherwise: a wall-clock loop at
+    ``hz`` (SCHED_FIFO ``priority`` if allowed).
+    """
+
+    def __init__(self, name: str, hz: float, body: Callable[[Step], bool], *, lockstep: bool = False,
+                 sim_link: str = "", source: str = "", ready: Callable[[], bool] = lambda: True,
+                 priority: int = 0, attach_timeout: float = 60.0) -> None:  # fmt: skip
+        self.name, self.hz, self.body = name, float(hz), body
+        self.lockstep = bool(lockstep)
+        self._sim_link, self._source, self._ready, self._priority = sim_link, source, ready, priority
+        self._attach_timeout = attach_timeout
+        self._stop = threading.Event()
+        self.loop: RateLoop | None = None
+        self.participant: Any = None
+        self.errors = 0
+        self.last_error = ""
+        self._thread: threading.Thread | None = None
+        self._count = 0
+
+    def start(self) -> None:
+        if not self.lockstep:
+            self._thread, self.loop = run_loop(self.hz, self._wall_step, self._stop, self.name, priority=self._priority)
+            return
+        self._thread = threading.Thread(target=self._lockstep, name=self.name, daemon=True)
+        self._thread.start()
+
+    @property
+    def priority_note(self) -> str | None:
+        return None if self.loop is None else self.loop.priority_note
+
+    def _wall_step(self) -> None:
+        self._count += 1
+        self.body(Step(self._count, time.time_ns()))
+
+    def _lockstep(self) -> None:
+        from transports.sim_lockstep import CONTROL, LockstepParticipant
+
+        while not self._stop.is_set() and not self._ready():
+            self._stop.wait(READY_POLL)
+        if self._stop.is_set():
+            return
+        self.participant = p = LockstepParticipant(self._sim_link, self.name, CONTROL, source=self._source,
+                                                   attach_timeout=self._attach_timeout)  # fmt: skip
+        from libero_workcell.contract import CAMERA_NAMES
+
+        while (tick := p.next_tick(self._stop)) is not None:
+            step = Step(int(tick.control_step), tick.time_ns, dict(zip(CAMERA_NAMES, tick.frame_time_ns, strict=True)),
+                        True, tick.paused, tick.episode)  # fmt: skip
+            acted = False
+            try:
+                acted = bool(self.body(step))
+            except Exception as exc:  # a step that failed is done all the same: the world must not hang on it
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            p.done(tick, acted)
+
+    def waiting(self, code: int) -> None:
+        """Tell the supervisor what the step is waiting for (lockstep only)."""
+        if self.participant is not None:
+            self.participant.waiting(code)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        if self.participant is not None:
+            self.participant.close()
+
+    @property
+    def stopping(self) -> threading.Event:
+        return self._stop
+
+
+class StampedInputs:
+    """The recent inputs of a step, each kept by its stamp (ns): the newest for the wall clock, the exact
+    ones for a lockstep step. Thread-safe: callbacks put, the step thread waits."""
+
+    def __init__(self, keys: Sequence[str], depth: int = 32) -> None:
+        self._keys = tuple(keys)
+        self._depth = depth
+        self._data: dict[str, OrderedDict[int, Any]] = {k: OrderedDict() for k in self._keys}
+        self._cond = threading.Condition()
+
+    def put(self, key: str, stamp_ns: int, value: Any) -> None:
+        with self._cond:
+            d = self._data[key]
+            d[int(stamp_ns)] = value
+            while len(d) > self._depth:
+                d.popitem(last=False)
+            self._cond.notify_all()
+
+    def latest(self, key: str) -> tuple[int, Any] | None:
+        with self._cond:
+            d = self._data[key]
+            if not d:
+                return None
+            stamp = next(reversed(d))
+            return stamp, d[stamp]
+
+    def get(self, key: str, stamp_ns: int) -> Any | None:
+        with self._cond:
+            return self._data[key].get(int(stamp_ns))
+
+    def clear(self) -> None:
+        with self._cond:
+            for d in self._data.values():
+                d.clear()
+
+    def wait(self, wanted: Mapping[str, int], stop: threading.Event | None = None,
+             timeout: float | None = None) -> dict[str, Any] | None:  # fmt: skip
+        """The value of each ``key`` stamped exactly ``wanted[key]``, once all are here; None if ``stop`` was
+        set or ``timeout`` (wall s) passed first. In lockstep every one of them is on its way: the world waits."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                got = {k: self._data[k].get(int(t)) for k, t in wanted.items()}
+                if all(v is not None for v in got.values()):
+                    return got
+                if stop is not None and stop.is_set():
+                    return None
+                remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+                if remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+
+    def notify(self) -> None:
+        """Wake a waiter (to look at its stop event)."""
+        with self._cond:
+            self._cond.notify_all()

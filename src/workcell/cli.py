@@ -1,0 +1,267 @@
+"""``workcell``: the project command (bringup, check, env, call, status, plan, demo, replay).
+
+Why: launch_ros is not installable from PyPI, so ``workcell bringup`` runs the
+same graph as ``ros2 launch libero_workcell sim_workcell.launch.py`` through
+:mod:`workcell.launcher`, with loopback DDS on a per-run domain by
+default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from libero_workcell import dds, run_registry
+from libero_workcell.cell_file import redact
+from workcell import bringup
+
+DESCRIPTION = "LIBERO-Industry workcell: run the simulated workcell graph and the demo."
+
+
+def _domain_id(explicit: int | None) -> int:
+    """--domain-id, else an inherited ROS_DOMAIN_ID, else a per-run one."""
+    if explicit is not None:
+        return explicit
+    inherited = dds.inherited_domain_id()
+    return dds.per_run_domain_id() if inherited is None else inherited
+
+
+def _run_env(values: dict[str, Any], domain_id: int | None) -> dict[str, str]:
+    """The child environment: loopback DDS unless the graph's loopback_dds argument is false."""
+    if values.get("loopback_dds", True):
+        return dds.loopback_env(_domain_id(domain_id))
+    return dict(os.environ)
+
+
+def job_overrides(job: str | None, overrides: Sequence[str]) -> dict[str, Any]:
+    """A job's launch-file defaults (launch_presets.JOBS) with the command line's overrides over them."""
+    from workcell.launch_presets import JOBS
+
+    if job is not None and job not in JOBS:
+        raise bringup.GraphError(f"--job {job!r}: jobs are {', '.join(JOBS)}")
+    return {**{k: bringup.launch_text(v) for k, v in JOBS.get(job or "", {}).items()},
+            **bringup.parse_overrides(overrides)}  # fmt: skip
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_bringup(args: argparse.Namespace) -> int:
+    """Run the graph until Ctrl-C (exit 0) or until a node dies (exit 1, with its last lines)."""
+    graph = bringup.Graph.load(args.graph)
+    overrides = job_overrides(args.job, args.overrides)
+    values = graph.argument_values(overrides)
+    nodes = graph.resolve(overrides)
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = sorted(set(wanted) - {n.name for n in nodes})
+        if unknown:
+            raise bringup.GraphError(f"--only: {unknown} not in this graph run; nodes: {[n.name for n in nodes]}")
+        nodes = [n for n in nodes if n.name in wanted]
+    env = _run_env(values, args.domain_id)
+    print(f"workcell: graph {graph.path}", flush=True)
+    if values.get("loopback_dds", True):
+        print(f"workcell: loopback DDS, ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} "
+              f"(other shells: eval \"$(workcell env --domain-id {env['ROS_DOMAIN_ID']})\")", flush=True)
+    for spec in nodes:
+        print(f"workcell: node {spec.name} ({spec.module}) {redact(spec.parameters)}", flush=True)
+    if args.dry_run:
+        return 0
+    log_dir = Path(args.log_dir) if args.log_dir else None
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    running = bringup.launch(nodes, env=env, log_dir=log_dir, echo=sys.stdout)
+    if "ROS_DOMAIN_ID" in env:  # where `workcell call` / `status` in another shell find this graph
+        record = run_registry.GraphRecord(int(env["ROS_DOMAIN_ID"]), os.getpid(), time.time(),
+                                          bool(values.get("use_sim", True)), args.job or "",
+                                          str(values.get("cell", "")), tuple(n.name for n in nodes))  # fmt: skip
+        run_registry.announce(record)
+    try:
+        exits = running.wait()
+    except KeyboardInterrupt:
+        exits = []
+        print("workcell: stopping", flush=True)
+    finally:
+        for sig in handlers:  # a second Ctrl-C must not cut the orderly shutdown short
+            signal.signal(sig, signal.SIG_IGN)
+        running.stop()
+        run_registry.withdraw()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    if exits:
+        print("workcell: " + str(bringup.NodeDiedError(exits)), file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """The preflight of the graph bringup would start (libero_workcell.preflight): 0 all passed, 1 a check failed."""
+    from libero_workcell import preflight
+
+    graph = bringup.Graph.load(args.graph)
+    nodes = graph.resolve(job_overrides(args.job, args.overrides))
+    names = tuple(n.name for n in nodes)
+    print(f"workcell check: graph {graph.path}" + (f", job {args.job}" if args.job else "") +
+          f"; nodes {', '.join(names)}", flush=True)  # fmt: skip
+    checks = preflight.run(nodes, preflight.Context(names, preflight.ports_busy(), args.timeout))
+    print(preflight.report(checks), flush=True)
+    return preflight.exit_code(checks)
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    """Print the loopback DDS environment as shell lines (``eval "$(workcell env)"``)."""
+    for key in dds.CONFLICTING_VARS:
+        print(f"unset {key}")
+    for key, value in dds.loopback_vars(_domain_id(args.domain_id)).items():
+        print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+def cmd_demo(argv: Sequence[str]) -> int:
+    """Hand the arguments to ``workcell.demo.run_demo`` (imported only when asked for)."""
+    try:
+        from workcell.demo import run_demo
+    except ModuleNotFoundError as exc:
+        if exc.name != "workcell.demo":
+            raise
+        print("workcell demo: workcell.demo is missing from this install", file=sys.stderr)
+        return 2
+    return int(run_demo(list(argv)) or 0)
+
+
+def cmd_replay(argv: Sequence[str]) -> int:
+    """Hand the arguments to ``workcell.replay_run.run_replay``."""
+    from workcell.replay_run import run_replay
+
+    return int(run_replay(list(argv)) or 0)
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    """One operator command on the running graph: 0 if every step succeeded, 1 if one was refused."""
+    from workcell import operator_cli as op
+
+    try:
+        steps = op.steps_of(args.what, args.args)
+        domain, nodes = op.find_graph(args.domain_id)
+        print(f"workcell: {args.what} {' '.join(args.args)} on ROS_DOMAIN_ID {domain}", flush=True)
+        with op.joined(domain) as client:
+            return 0 if op.run_steps(client, steps, nodes=nodes) else 1
+    except op.OperatorError as exc:
+        print(f"workcell: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """One screen of the running graph's state."""
+    from workcell import operator_cli as op
+
+    try:
+        domain, expected = op.find_graph(args.domain_id)
+        with op.joined(domain) as client:
+            print(op.format_status(op.snapshot(client, args.seconds, expected), domain), flush=True)
+    except op.OperatorError as exc:
+        print(f"workcell: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """The collection plan against a session file: what to set up next, or the progress."""
+    from recorder.collection_plan import plan_report
+
+    try:
+        print(plan_report(args.session, args.per_config, args.what))
+    except (OSError, ValueError) as exc:
+        print(f"workcell: {args.session}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="workcell", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("bringup", help="run the workcell graph until Ctrl-C",
+                       description="Run the graph (default config/workcell.yaml). Overrides: ARG:=VALUE for "
+                       "launch arguments (use_sim, sim_link, expert, ...), NODE.PARAM:=VALUE for node parameters.")
+    p.add_argument("overrides", nargs="*", metavar="key:=value")
+    p.add_argument("--graph", default=None, help="graph YAML file (path or name in config/)")
+    p.add_argument("--job", default=None, metavar="NAME",
+                   help="start from a job's defaults, as its launch file does (NAME.launch.py): sim_workcell, "
+                        "real_workcell, teleop_collect_sim, teleop_collect, deploy_sim, deploy_real, sim_replay")
+    p.add_argument("--log-dir", default=None, help="write <node>.log and <node>.params.yaml here")
+    p.add_argument("--domain-id", type=int, default=None,
+                   help="ROS_DOMAIN_ID (default: inherited ROS_DOMAIN_ID, else derived from the pid)")
+    p.add_argument("--dry-run", action="store_true", help="print the resolved nodes and exit")
+    p.add_argument("--only", default="", metavar="NODE[,NODE]",
+                   help="start only these nodes of the graph (e.g. to check one device on its own)")
+    p.set_defaults(func=cmd_bringup)
+
+    p = sub.add_parser("check", help="a read-only preflight of the devices the graph bringup would start uses",
+                       description="Check what the graph `workcell bringup` would start needs, with the same "
+                       "arguments: the controller's RPC and RTDE ports, the login and the arm's modes, the gripper "
+                       "and the conveyor drive at their Modbus IDs (reads only), each camera, the headset service, "
+                       "the policy server, the recorder's folder. Nothing is enabled, started or moved. Exit 0: "
+                       "all passed; 1: a check failed (each says what to do); 2: bad arguments.")  # fmt: skip
+    p.add_argument("overrides", nargs="*", metavar="key:=value")
+    p.add_argument("--graph", default=None, help="graph YAML file (path or name in config/)")
+    p.add_argument("--job", default=None, metavar="NAME", help="start from a job's defaults, as for bringup")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds per probe (default 10)")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("env", help="print the loopback DDS environment as shell lines")
+    p.add_argument("--domain-id", type=int, default=None)
+    p.set_defaults(func=cmd_env)
+
+    from workcell.operator_cli import COMMANDS
+
+    p = sub.add_parser("call", help="an operator command on the running graph (enable, stop-all, belt, ...)",
+                       description="Commands: " + "; ".join(f"{k}: {v[0]}" for k, v in COMMANDS.items()) +
+                       ". The running graph is found by itself (or --domain-id).",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("what", metavar="COMMAND", choices=list(COMMANDS), help=", ".join(COMMANDS))
+    p.add_argument("args", nargs="*", metavar="ARG")
+    p.add_argument("--domain-id", type=int, default=None, help="the graph's ROS_DOMAIN_ID (default: found)")
+    p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("status", help="one screen of the running graph: arm, source, belt, cameras, episode")
+    p.add_argument("--seconds", type=float, default=2.0, help="how long to listen (default 2)")
+    p.add_argument("--domain-id", type=int, default=None, help="the graph's ROS_DOMAIN_ID (default: found)")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("plan", help="the collection plan: next (what to set up) or status (demos per configuration)")
+    p.add_argument("what", choices=("next", "status"))
+    p.add_argument("--session", default="demos/d2s.hdf5", help="the session file being collected (record_path)")
+    p.add_argument("--per-config", type=int, default=5, help="demos per configuration (recorder.plan_per_config)")
+    p.set_defaults(func=cmd_plan)
+
+    sub.add_parser("demo", help="the full demo on the simulated workcell (`workcell demo --help`)", add_help=False)
+    sub.add_parser("replay", help="replay a recorded demo through the graph (`workcell replay --help`)",
+                   add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "demo":  # everything after `demo` belongs to the demo, --help included
+        return cmd_demo(argv[1:])
+    if argv and argv[0] == "replay":
+        return cmd_replay(argv[1:])
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (bringup.GraphError, FileNotFoundError) as exc:
+        print(f"workcell: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

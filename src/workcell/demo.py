@@ -1,0 +1,182 @@
+"""``workcell demo``: the full stack on the simulated workcell, scripted expert driving.
+
+For each belt speed (and seed) it brings up the whole graph (sim world,
+arm bridge, conveyor, both cameras, scripted expert), every node its own
+process on loopback DDS, waits for the episode to end, saves the last
+camera frames, stops the graph and prints the LIBERO-Industry metrics.
+This is what a new user runs first (``./run.sh``).
+
+The graph runs on sim time in lockstep (docs/sim_time.md): the outcome is the
+same on any machine and under any load. ``--real-time-factor`` only caps the
+speed: 1.0 (the default) to watch it, 0 (``--fast``) as fast as the machine allows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import cv2
+
+from libero_workcell import dds, ros_msgs
+from libero_workcell.contract import CAMERA_NAMES, Qos, Topics
+from libero_workcell.loopback import free_port
+from workcell.bringup import Graph
+from workcell.launcher import NodeDiedError, launch
+
+SOURCES = ("expert", "policy")
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="workcell demo", description=__doc__.splitlines()[0])
+    ap.add_argument("--speeds", type=float, nargs="+", default=[0.03, 0.05], help="belt speeds, m/s")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="task seeds (combination + permutation)")
+    ap.add_argument("--out", type=Path, default=Path("demo-output"), help="logs and camera snapshots")
+    ap.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID (default: a per-run one)")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="wall s to wait for one episode (default: 4 x its horizon + 60: a loaded machine is slower)")
+    pace = ap.add_mutually_exclusive_group()
+    pace.add_argument("--real-time-factor", type=float, default=1.0, metavar="X",
+                      help="at most X sim seconds per wall second (default 1.0; 0: as fast as possible)")
+    pace.add_argument("--fast", dest="real_time_factor", action="store_const", const=0.0,
+                      help="as fast as the machine allows (--real-time-factor 0)")
+    ap.add_argument("--source", choices=SOURCES, default="expert",
+                    help="who drives: the scripted expert, or policy_node against the local openpi policy server "
+                         "(the deploy loop, no GPU)")  # fmt: skip
+    return ap.parse_args(list(argv))
+
+
+class _Watcher:
+    """Probe node: the latest /sim/episode report and camera frames."""
+
+    def __init__(self) -> None:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from sensor_msgs.msg import Image
+        from std_msgs.msg import String
+
+        from libero_workcell.ros_qos import qos
+
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(f"demo_watcher_{os.getpid()}", context=self.context)
+        self.episode: dict | None = None
+        self.frames: dict[str, Image] = {}
+        self.node.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        for cam in CAMERA_NAMES:
+            self.node.create_subscription(
+                Image, Topics.image(cam), lambda m, c=cam: self.frames.__setitem__(c, m), qos(Qos.SENSOR)
+            )
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def _on_episode(self, msg) -> None:
+        self.episode = json.loads(msg.data)
+
+    def close(self) -> None:
+        self.executor.shutdown(timeout_sec=2.0)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+def source_overrides(source: str, port: int) -> list[str]:
+    """Who drives: the scripted expert, or policy_node against the local policy server on ``port``."""
+    if source == "expert":
+        return ["expert:=true"]
+    if source == "policy":
+        return [
+            "policy:=true",
+            "policy_local_server:=true",
+            f"policy_port:={port}",
+            f"policy_url:=ws://127.0.0.1:{port}",
+        ]
+    raise ValueError(f"source must be one of {list(SOURCES)}, got {source!r}")
+
+
+def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], timeout: float | None,
+                      source: str = "expert", real_time_factor: float = 1.0) -> dict:  # fmt: skip
+    """One episode through the whole graph; returns the final /sim/episode report."""
+    tag = f"v{speed:g}_seed{seed}"
+    overrides = [
+        *source_overrides(source, free_port() if source == "policy" else 0),
+        f"belt_speed:={speed}",
+        f"sim_link:=demo_{os.getpid()}",
+        f"sim_world.seed:={seed}",
+        f"real_time_factor:={real_time_factor}",
+    ]
+    if timeout is None:
+        from libero_workcell.task import TaskSpec
+
+        timeout = 4 * TaskSpec.from_seed(seed, belt_speed=speed).horizon + 60
+    log_dir = out / tag
+    graph = launch(Graph.load().resolve(overrides), env=env, log_dir=log_dir)
+    watcher = _Watcher()
+    try:
+        t0 = time.monotonic()
+        last_print = -1
+        while time.monotonic() - t0 < timeout:
+            graph.check()
+            ep = watcher.episode
+            if ep is not None:
+                t = int(ep.get("sim_time", 0))
+                if t // 5 != last_print:
+                    last_print = t // 5
+                    m = ep.get("metrics", {})
+                    print(f"  [{tag}] t={ep.get('sim_time', 0):5.1f}s placed {m.get('num_placed', 0)}/3", flush=True)
+                if ep.get("done"):
+                    break
+            time.sleep(0.2)
+        else:
+            raise TimeoutError(f"episode {tag} did not finish within {timeout} s; logs in {log_dir}")
+        for cam, msg in watcher.frames.items():
+            rgb = ros_msgs.image_from_msg(msg)
+            cv2.imwrite(str(log_dir / f"{cam}_last.png"), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+        return watcher.episode
+    finally:
+        watcher.close()
+        graph.stop(timeout=10)
+
+
+def run_demo(argv: Sequence[str]) -> int:
+    args = _parse(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = dds.loopback_env(args.domain_id)
+    os.environ.update(env)  # this process's probe node uses the same loopback domain
+    pace = "as fast as possible" if args.real_time_factor <= 0 else f"real_time_factor {args.real_time_factor:g}"
+    print(f"workcell demo: full graph on the simulated workcell, {args.source} driving, sim time in lockstep "
+          f"({pace}), ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} (loopback)")  # fmt: skip
+    rows = []
+    for speed in args.speeds:
+        for seed in args.seeds:
+            print(f"episode: belt {speed} m/s, seed {seed}", flush=True)
+            try:
+                report = run_episode_graph(speed, seed, args.out, env, args.timeout, args.source,
+                                           args.real_time_factor)  # fmt: skip
+            except (NodeDiedError, TimeoutError) as exc:
+                print(f"episode failed: {exc}")
+                return 1
+            spec, m = report["spec"], report["metrics"]
+            if m.get("aborted"):
+                print(f"episode aborted: {m['aborted']}")
+                return 1
+            rows.append((speed, seed, spec["workpieces"], spec["slot_permutation"], m))
+    print()
+    header = ("belt m/s", "seed", "workpieces", "slots", "SR", "PCR_T", "PCR_S", "init")
+    print("{:>8} {:>4}  {:<44} {:<9} {:>4} {:>6} {:>6} {:>5}".format(*header))
+    for speed, seed, wps, perm, m in rows:
+        print(
+            f"{speed:>8.2f} {seed:>4}  {', '.join(wps):<44} {tuple(perm)!s:<9} "
+            f"{m['SR']:>4.0f} {m['PCR_T']:>6.2f} {m['PCR_S']:>6.2f} {m['pcr_s_init']:>5.2f}"
+        )
+    summary = args.out / "metrics.json"
+    summary.write_text(json.dumps([{"belt_speed": r[0], "seed": r[1], "metrics": r[4]} for r in rows], indent=2))
+    print(f"\nlogs, camera snapshots and {summary.name} in {args.out}/")
+    return 0
