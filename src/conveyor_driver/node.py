@@ -20,33 +20,13 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, String
 
-from conveyor_driver import io_backend, modbus_backend
-from conveyor_driver.driver import ConveyorBackend, ConveyorConfig, ConveyorDriver, ConveyorError
+from conveyor_driver.backends import CONFIG_PARAMS, IO_PARAMS, MODBUS_PARAMS, make_backend
+from conveyor_driver.driver import ConveyorConfig, ConveyorDriver, ConveyorError
 from libero_workcell import ros_msgs
 from libero_workcell.contract import BELT_JOINT_NAME, Params, Qos, Services, Topics
 from libero_workcell.node_main import log_outcome, off_executor, run_node, serve_trigger
-from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup, prefixed
+from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup
 from libero_workcell.ros_qos import qos
-
-MODBUS_PARAMS = modbus_backend.ConveyorModbusConfig.parameter_defaults()
-IO_PARAMS = io_backend.ConveyorIoConfig.parameter_defaults()
-BACKENDS = ("modbus", "io")  # a drive on RS-485, or a relay on an arm-controller digital output
-# every generated parameter, for docs and checks
-CONFIG_PARAMS = prefixed("modbus", MODBUS_PARAMS) | prefixed("io", IO_PARAMS)
-
-
-def make_backend(use_sim: bool, sim_link: str, backend: str, modbus: dict, io: dict) -> ConveyorBackend:
-    if use_sim:
-        from conveyor_driver.sim_backend import SimConveyorBackend
-        from transports.sim_link import SimLink
-
-        return SimConveyorBackend(SimLink.attach(sim_link))
-    if backend == "modbus":
-        return modbus_backend.ModbusConveyorBackend(modbus_backend.ConveyorModbusConfig.from_mapping(modbus))
-    if backend == "io":
-        return io_backend.IoConveyorBackend(io_backend.ConveyorIoConfig.from_mapping(io))
-    raise ConveyorError(f"backend must be one of {BACKENDS}, got {backend!r}")
-
 
 # Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
 # (NODE.PARAM:=VALUE) and cell files are checked against.

@@ -6,8 +6,8 @@ any point, including while a node is still waiting for its device, ends it
 cleanly with exit code 0 after the node's own ``shutdown()`` ran.
 
 Every node spins a single-threaded executor. rclpy 9's multi-threaded one leaves a message waiting up to its
-wait timeout after a callback ran (a ping-pong between two nodes: p50 100 ms against 0.5 ms single-threaded,
-bench figures in docs/sim_time.md), which a lockstep graph pays at every step. Work that may block (a device
+wait timeout after a callback ran (figures: docs/architecture.md, "Nodes"), which a lockstep graph pays at every
+step. Work that may block (a device
 that confirms a command) runs off the executor instead: :func:`off_executor` and :func:`serve_trigger`.
 """
 

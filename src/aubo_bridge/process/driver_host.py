@@ -1,15 +1,15 @@
 """The arm driver and its servo loop in a process of their own, out of reach of the node's Python threads.
 
 Why: in the node's process the servo thread shares one GIL with the rclpy executor, the
-diagnostics timer, the action subscription and whatever else the node runs; measured in the
-simulated graph, its period error reached p99 11.8 ms at 100 Hz. Here the whole
+diagnostics timer, the action subscription and whatever else the node runs, and its period error
+grows with their load (figures: docs/interfaces.md, the `driver_host` parameter). Here the whole
 :class:`~aubo_bridge.driver.ArmDriver` (validation, source arbitration, the action response, the
 per-tick limiter, the watchdog, the fault latch) runs unchanged in a child process
 (:mod:`transports.process_host.host` hosts it), its servo loop at real-time priority, and the node
 only forwards to it:
 
 * every action goes to the child as it arrived, and the child validates and applies it exactly as
-  the in-node driver does; the node waits for the verdict (about a millisecond) only to publish
+  the in-node driver does; the node waits for the verdict only to publish
   it, and the servo loop never waits for an action;
 * the child pushes the driver's status after every servo tick; the node's ``status()`` never
   waits on anything, and ages it by its own clock: a hung or dead driver process reads as FAULT
