@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 scripts/bootstrap.sh --dev
 .venv/bin/ruff check .
+.venv/bin/lint-imports --no-cache  # the layers (pyproject.toml, docs/architecture.md): no import points up
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi

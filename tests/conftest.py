@@ -256,6 +256,7 @@ PARALLEL_MODULES = frozenset({
     "test_sim_task_metrics.py", "test_teleop_core.py", "test_teleop_sources.py", "test_world_agreement.py",
     "test_data_spec.py", "test_fault_codes.py", "test_launcher.py", "test_preference_report.py", "test_ros_msgs.py",
     "test_demo_file_safety.py", "test_teleop_output.py", "test_policy_wire.py", "test_policy_cadence.py",
+    "test_layers.py",
 })  # fmt: skip
 
 
