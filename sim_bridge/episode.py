@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from aubo_bridge.backends.sim import SimArmBackend, SimGripperBackend
+from aubo_bridge.backends.sim import SimArmBackend
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver
+from gripper.sim_backend import SimGripperBackend
 from libero_workcell.contract import SOURCE_EXPERT
 from libero_workcell.task import TaskSpec
 from sim_bridge.expert import SceneView, ScriptedExpert

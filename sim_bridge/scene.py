@@ -29,12 +29,13 @@ import numpy as np
 from transforms3d.euler import euler2quat
 
 from aubo_bridge.model.description import JOINT_LIMITS, JOINT_ORIGINS, TOOL_OFFSET
+from gripper.registry import default_model
 from libero_workcell import layout
 from libero_workcell.contract import ARM_JOINT_NAMES, IMAGE_SIZE
 from libero_workcell.task import WorkpieceType
 
 TIMESTEP: Final = 0.002  # s
-FINGER_STROKE: Final = 0.045  # m per finger (90 mm total stroke)
+FINGER_STROKE: Final = default_model().finger_stroke  # m per finger: the workcell gripper's (gripper.registry)
 FINGER_JOINTS: Final = ("finger_left", "finger_right")
 FINGER_ACTUATORS: Final = ("finger_left", "finger_right")
 FINGER_FORCE: Final = 25.0  # N per finger: holds a 150 g part by friction, does not crush

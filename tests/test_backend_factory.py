@@ -8,10 +8,11 @@ import pytest
 from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
-from aubo_bridge.backends.factory import ARCS_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS, make_backends
+from aubo_bridge.backends.factory import ARCS_PARAMS, GRIPPER_PATH_PARAMS, make_backends
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.model.kinematics import HOME_Q
-from aubo_bridge.process.arcs_hosted import HostedArcsArm, HostedToolGripper
+from aubo_bridge.process.arcs_hosted import HostedArcsArm
+from gripper.ctag.hosted import HostedToolGripper
 
 pytestmark = pytest.mark.slow
 
@@ -32,9 +33,8 @@ def test_tool_path_gives_the_arm_and_the_tool_gripper_on_one_controller(emulator
         sim_link="",
         arm_config=ArmConfig(),
         arcs=_arcs(emulator),
-        gripper=dict(GRIPPER_PARAMS),
+        gripper=GRIPPER_PATH_PARAMS,
         gripper_path="tool",
-        gripper_tool=dict(GRIPPER_TOOL_PARAMS),
     )
     try:
         # Each SDK device in a process of its own: the SDK never holds the node's GIL.
@@ -48,13 +48,14 @@ def test_tool_path_gives_the_arm_and_the_tool_gripper_on_one_controller(emulator
         arm.close()
 
 
-def test_unknown_gripper_path_is_refused_before_anything_is_contacted(emulator) -> None:
-    with pytest.raises(ValueError, match="gripper_path"):
+@pytest.mark.parametrize(
+    ("change", "refused"),
+    [({"gripper_path": "bluetooth"}, "gripper_path"), ({"gripper_model": "robotiq2f85"}, "known: ctag2f90d")],
+)
+def test_unknown_gripper_path_or_model_is_refused_before_anything_is_contacted(emulator, change, refused) -> None:
+    kwargs = {"gripper_path": "modbus", **change}
+    with pytest.raises(ValueError, match=refused):
         make_backends(
-            use_sim=False,
-            sim_link="",
-            arm_config=ArmConfig(),
-            arcs=_arcs(emulator),
-            gripper=dict(GRIPPER_PARAMS),
-            gripper_path="bluetooth",
-        )
+            use_sim=False, sim_link="", arm_config=ArmConfig(), arcs=_arcs(emulator), gripper=GRIPPER_PATH_PARAMS,
+            **kwargs,
+        )  # fmt: skip

@@ -24,7 +24,7 @@ from conftest import children_of_a_killed_node, process_alive, wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
 from aubo_bridge.arbiter import ArbiterError
-from aubo_bridge.backends.factory import ARCS_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS
+from aubo_bridge.backends.factory import ARCS_PARAMS, GRIPPER_PATH_PARAMS
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmMode
 from aubo_bridge.model.kinematics import HOME_Q
@@ -42,8 +42,8 @@ def spec(port: int, **arcs: object) -> DriverSpec:
     config = ArmConfig.from_mapping({"action_response": "goal_delta"})  # exact displacements
     arcs_values = {**ARCS_PARAMS, "ip": HOST, "rpc_port": port, **arcs}
     return DriverSpec(
-        config=config, use_sim=False, sim_link="", arcs=arcs_values, gripper=dict(GRIPPER_PARAMS),
-        gripper_path="tool", gripper_tool=dict(GRIPPER_TOOL_PARAMS), active_source=SOURCE_POLICY,
+        config=config, use_sim=False, sim_link="", arcs=arcs_values, gripper=GRIPPER_PATH_PARAMS,
+        gripper_path="tool", active_source=SOURCE_POLICY,
     )  # fmt: skip
 
 

@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
+from gripper.registry import default_model
 from libero_workcell import layout
-from libero_workcell.contract import GRIPPER_STROKE, PREFERENCE_PROMPT_TEMPLATE
+from libero_workcell.contract import PREFERENCE_PROMPT_TEMPLATE
 from libero_workcell.task import WORKPIECE_CATALOG, TaskSpec
 from policy_node.config import PolicyConfig, PolicyConfigError
 from policy_node.observation import Snapshot, openpi_observation
@@ -57,7 +58,7 @@ def pick_place(task=TASK, order=(0, 1), slots=(0, 1), height=0.25, approach_deg=
         add(line(here, over, 20), -1.0, 0.0)  # sideways at the carry height, then straight down
         add(line(over, above, 10), -1.0, 0.0)
         add(line(above, grasp, 16), -1.0, 0.0)
-        held = 1.0 - (w.size[0] - 0.0015) / GRIPPER_STROKE
+        held = 1.0 - (w.size[0] - 0.0015) / default_model().stroke
         add([grasp] * 8, 1.0, held)
         lift = grasp + [0, 0, height - grasp[2]]
         add(line(grasp, lift, 10), 1.0, held)

@@ -205,6 +205,13 @@ def test_a_relay_belt_is_read_through_the_controller_and_a_tool_gripper_is_left_
     assert tool.status == SKIP and "checked by the bridge at start" in tool.detail
 
 
+def test_an_unknown_gripper_model_fails_the_check_with_the_known_ones() -> None:
+    from aubo_bridge import preflight as arm_checks
+
+    bad = arm_checks._gripper("aubo_bridge", {"use_sim": False, "gripper_model": "robotiq2f85"}, Context())
+    assert bad.status == FAIL and "known: ctag2f90d" in bad.detail and "gripper_model" in bad.todo
+
+
 def test_without_its_service_the_headset_check_fails_with_what_to_do() -> None:
     pytest.importorskip("xrobotoolkit_sdk")
     if not _xr_port_free():

@@ -229,7 +229,7 @@ def test_a_vanished_node_leaves_the_arm_stopped_and_logged_out(emu: ArcsEmulator
 
 
 def test_hosted_tool_gripper_dies_to_a_fault_and_reset_restarts_it(emu: ArcsEmulator) -> None:
-    from aubo_bridge.process.arcs_hosted import HostedToolGripper
+    from gripper.ctag.hosted import HostedToolGripper
     from gripper.ctag.tool_backend import CtagToolConfig
 
     gripper = HostedToolGripper(CtagToolConfig(ip=HOST, rpc_port=emu.port))

@@ -28,10 +28,11 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from aubo_bridge.arbiter import ArbiterError
-from aubo_bridge.backends.factory import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PARAMS, GRIPPER_TOOL_PARAMS
+from aubo_bridge.backends.factory import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PATH_PARAMS
 from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode
 from aubo_bridge.process.driver_host import DRIVER_HOSTS, DriverSpec, HostedDriver, LoopStats
+from gripper import registry
 from libero_workcell import ros_msgs
 from libero_workcell.contract import (
     ARM_JOINT_NAMES,
@@ -60,6 +61,7 @@ PARAMETERS: Final[dict[str, Any]] = {
     Params.ACTIVE_SOURCE: SOURCE_NONE,
     "auto_enable": False,
     "publish_hz": 50.0,
+    "gripper_model": registry.DEFAULT_MODEL,  # a gripper.registry name
     "gripper_path": "modbus",  # modbus (own RS-485) or tool (arm's tool flange)
     "driver_host": "process",  # process (the driver in a child of its own) or node
     Params.LOCKSTEP: False,  # sim: the world is the clock (src/transports/sim_lockstep.py)
@@ -76,15 +78,16 @@ class AuboBridgeNode(Node):
         self.driver_host = str(self.get_parameter("driver_host").value)
         if self.driver_host not in DRIVER_HOSTS:
             raise ConfigError(f"driver_host must be one of {DRIVER_HOSTS}, got {self.driver_host!r}")
+        gripper_model = registry.model(str(self.get_parameter("gripper_model").value)).name  # unknown: refused here
         spec = DriverSpec(
             config=self.config,
             use_sim=self.use_sim,
             sim_link=str(self.get_parameter(Params.SIM_LINK).value),
             arcs=declare_config(self, "arcs", ARCS_PARAMS),
-            gripper=declare_config(self, "gripper", GRIPPER_PARAMS),
+            gripper={prefix: declare_config(self, prefix, d) for prefix, d in GRIPPER_PATH_PARAMS.items()},
             gripper_path=str(self.get_parameter("gripper_path").value),
-            gripper_tool=declare_config(self, "gripper_tool", GRIPPER_TOOL_PARAMS),
             active_source=str(self.get_parameter(Params.ACTIVE_SOURCE).value),
+            gripper_model=gripper_model,
         )
         self._stop = threading.Event()
         self._world_gone = False

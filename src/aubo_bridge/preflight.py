@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from aubo_bridge.backends.factory import ARCS_PARAMS, GRIPPER_PARAMS
+from gripper import registry
+from gripper.ctag import model as ctag
 from libero_workcell import faults
 from libero_workcell import preflight as pf
 from libero_workcell.contract import Params
@@ -131,6 +133,12 @@ def _gripper(node: str, params: Mapping[str, Any], ctx: Context) -> Check:
     from gripper.ctag.modbus_backend import CtagConfig, CtagConfigError
     from transports.modbus_bus import BusError, read_once
 
+    try:
+        model = registry.model(str(params.get("gripper_model", registry.DEFAULT_MODEL))).name
+    except ValueError as exc:
+        return Check(node, "gripper model", FAIL, str(exc), "fix aubo_bridge.gripper_model in the cell file")
+    if model != ctag.NAME:  # the read-only probe below is the CTAG2F90D's register map
+        return Check(node, f"gripper {model}", SKIP, "no read-only check for this model: the bridge checks it at start")
     path = str(params.get("gripper_path", "modbus"))
     if path != "modbus":
         return Check(node, "gripper on the tool flange", SKIP,

@@ -61,7 +61,6 @@ STATE_DIM: Final = 7
 STATE_NAMES: Final = ("tcp_x", "tcp_y", "tcp_z", "tcp_ax", "tcp_ay", "tcp_az", "gripper")
 GRIPPER_COORD_OPEN: Final = 0.0
 GRIPPER_COORD_CLOSED: Final = 1.0
-GRIPPER_STROKE: Final = 0.090  # m between the fingers from closed to open (CTAG2F90D; the sim's two 45 mm fingers)
 
 # --------------------------------------------------------------------------
 # Images

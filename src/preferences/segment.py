@@ -2,9 +2,9 @@
 opening), and which workpiece was carried.
 
 The workpiece is the one the scene saw between the fingers, where the recording has the scene; otherwise the
-task's workpiece whose width is nearest the gap the closed fingers left (the CTAG2F90D's coordinate times its
-stroke): the workcell's workpieces differ in width by 5 mm or more within every combination. A grasp whose
-fingers closed on nothing carried nothing and is not a subtask.
+task's workpiece whose width is nearest the gap the closed fingers left (the coordinate times the stroke of the
+workcell's gripper, gripper.registry's default model): the workcell's workpieces differ in width by 5 mm or more
+within every combination. A grasp whose fingers closed on nothing carried nothing and is not a subtask.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Final
 
 import numpy as np
 
-from libero_workcell.contract import GRIPPER_STROKE
+from gripper.registry import default_model
 from libero_workcell.task import WORKPIECE_CATALOG
 from preferences.trajectory import Trajectory
 
@@ -44,7 +44,7 @@ def grasp_width(traj: Trajectory, grasp: int, end: int) -> float | None:
     if lo < grasp or end <= grasp:
         return None
     coord = float(np.median(traj.gripper_coord[lo:end]))
-    return None if coord >= EMPTY_COORD else (1.0 - coord) * GRIPPER_STROKE
+    return None if coord >= EMPTY_COORD else (1.0 - coord) * default_model().stroke
 
 
 def identify(traj: Trajectory, grasp: int, end: int) -> tuple[bool, int | None]:

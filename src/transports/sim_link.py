@@ -295,6 +295,14 @@ class SimLink:
             return state, f"sim world state is {age:.2f} s old: world stopped or stalled"
         return state, None
 
+    def read_world(self, stale_after: float | None) -> tuple[WorldState | None, str | None]:
+        """(state, fault) as a device's sim backend reads the world: :meth:`read_fresh_state`, except that
+        ``stale_after`` None (lockstep: the world is the clock and waits for its participants) never reads stale."""
+        if stale_after is None:
+            seq, state = self.read_state()
+            return (None if seq == 0 else state), None
+        return self.read_fresh_state(stale_after)
+
     def write_arm_command(self, q: np.ndarray) -> None:
         self._write("arm_cmd_seq", {"arm_cmd_q": q, "arm_cmd_wall": time.time()})
 

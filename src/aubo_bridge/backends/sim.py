@@ -1,4 +1,4 @@
-"""Arm and gripper backends on the shared simulated workcell (see transports.sim_link)."""
+"""The arm backend on the shared simulated workcell (see transports.sim_link; the gripper's is gripper.sim_backend)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,14 @@ from collections.abc import Callable
 import numpy as np
 
 from aubo_bridge.backends.base import ArmMeasurement
-from gripper.base import GripperMeasurement
 from transports.errors import BackendError
 from transports.sim_link import LinkError, SimLink, WorldState
 
 
 def _staleness(link: SimLink, stale_after: float | None) -> tuple[WorldState | None, str | None]:
-    """The link's fresh-state read, with link failures reported as backend errors. ``stale_after`` None: the
-    world is the clock (lockstep), so its state is never old: it waits for us."""
+    """The link's world state (:meth:`~transports.sim_link.SimLink.read_world`), link failures as backend errors."""
     try:
-        if stale_after is None:
-            seq, state = link.read_state()
-            return (None if seq == 0 else state), None
-        return link.read_fresh_state(stale_after)
+        return link.read_world(stale_after)
     except LinkError as exc:
         raise BackendError(str(exc)) from exc
 
@@ -66,24 +61,3 @@ class SimArmBackend:
     def close(self) -> None:
         pass
 
-
-class SimGripperBackend:
-    def __init__(self, link: SimLink, clock: Callable[[], float] = time.monotonic,
-                 stale_after: float | None = 0.5) -> None:  # fmt: skip
-        self._link = link
-        self._clock = clock
-        self._stale_after = stale_after
-
-    def read(self) -> GripperMeasurement:
-        state, fault = _staleness(self._link, self._stale_after)
-        coord = 0.0 if state is None else state.gripper_coord
-        return GripperMeasurement(self._clock(), coord, fault)
-
-    def command(self, coord: float) -> None:
-        self._link.write_gripper_command(float(coord))
-
-    def acknowledge_fault(self) -> None:
-        pass  # the sim has no latched device faults: a stale world clears when it runs again
-
-    def close(self) -> None:
-        pass

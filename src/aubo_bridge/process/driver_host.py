@@ -39,6 +39,7 @@ from aubo_bridge.backends.base import ArmBackend
 from aubo_bridge.backends.factory import make_backends
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode, ArmStatus
+from gripper import registry
 from gripper.base import GripperBackend
 from libero_workcell.rate import CONTROL_PRIORITY, RateLoop, set_realtime_priority, sleep_until
 from transports.errors import BackendError
@@ -78,17 +79,17 @@ class DriverSpec:
     use_sim: bool
     sim_link: str
     arcs: dict[str, Any]
-    gripper: dict[str, Any]
+    gripper: dict[str, dict[str, Any]]  # the gripper parameters by prefix (gripper.*, gripper_tool.*, ...)
     gripper_path: str
-    gripper_tool: dict[str, Any]
     active_source: str
+    gripper_model: str = registry.DEFAULT_MODEL
     startup: bool = True  # power on and start up the arm (False: a restart re-attaches only)
 
     def build(self, sim_clock: Callable[[], float] | None = None) -> tuple[ArmDriver, ArmBackend, GripperBackend]:
         """Connect the devices and put a driver on them (in the driver process, or in the node). ``sim_clock``:
         the simulated world's clock, which the driver then runs on (lockstep)."""
         arm, gripper = make_backends(self.use_sim, self.sim_link, self.config, self.arcs, self.gripper,
-                                     self.gripper_path, self.gripper_tool, startup=self.startup,
+                                     self.gripper_path, self.gripper_model, startup=self.startup,
                                      sim_clock=sim_clock)  # fmt: skip
         clock = {} if sim_clock is None else {"clock": sim_clock}
         return ArmDriver(self.config, arm, gripper, active_source=self.active_source, **clock), arm, gripper
