@@ -49,12 +49,14 @@ TARGETS: dict[str, tuple[str | tuple[str, ...], list[str]]] = {
     # What the policy client accepts from a server (issue 21): the frame decoder, the reply bound and checks, the
     # backoff. The client thread's catch-all lives in runner.py, whose other tests are slow (not mutated here).
     "client": (
-        ("src/policy_node/client.py", "src/policy_node/wire.py"),
+        ("src/policy_node/protocol.py", "src/policy_node/clients/openpi_ws/client.py",
+         "src/policy_node/clients/openpi_ws/wire.py"),
         [
             "tests/test_policy_client.py",
             "tests/test_policy_client_faults.py",
             "tests/test_policy_wire.py",
             "tests/test_policy_client_properties.py",
+            "tests/test_policy_protocol.py",
         ],
     ),
     "arcs": ("src/aubo_bridge/backends/arcs.py",

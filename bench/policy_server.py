@@ -4,7 +4,7 @@ throughput.
 ``.venv/bin/python -m bench.policy_server [--requests 300] [--seconds 20] [--eval-trials 2] [--no-eval]``:
 
 1. observation-to-action overhead, excluding inference (target p99 <= 4 ms): from the newest camera frames
-   and state to a validated chunk, for policy_node's path (policy_node.observation + TimedPolicyClient +
+   and state to a validated chunk, for policy_node's path (policy_node.clients.openpi_ws: adapter + TimedPolicyClient +
    parse), minus the server's own ``infer_ms``; next to it, in the same run and against the same server,
    openpi's own LIBERO client loop (its ``[::-1, ::-1]`` + ``image_tools.resize_with_pad``, then
    ``WebsocketClientPolicy.infer``), measured the same way;
@@ -36,8 +36,9 @@ def overhead(requests: int) -> None:
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
     from policy_node.builtin_policies import ReachPolicy
-    from policy_node.client import TimedPolicyClient
-    from policy_node.observation import Snapshot, openpi_observation
+    from policy_node.clients.openpi_ws.adapter import openpi_observation
+    from policy_node.clients.openpi_ws.client import TimedPolicyClient
+    from policy_node.observation import Snapshot
     from policy_node.serve import LocalPolicyServer
 
     rng = np.random.default_rng(0)

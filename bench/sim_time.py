@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     from libero_workcell import dds
     from libero_workcell.loopback import free_port
+    from policy_node.clients import local_url
     from sim_bridge.provenance import produced_by
     from workcell import launch_presets
 
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         deploy = [*(f"{k}:={v}" for k, v in launch_presets.DEPLOY_SIM.items()), "real_time_factor:=0",
                   "record_rollouts:=true", f"record_path:={tmp / 'rollouts.hdf5'}", f"policy_port:={port}",
-                  f"policy_url:=ws://127.0.0.1:{port}", "sim_link:=bench_deploy"]  # fmt: skip
+                  f"policy_url:={local_url(port)}", "sim_link:=bench_deploy"]  # fmt: skip
         print(line("deploy, latency 0", episode(deploy, env, tmp / "deploy")))
         if not a.no_eval:
             print(f"4. evaluation, {a.eval_trials} trials at 0.05 m/s")

@@ -27,7 +27,7 @@ from scipy.spatial.transform import Rotation
 
 from libero_workcell.action_response import Goal, OscGains, OscResponse, RefState, next_goal
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, STATE_DIM, action_to_delta
-from policy_node.observation import SIM_CLOCK_KEY
+from policy_node.clients.openpi_ws.adapter import SIM_CLOCK_KEY
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 
 LOG_KEEP = 32  # of the expert's phase log (a copy per chunk must stay cheap)

@@ -65,7 +65,8 @@ def test_every_state_in_which_teleop_holds_the_arm_has_its_code() -> None:
 def test_the_policy_and_recorder_and_camera_messages_find_their_codes(tmp_path) -> None:
     from camera_driver.driver import CameraDriver
     from libero_workcell.loopback import free_port
-    from policy_node.client import MalformedReply, PolicyServerError, TimedPolicyClient, parse_reply
+    from policy_node.clients.openpi_ws.client import TimedPolicyClient, parse_reply
+    from policy_node.protocol import MalformedReply, PolicyServerError
     from recorder.session_file import RecorderError, SessionFile
 
     with pytest.raises(PolicyServerError) as lost:

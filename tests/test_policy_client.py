@@ -9,7 +9,8 @@ import pytest
 
 from libero_workcell.loopback import free_port
 from policy_node.builtin_policies import FaultyPolicy, ReachPolicy
-from policy_node.client import MalformedReply, PolicyServerError, TimedPolicyClient
+from policy_node.clients.openpi_ws.client import TimedPolicyClient
+from policy_node.protocol import MalformedReply, PolicyClient, PolicyServerError
 from policy_node.serve import LocalPolicyServer, healthy
 
 TARGET = np.array([0.45, 0.0, 0.35])
@@ -41,7 +42,8 @@ def test_a_reply_is_a_validated_chunk_with_the_servers_timing(serve) -> None:
     srv = serve(ReachPolicy(TARGET), metadata={"policy": "reach"})
     assert srv.host == "127.0.0.1" and healthy(srv.host, srv.port)  # openpi-server's GET /healthz
     client = TimedPolicyClient(srv.url, timeout=2.0)
-    assert client.get_server_metadata() == {"policy": "reach"}  # the first frame
+    assert client.metadata == client.get_server_metadata() == {"policy": "reach"}  # the first frame
+    assert isinstance(client, PolicyClient) and client.url == srv.url and client.is_open  # policy_node.protocol's
     first, second = client.infer_reply(obs()), client.infer_reply(obs())
     assert first.actions.shape == (10, 7) and first.actions.dtype == np.float64
     assert first.server_infer_ms is not None and first.policy_infer_ms is not None

@@ -29,16 +29,16 @@ from crafted_policy_server import (
 )
 
 from libero_workcell.faults import classify
-from policy_node.client import (
+from policy_node.clients.openpi_ws.client import TimedPolicyClient
+from policy_node.config import PolicyConfig, PolicyConfigError
+from policy_node.observation import Snapshot
+from policy_node.protocol import (
     BACKOFF_MAX_PERIODS,
     MalformedReply,
     PolicyServerError,
     ServerMetadataError,
-    TimedPolicyClient,
     reconnect_delay,
 )
-from policy_node.config import PolicyConfig, PolicyConfigError
-from policy_node.observation import Snapshot
 from policy_node.runner import PolicyRunner, StepRecord
 
 STATE = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from libero_workcell.contract import ACTION_DIM
+from policy_node.clients.openpi_ws.wire import MAX_ELEMENTS, MAX_NDIM, NUMERIC_KINDS, WireError, unpack_frame
 from policy_node.config import MIN_REPLY_BYTES, PolicyConfig
 from policy_node.observation import Snapshot
 from policy_node.runner import PolicyRunner, StepRecord
-from policy_node.wire import MAX_ELEMENTS, MAX_NDIM, NUMERIC_KINDS, WireError, unpack_frame
 
 STATE = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
 IMG = np.zeros((256, 256, 3), np.uint8)

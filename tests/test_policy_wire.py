@@ -1,4 +1,5 @@
-"""policy_node.wire: openpi's msgpack-numpy decoded with every array checked before numpy sees its buffer."""
+"""policy_node.clients.openpi_ws.wire: openpi's msgpack-numpy decoded with every array checked before numpy sees its
+buffer."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ import pytest
 from crafted_policy_server import array_map
 from openpi_client import msgpack_numpy
 
-from policy_node.wire import MAX_ELEMENTS, MAX_NDIM, WireError, checked_shape, numeric_dtype, unpack_frame
+from policy_node.clients.openpi_ws.wire import (
+    MAX_ELEMENTS,
+    MAX_NDIM,
+    WireError,
+    checked_shape,
+    numeric_dtype,
+    unpack_frame,
+)
 
 NUMERIC = ["|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "<f2", "<f4", "<f8", ">f8", "=i4"]
 

@@ -14,8 +14,9 @@ from gripper.registry import default_model
 from libero_workcell import layout
 from libero_workcell.contract import PREFERENCE_PROMPT_TEMPLATE
 from libero_workcell.task import WORKPIECE_CATALOG, TaskSpec
+from policy_node.clients.openpi_ws.adapter import openpi_observation
 from policy_node.config import PolicyConfig, PolicyConfigError
-from policy_node.observation import Snapshot, openpi_observation
+from policy_node.observation import Snapshot
 from preferences.catalogue import Catalogue, PreferenceError
 from preferences.labels import LABELS, Calibration, calibrate
 from preferences.metrics import METRICS, satisfaction_curve

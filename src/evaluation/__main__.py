@@ -26,6 +26,7 @@ from evaluation.protocol import TRIALS_PER_SPEED, protocol_trials
 from evaluation.report import PLOT_FILE, plot, table, write_results
 from evaluation.runner import EvalSettings, run_sim_trial, run_trials
 from libero_workcell.task import SPEEDS
+from policy_node.clients import scheme_of
 from preferences.catalogue import PreferenceError
 
 
@@ -77,6 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("evaluation: --horizon S is for the physical cell (real), S > 0 seconds; a simulated trial runs its "
               "task's horizon", file=sys.stderr)  # fmt: skip
         return 2
+    if a.policy_url:  # a scheme no policy client speaks would fail every trial's graph: refused once, here
+        try:
+            scheme_of(a.policy_url)
+        except ValueError as exc:
+            print(f"evaluation: --policy-url: {exc}", file=sys.stderr)
+            return 2
     checkpoint = a.checkpoint or ("builtin:expert" if a.where == "sim" and not a.policy_url else "unnamed")
     settings = EvalSettings(checkpoint, a.policy_url, a.mode, a.replan_steps, a.preference, extra)
     trials = protocol_trials(tuple(a.speeds), a.trials_per_speed, a.preference)

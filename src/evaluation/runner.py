@@ -195,6 +195,7 @@ def _trial_process(run_trial: Callable[[Trial, Path, int], dict[str, Any]], tria
 # ---------------------------------------------------------------------- the simulated workcell
 def sim_overrides(trial: Trial, settings: EvalSettings, out_dir: Path, port: int) -> dict[str, str]:
     """The deploy graph's arguments for one trial."""
+    from policy_node.clients import local_url
     from workcell import launch_presets
 
     local = not settings.policy_url
@@ -203,7 +204,7 @@ def sim_overrides(trial: Trial, settings: EvalSettings, out_dir: Path, port: int
         {
             "policy_local_server": str(local).lower(),
             "policy_port": str(port),
-            "policy_url": f"ws://127.0.0.1:{port}" if local else settings.policy_url,
+            "policy_url": local_url(port) if local else settings.policy_url,
             "policy_autostart": "true",  # in lockstep: the policy drives the world's episode from its first step
             "record_rollouts": "true",  # ... and the rollout recorder records it whole (follow_episodes)
             "real_time_factor": "0",

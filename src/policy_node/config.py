@@ -10,8 +10,9 @@ from libero_workcell.config_base import MappedConfig
 from libero_workcell.contract import CONTROL_HZ_DEFAULT
 from libero_workcell.image_convention import POLICY_LIBERO, POLICY_VIEWS
 from policy_node.chunks import BLEND_OLD_DEFAULT
-from policy_node.client import MAX_REPLY_BYTES_DEFAULT
+from policy_node.clients import scheme_of
 from policy_node.observation import STATE_CONTRACT, STATE_FORMATS
+from policy_node.protocol import MAX_REPLY_BYTES_DEFAULT
 from preferences.catalogue import Catalogue, Condition, PreferenceError
 
 # policy_node declares every field as policy.<field>; the task is the one that changes at run time (each trial's
@@ -52,7 +53,7 @@ class PolicyConfig(MappedConfig):
     error: ClassVar[type[ValueError]] = PolicyConfigError
     label: ClassVar[str] = "policy"
 
-    url: str = "ws://127.0.0.1:8000"  # the openpi policy server (ws://host:port)
+    url: str = "ws://127.0.0.1:8000"  # the policy server; the scheme picks the client (ws, wss: openpi)
     timeout: float = 0.5  # s: connecting, and each reply; longer is a lost server (the arm holds)
     reconnect_period: float = 1.0  # s between connection attempts while the server is away
     max_reply_bytes: int = MAX_REPLY_BYTES_DEFAULT  # a longer frame from the server is refused unread (reconnect)
@@ -72,8 +73,10 @@ class PolicyConfig(MappedConfig):
     control_hz: float = CONTROL_HZ_DEFAULT
 
     def __post_init__(self) -> None:
-        if not self.url.startswith(("ws://", "wss://")):
-            raise PolicyConfigError(f"url must be ws://host:port (or wss://), got {self.url!r}")
+        try:  # a scheme no client speaks stops the start, not the first connection
+            scheme_of(self.url)
+        except ValueError as exc:
+            raise PolicyConfigError(f"url: {exc}") from None
         for name in ("timeout", "reconnect_period", "max_obs_age", "control_hz"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):

@@ -1,8 +1,10 @@
-"""policy_node: a VLA policy served by openpi's websocket server drives the arm as source ``policy``.
+"""policy_node: a VLA policy served by a policy server drives the arm as source ``policy``.
 
-At ``control_hz`` it takes the newest robot state and both camera frames, and runs one step of
-:class:`policy_node.runner.PolicyRunner` (the observation openpi's LIBERO client sends, chunks requested
-synchronously or ahead of time, every action validated): the action it hands out is published on
+The server is ``policy.url``; its scheme selects the client (policy_node.clients; ``ws://``, ``wss://``:
+openpi's websocket server). At ``control_hz`` it takes the newest robot state and both camera frames, and runs
+one step of :class:`policy_node.runner.PolicyRunner` (the observation that protocol's adapter builds, for
+openpi the one its LIBERO client sends; chunks requested synchronously or ahead of time; every action
+validated): the action it hands out is published on
 ``/workcell/action``; when it hands out none (no chunk yet, the server lost, the observation too old),
 nothing is published and aubo_bridge's watchdog holds the arm within 1.5 control periods.
 

@@ -1,14 +1,14 @@
 """What ``workcell check`` checks for policy_node (libero_workcell.preflight): the policy server it will query.
 
-openpi-server's ``GET /healthz`` answers 200, and a websocket connection gets the server's metadata (its first
-frame) within ``policy.timeout``; nothing is inferred. On the physical cell a missing ``policy.task`` is a
+The server's HTTP health check answers 200 (a protocol that has one: openpi-server's ``GET /healthz``), and a
+connection of the client ``policy.url`` selects (policy_node.clients) gets the server's metadata within
+``policy.timeout``; nothing is inferred. On the physical cell a missing ``policy.task`` is a
 warning: ``/policy/start`` is refused until one is set.
 """
 
 from __future__ import annotations
 
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
@@ -16,7 +16,9 @@ from typing import Any
 from libero_workcell import faults
 from libero_workcell.contract import Params
 from libero_workcell.preflight import FAIL, OK, SKIP, WARN, Check, Context
+from policy_node.clients import ClientKind, kind_for
 from policy_node.config import TASK_PARAM, PolicyConfig
+from policy_node.protocol import PolicyServerError
 
 LOCAL_SERVER_NODE = "policy_server"  # the graph's own server (policy_local_server:=true), up only with the graph
 
@@ -32,8 +34,13 @@ def check(node: str, params: Mapping[str, Any], ctx: Context) -> list[Check]:
     if LOCAL_SERVER_NODE in ctx.nodes:
         return [*out, Check(node, what, SKIP, f"the graph starts its own ({LOCAL_SERVER_NODE}, policy_local_server)")]
     todo = faults.BY_CODE["POLICY-NO-SERVER"].recovery
-    parts = urllib.parse.urlsplit(url)
-    health = urllib.parse.urlunsplit(("https" if parts.scheme == "wss" else "http", parts.netloc, "/healthz", "", ""))
+    try:
+        kind = kind_for(url)
+    except ValueError as exc:
+        return [*out, Check(node, what, FAIL, str(exc), todo)]
+    if kind.health_url is None:
+        return [*out, _metadata(node, what, url, timeout, todo, kind)]
+    health = kind.health_url(url)
     try:
         with urllib.request.urlopen(health, timeout=timeout) as reply:
             status = reply.status
@@ -42,20 +49,19 @@ def check(node: str, params: Mapping[str, Any], ctx: Context) -> list[Check]:
     except OSError as exc:
         return [*out, Check(node, what, FAIL, f"GET {health}: {exc}", todo)]
     if status != 200:
-        return [*out, Check(node, what, FAIL, f"GET {health} answered {status}, not 200 (not an openpi server?)",
-                            todo)]  # fmt: skip
-    return [*out, _metadata(node, what, url, timeout, todo)]
+        return [*out, Check(node, what, FAIL, f"GET {health} answered {status}, not 200 (not an {kind.name} "
+                            "server?)", todo)]  # fmt: skip
+    return [*out, _metadata(node, what, url, timeout, todo, kind)]
 
 
-def _metadata(node: str, what: str, url: str, timeout: float, todo: str) -> Check:
-    from policy_node.client import PolicyServerError, TimedPolicyClient
-
+def _metadata(node: str, what: str, url: str, timeout: float, todo: str, kind: ClientKind) -> Check:
     try:
-        client = TimedPolicyClient(url, timeout)
+        client = kind.connect(url, timeout)
     except PolicyServerError as exc:
-        return Check(node, what, FAIL, f"/healthz answered, but the websocket did not: {exc}", todo)
+        healthy = "its health check answered, but " if kind.health_url is not None else ""
+        return Check(node, what, FAIL, f"{healthy}the {kind.name} client did not connect: {exc}", todo)
     try:
-        metadata = client.get_server_metadata()
+        metadata = client.metadata
     finally:
         client.close()
     shown = ", ".join(f"{k} {v!r}" for k, v in list(metadata.items())[:6]) if isinstance(metadata, dict) else \

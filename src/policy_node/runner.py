@@ -8,14 +8,17 @@ driver's watchdog holds the arm (1.5 control periods), which is how every fault 
 - the server is unreachable, closes the connection, times out (``timeout``), or answers with a traceback or a
   malformed reply: the queue is dropped at once, the fault is counted and kept as ``last_error``, and a new
   connection is tried every ``reconnect_period``; the loop resumes with a fresh chunk when the server is back;
-- a frame the client refuses (policy_node.wire; larger than ``max_reply_bytes``; metadata that is not
-  openpi's) or any failure of the client thread itself: the same, and the thread waits longer before each
-  connection while the faults go on (client.reconnect_delay); it never ends on an error;
+- a frame the client refuses (openpi's: policy_node.clients.openpi_ws.wire; larger than ``max_reply_bytes``;
+  metadata that is not the protocol's) or any failure of the client thread itself: the same, and the thread
+  waits longer before each connection while the faults go on (protocol.reconnect_delay); it never ends on an
+  error;
 - the observation is older than ``max_obs_age`` (a stalled camera, a late state): it is never sent; what is
   queued still runs (it answered a fresh observation), then the arm holds until inputs are fresh again.
 
-Requests run on a worker thread (openpi-client is synchronous); a request carries the executed count it
-answers, so a late chunk is aligned or dropped, never executed out of time. Each step's record
+The server is reached only through policy_node.protocol: the URL's scheme selects the client and the
+observation adapter that builds each request (policy_node.clients; ``ws://``: openpi's websocket). Requests run
+on a worker thread (the clients are synchronous); a request carries the executed count it answers, so a late
+chunk is aligned or dropped, never executed out of time. Each step's record
 (:class:`StepRecord`) says which action of which chunk ran and how old its observation was, or why the arm
 holds (``reason``).
 
@@ -41,16 +44,18 @@ import numpy as np
 
 from libero_workcell.contract import GRIPPER_OPEN, validate_action
 from policy_node.chunks import ChunkQueue, prefetch_steps
-from policy_node.client import (
+from policy_node.clients import kind_for
+from policy_node.config import MODE_SYNC, PolicyConfig
+from policy_node.observation import Snapshot
+from policy_node.protocol import (
+    Connect,
     MalformedReply,
+    PolicyClient,
     PolicyServerError,
     Reply,
     ServerMetadataError,
-    TimedPolicyClient,
     reconnect_delay,
 )
-from policy_node.config import MODE_SYNC, PolicyConfig
-from policy_node.observation import SIM_CLOCK_KEY, Snapshot, openpi_observation
 
 WAIT_ACTION = np.array([0.0] * 6 + [GRIPPER_OPEN])  # openpi's LIBERO client's start-of-episode action
 RTT_WINDOW = 20  # round trips the prefetch estimate looks back over
@@ -98,14 +103,18 @@ class PolicyRunner:
         self,
         config: PolicyConfig,
         clock: Callable[[], float] = time.time,
-        connect: Callable[..., TimedPolicyClient] = TimedPolicyClient,
+        connect: Connect | None = None,
         sim: bool = False,
     ) -> None:
+        """``connect`` makes each connection (default: the client ``config.url``'s scheme selects); the
+        request is always built by that scheme's observation adapter."""
         self.config = config
         self._clock = clock
         self.sim = sim  # lockstep: replies count at their sim time (config.latency)
         self._arrived: list[tuple[_Request, Reply | Exception]] = []  # sim: replies here, not due yet
-        self._connect = connect
+        kind = kind_for(config.url)
+        self._connect: Connect = connect or kind.connect
+        self._observation = kind.observation
         self.queue = ChunkQueue(config.replan_steps, config.blend_old)
         self.counters: Counter[str] = Counter()
         self.last_error = ""
@@ -119,7 +128,7 @@ class PolicyRunner:
         self._chunk_info: dict[int, tuple[float, float, float | None]] = {}  # chunk -> (obs age, rtt, infer)
         self._rtt_ms: deque[float] = deque(maxlen=RTT_WINDOW)
         self._waited = 0
-        self._client: TimedPolicyClient | None = None
+        self._client: PolicyClient | None = None
         self._connected = threading.Event()
         self._lost = threading.Event()  # the worker saw the connection fail: drop the queue
         self._stop = threading.Event()
@@ -196,10 +205,8 @@ class PolicyRunner:
         return self.queue.remaining <= ahead and self.config.start_wait_steps - self._waited <= ahead
 
     def _request(self, snap: Snapshot, task: str, age: float, now: float) -> None:
-        obs = openpi_observation(snap, self.config.image_view, self.config.state_format, task,
-                                 self.config.preference_text)  # fmt: skip
-        if self.sim:
-            obs[SIM_CLOCK_KEY] = round(now * 1e9)
+        obs = self._observation(snap, self.config.image_view, self.config.state_format, task,
+                                self.config.preference_text, sim_clock_ns=round(now * 1e9) if self.sim else None)
         chunk, at = self.queue.request()
         req = _Request(chunk, at, obs, age * 1e3, now, time.monotonic())
         self._in_flight = req
@@ -326,7 +333,7 @@ class PolicyRunner:
             self._stop.wait(max(self.config.reconnect_period,
                                 reconnect_delay(self.config.reconnect_period, self._faults)))  # fmt: skip
             return
-        self.metadata = self._client.get_server_metadata()
+        self.metadata = self._client.metadata
         self.counters["connects"] += 1
         self._connected.set()
 

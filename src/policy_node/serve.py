@@ -24,6 +24,7 @@ from openpi_server import WebsocketPolicyServer
 
 from libero_workcell.loopback import LOOPBACK, free_port
 from policy_node.builtin_policies import FAULTS, FaultyPolicy, ReachPolicy
+from policy_node.clients import local_url
 
 REACH_TARGET_DEFAULT = (0.45, 0.0, 0.35)  # m, base frame: above the belt, in the workspace
 
@@ -50,7 +51,7 @@ class LocalPolicyServer:
 
     @property
     def url(self) -> str:
-        return f"ws://{self.host}:{self.port}"
+        return local_url(self.port, self.host)
 
     def start(self, timeout: float = 10.0) -> LocalPolicyServer:
         self._thread.start()

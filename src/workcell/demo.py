@@ -26,6 +26,7 @@ import cv2
 from libero_workcell import dds, ros_msgs
 from libero_workcell.contract import CAMERA_NAMES, Qos, Topics
 from libero_workcell.loopback import free_port
+from policy_node.clients import local_url
 from workcell.bringup import Graph
 from workcell.launcher import NodeDiedError, launch
 
@@ -96,7 +97,7 @@ def source_overrides(source: str, port: int) -> list[str]:
             "policy:=true",
             "policy_local_server:=true",
             f"policy_port:={port}",
-            f"policy_url:=ws://127.0.0.1:{port}",
+            f"policy_url:={local_url(port)}",
         ]
     raise ValueError(f"source must be one of {list(SOURCES)}, got {source!r}")
 

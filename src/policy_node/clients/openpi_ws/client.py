@@ -4,19 +4,20 @@
 frames; the server's first frame is its metadata; a text frame is a server-side traceback), but its
 ``recv()`` waits forever and it retries only while connecting. :class:`TimedPolicyClient` is that client with
 a timeout on the connection, on the metadata and on every reply. After a timeout the connection is closed:
-the protocol is strict request/reply, and a late reply would otherwise answer the next request.
+the protocol is strict request/reply, and a late reply would otherwise answer the next request. It is
+policy_node.protocol's :class:`~policy_node.protocol.PolicyClient` for ``ws://`` and ``wss://`` URLs.
 
 Nothing the server sends is trusted: every frame (the metadata and each reply) is at most ``max_reply_bytes``
 (websockets refuses a longer one from its header, unread, and closes with 1009) and is decoded by
-:mod:`policy_node.wire`, never by openpi's ``msgpack_numpy.unpackb`` (which builds arrays of any dtype and shape
-the frame declares). A frame refused there closes the connection: what follows it on the stream is in doubt.
+:mod:`policy_node.clients.openpi_ws.wire`, never by openpi's ``msgpack_numpy.unpackb`` (which builds arrays of
+any dtype and shape the frame declares). A frame refused there closes the connection: what follows it on the
+stream is in doubt.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,49 +27,24 @@ from openpi_client.websocket_client_policy import WebsocketClientPolicy
 from websockets.frames import CloseCode
 from websockets.protocol import State
 
-from libero_workcell.contract import ContractError
-from policy_node.chunks import validate_chunk
-from policy_node.wire import WireError, unpack_frame
+from policy_node.clients.openpi_ws.wire import WireError, unpack_frame
+from policy_node.protocol import (
+    MAX_REPLY_BYTES_DEFAULT,
+    MalformedReply,
+    PolicyServerError,
+    Reply,
+    ServerMetadataError,
+    reply_from,
+)
 
 # s for the closing handshake: openpi-server answers it only between inferences, and after a timeout nothing
 # is waited for (the connection is dropped).
 CLOSE_TIMEOUT = 0.05
-MAX_REPLY_BYTES_DEFAULT = 4 * 1024 * 1024  # openpi's replies are a few KiB; the node's policy.max_reply_bytes
-# after consecutive faults of a server that answers, the wait before the next connection doubles up to this many
-# reconnect periods (a server sending bad frames is not reconnected to at the control rate)
-BACKOFF_MAX_PERIODS = 8
-
-
-class PolicyServerError(RuntimeError):
-    """The server could not be reached, closed the connection, timed out or sent a traceback."""
-
-
-def reconnect_delay(period: float, faults: int) -> float:
-    """s to wait before connecting again after ``faults`` consecutive faults of a reachable server (bad
-    metadata, a refused reply, a failure of the client): ``period`` doubled per fault after the first, at
-    most BACKOFF_MAX_PERIODS periods; 0 with none."""
-    if faults <= 0:
-        return 0.0
-    return period * min(2 ** (faults - 1), BACKOFF_MAX_PERIODS)
 
 
 def too_big(exc: websockets.exceptions.ConnectionClosed) -> bool:
     """The connection was closed by this client because a frame exceeded ``max_size`` (websockets' 1009)."""
     return exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG
-
-
-class MalformedReply(PolicyServerError):  # noqa: N818 (reads as what it is)
-    """A reply that is not a valid chunk of contract actions."""
-
-
-@dataclass(frozen=True)
-class Reply:
-    actions: np.ndarray  # (H, 7), validated
-    round_trip_ms: float
-    policy_infer_ms: float | None  # the policy's own (policy_timing.infer_ms)
-    server_infer_ms: float | None  # the server's around it (server_timing.infer_ms)
-    server_prev_total_ms: float | None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _ms(d: object, key: str) -> float | None:
@@ -78,27 +54,20 @@ def _ms(d: object, key: str) -> float | None:
 
 
 def parse_reply(reply: object, round_trip_ms: float) -> Reply:
-    """The reply's ``actions`` as a validated (H, 7) chunk and its timing; MalformedReply with the reason."""
+    """openpi's reply (``actions``, ``policy_timing``, ``server_timing``) as a validated (H, 7) chunk and its
+    timing; MalformedReply with the reason."""
     if not isinstance(reply, dict):
         raise MalformedReply(f"the reply is a {type(reply).__name__}, not a dict")
     if "actions" not in reply:
         raise MalformedReply(f"the reply has no 'actions' (keys: {sorted(map(str, reply))})")
-    try:
-        actions = validate_chunk(reply["actions"])
-    except ContractError as exc:
-        raise MalformedReply(str(exc)) from None
     policy, server = reply.get("policy_timing"), reply.get("server_timing")
-    return Reply(actions, round_trip_ms, _ms(policy, "infer_ms"), _ms(server, "infer_ms"),
-                 _ms(server, "prev_total_ms"))  # fmt: skip
-
-
-class ServerMetadataError(PolicyServerError):
-    """The server answered the connection, but its first frame is not openpi's metadata."""
+    return reply_from(reply["actions"], round_trip_ms, _ms(policy, "infer_ms"), _ms(server, "infer_ms"),
+                      _ms(server, "prev_total_ms"))  # fmt: skip
 
 
 class TimedPolicyClient(WebsocketClientPolicy):
     """openpi's client with ``timeout`` seconds on connecting and on each reply, and frames of at most
-    ``max_reply_bytes`` decoded by :func:`policy_node.wire.unpack_frame`."""
+    ``max_reply_bytes`` decoded by :func:`policy_node.clients.openpi_ws.wire.unpack_frame`."""
 
     def __init__(self, url: str, timeout: float, api_key: str | None = None,
                  max_reply_bytes: int = MAX_REPLY_BYTES_DEFAULT) -> None:  # fmt: skip
@@ -148,6 +117,11 @@ class TimedPolicyClient(WebsocketClientPolicy):
     @property
     def url(self) -> str:
         return self._uri
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The server's first frame (a map: checked on connecting)."""
+        return self._server_metadata
 
     @property
     def is_open(self) -> bool:

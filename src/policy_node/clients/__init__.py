@@ -1,0 +1,85 @@
+"""Which policy client a URL selects: its scheme names the protocol (``ws``, ``wss``: openpi's websocket).
+
+A protocol is a :class:`ClientKind`: its client (a :class:`policy_node.protocol.Connect`), its observation adapter
+and, if its server has one, an HTTP health endpoint for ``workcell check``. Each is registered under its URL
+schemes with a loader, imported only when a URL selects it: validating ``policy.url`` needs only the scheme
+list, and a protocol whose libraries are not installed costs nothing until it is asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from libero_workcell.loopback import LOOPBACK
+from policy_node.protocol import MAX_REPLY_BYTES_DEFAULT, Connect, ObservationAdapter, PolicyClient
+
+LOCAL_SCHEME: Final = "ws"  # policy_node.serve: the local server is openpi's websocket server
+
+
+@dataclass(frozen=True)
+class ClientKind:
+    name: str  # says which protocol in errors ("openpi websocket")
+    connect: Connect
+    observation: ObservationAdapter
+    health_url: Callable[[str], str] | None = None  # the server's HTTP health check for a URL, if it has one
+
+
+_LOADERS: dict[str, Callable[[], ClientKind]] = {}
+
+
+def register(schemes: tuple[str, ...], load: Callable[[], ClientKind]) -> None:
+    """Select ``load()``'s kind for URLs of these schemes (a later registration of a scheme replaces it)."""
+    for scheme in schemes:
+        _LOADERS[scheme.lower()] = load
+
+
+def unregister(schemes: tuple[str, ...]) -> None:
+    """No client for these schemes any more (a test's protocol, gone with the test)."""
+    for scheme in schemes:
+        _LOADERS.pop(scheme.lower(), None)
+
+
+def schemes() -> tuple[str, ...]:
+    """The URL schemes a client is registered for, sorted."""
+    return tuple(sorted(_LOADERS))
+
+
+def scheme_of(url: str) -> str:
+    """The URL's scheme, if a client is registered for it and the URL names a host; ValueError naming the
+    supported schemes otherwise."""
+    parts = urlsplit(str(url))
+    supported = ", ".join(f"{s}://" for s in schemes())
+    if parts.scheme.lower() not in _LOADERS:
+        raise ValueError(f"no policy client for {url!r}: the URL's scheme must be one of {supported}")
+    if not parts.netloc:
+        raise ValueError(f"{url!r} names no server (SCHEME://HOST:PORT, SCHEME one of {supported})")
+    return parts.scheme.lower()
+
+
+def kind_for(url: str) -> ClientKind:
+    """The protocol a URL selects; ValueError naming the supported schemes for any other."""
+    return _LOADERS[scheme_of(url)]()
+
+
+def client_for(url: str, timeout: float, *, max_reply_bytes: int = MAX_REPLY_BYTES_DEFAULT,
+               **settings: Any) -> PolicyClient:  # fmt: skip
+    """A connected client of the protocol ``url`` selects (the runner's default ``connect``); PolicyServerError
+    when it cannot connect, ValueError for a scheme no client speaks."""
+    return kind_for(url).connect(url, timeout, max_reply_bytes=max_reply_bytes, **settings)
+
+
+def local_url(port: int, host: str = LOOPBACK) -> str:
+    """The URL of the local policy server (policy_node.serve) on ``port``."""
+    return f"{LOCAL_SCHEME}://{host}:{port}"
+
+
+def _openpi_ws() -> ClientKind:
+    from policy_node.clients.openpi_ws import KIND
+
+    return KIND
+
+
+register(("ws", "wss"), _openpi_ws)

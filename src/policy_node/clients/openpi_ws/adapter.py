@@ -1,0 +1,47 @@
+"""The request openpi's LIBERO client sends, built from the stack's observation (policy_node.observation).
+
+Keys as openpi's LIBERO client sends them: ``observation/image`` and ``observation/wrist_image`` (the camera
+frame as the checkpoint was trained to see it, ``libero_workcell.image_convention.policy_image``, the same
+call the training export makes; then openpi's own ``image_tools.resize_with_pad`` to 224 and uint8),
+``observation/state`` (float32, in the configured state format: ``policy_node.observation.state_vector``) and
+``prompt``. In sim lockstep, :data:`SIM_CLOCK_KEY` too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+from openpi_client import image_tools
+
+from libero_workcell.contract import POLICY_IMAGE_SIZE, format_prompt
+from libero_workcell.image_convention import policy_image
+from policy_node.observation import Snapshot, state_vector
+
+IMAGE_KEY: Final = "observation/image"
+WRIST_IMAGE_KEY: Final = "observation/wrist_image"
+STATE_KEY: Final = "observation/state"
+PROMPT_KEY: Final = "prompt"
+# Sim lockstep only: the sim clock (ns) of the observation, so a simulated policy server that reads the world
+# (sim_bridge.expert_policy) sees it at that moment; openpi's input transforms take only the keys they know.
+SIM_CLOCK_KEY: Final = "sim_clock_ns"
+
+
+def camera_input(frame: np.ndarray, view: str, size: int = POLICY_IMAGE_SIZE) -> np.ndarray:
+    """One upright camera frame as the policy gets it: its view, then openpi's resize-with-pad, uint8."""
+    img = policy_image(np.asarray(frame), view)
+    return image_tools.convert_to_uint8(image_tools.resize_with_pad(img, size, size))
+
+
+def openpi_observation(snap: Snapshot, view: str, state_format: str, task: str, preference: str = "", *,
+                       sim_clock_ns: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """The request's dict (numpy arrays and a string: what msgpack-numpy sends)."""
+    obs: dict[str, Any] = {
+        IMAGE_KEY: camera_input(snap.external, view),
+        WRIST_IMAGE_KEY: camera_input(snap.wrist, view),
+        STATE_KEY: state_vector(snap.state7, state_format),
+        PROMPT_KEY: format_prompt(task, preference or None),
+    }
+    if sim_clock_ns is not None:
+        obs[SIM_CLOCK_KEY] = sim_clock_ns
+    return obs

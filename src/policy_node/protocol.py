@@ -1,0 +1,109 @@
+"""What the policy runner needs from a policy server's client, whichever protocol it speaks.
+
+The runner (policy_node.runner) talks to a server only through :class:`PolicyClient`: connect (a
+:class:`Connect`), send one observation and get one validated :class:`Reply` within a deadline, say whether the
+connection is still open, close. Every failure is a :class:`PolicyServerError`, so the runner's fault handling
+(hold the arm, report, reconnect, back off) is the same for every protocol. What the request holds (the wire's
+keys, the image transform, the state's layout) is the protocol's :class:`ObservationAdapter`. Which client and
+adapter a URL selects is :mod:`policy_node.clients`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol, runtime_checkable
+
+import numpy as np
+
+from libero_workcell.contract import ContractError
+from policy_node.chunks import validate_chunk
+from policy_node.observation import Snapshot
+
+MAX_REPLY_BYTES_DEFAULT: Final = 4 * 1024 * 1024  # openpi's replies are a few KiB; the node's policy.max_reply_bytes
+# after consecutive faults of a server that answers, the wait before the next connection doubles up to this many
+# reconnect periods (a server sending bad frames is not reconnected to at the control rate)
+BACKOFF_MAX_PERIODS: Final = 8
+
+
+class PolicyServerError(RuntimeError):
+    """The server could not be reached, closed the connection, timed out or reported a failure of its own."""
+
+
+class MalformedReply(PolicyServerError):  # noqa: N818 (reads as what it is)
+    """A reply that is not a valid chunk of contract actions (or a request the wire cannot carry)."""
+
+
+class ServerMetadataError(PolicyServerError):
+    """The server answered the connection, but not with the protocol's metadata: it is reachable, and wrong."""
+
+
+def reconnect_delay(period: float, faults: int) -> float:
+    """s to wait before connecting again after ``faults`` consecutive faults of a reachable server (bad
+    metadata, a refused reply, a failure of the client): ``period`` doubled per fault after the first, at
+    most BACKOFF_MAX_PERIODS periods; 0 with none."""
+    if faults <= 0:
+        return 0.0
+    return period * min(2 ** (faults - 1), BACKOFF_MAX_PERIODS)
+
+
+@dataclass(frozen=True)
+class Reply:
+    actions: np.ndarray  # (H, 7), validated (use reply_from)
+    round_trip_ms: float  # request sent to reply received, measured by the client
+    policy_infer_ms: float | None  # the policy's own inference, if the server says
+    server_infer_ms: float | None  # the server's time around it, if it says
+    server_prev_total_ms: float | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def reply_from(actions: object, round_trip_ms: float, policy_infer_ms: float | None = None,
+               server_infer_ms: float | None = None, server_prev_total_ms: float | None = None) -> Reply:  # fmt: skip
+    """A Reply whose actions are a valid (H, 7) chunk of contract actions; MalformedReply with the reason
+    otherwise. Every client builds its replies here, so no protocol hands the runner an unchecked chunk."""
+    try:
+        checked = validate_chunk(actions)
+    except ContractError as exc:
+        raise MalformedReply(str(exc)) from None
+    return Reply(checked, round_trip_ms, policy_infer_ms, server_infer_ms, server_prev_total_ms)
+
+
+@runtime_checkable
+class PolicyClient(Protocol):
+    """One connection to a policy server. After any error from :meth:`infer_reply` the runner looks at
+    :attr:`is_open` and, when it is False, makes a new client (a protocol that cannot trust its stream after a
+    fault closes it)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What the server said about itself on connecting (shown by diagnostics and `workcell check`)."""
+        ...
+
+    @property
+    def is_open(self) -> bool: ...
+
+    def infer_reply(self, obs: Any) -> Reply:
+        """One request (an adapter's output), one validated reply within the client's timeout;
+        PolicyServerError (MalformedReply for a bad reply) otherwise."""
+        ...
+
+    def close(self) -> None:
+        """Drop the connection; never raises (it may already be broken)."""
+        ...
+
+
+class Connect(Protocol):
+    """Makes a connected client, or raises PolicyServerError (ServerMetadataError: reachable, but wrong)."""
+
+    def __call__(self, url: str, timeout: float, *, max_reply_bytes: int = ...) -> PolicyClient: ...
+
+
+class ObservationAdapter(Protocol):
+    """The request one protocol sends for the stack's observation: the checkpoint's camera view
+    (image_convention.POLICY_VIEWS) and state format (observation.STATE_FORMATS), the task and preference as
+    the prompt, and in sim lockstep the observation's sim clock."""
+
+    def __call__(self, snap: Snapshot, view: str, state_format: str, task: str, preference: str = "", *,
+                 sim_clock_ns: int | None = None) -> Any: ...  # fmt: skip
