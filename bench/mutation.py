@@ -59,8 +59,10 @@ TARGETS: dict[str, tuple[str | tuple[str, ...], list[str]]] = {
             "tests/test_policy_protocol.py",
         ],
     ),
-    "arcs": ("src/aubo_bridge/backends/arcs.py",
-             ["tests/test_arcs_backend.py", "tests/test_arcs_backend_branches.py", "tests/test_arcs_rtde.py"]),
+    # the arm backend and the poll loop it shares with the tool gripper and the belt relay
+    "arcs": (("src/aubo_bridge/backends/arcs.py", "src/transports/arcs/poller.py"),
+             ["tests/test_arcs_backend.py", "tests/test_arcs_backend_branches.py", "tests/test_arcs_rtde.py",
+              "tests/test_arcs_poller.py"]),
     "rtde": ("src/transports/arcs/rtde.py", ["tests/test_arcs_rtde.py"]),  # the RTDE subscription's client side
     # The node's side of the driver process (HostedDriver: deadlines, faults of a dead or hung child, restarts);
     # the child's DriverService runs in another process, where mutmut cannot see which tests cover it.

@@ -144,6 +144,26 @@ def link() -> Iterator[Any]:
     link.close()
 
 
+@pytest.fixture
+def arcs_options() -> dict[str, Any]:
+    """The options of :func:`emu`'s ARCS emulator (``ArcsEmulator``'s keyword arguments): the arm at HOME_Q, a
+    quick start-up. A module overrides this fixture for others (``test_arcs_rtde.py``); a test parametrizes it
+    (``@pytest.mark.parametrize("arcs_options", [{...}])``)."""
+    from aubo_bridge.model.kinematics import HOME_Q
+
+    return {"q0": [float(v) for v in HOME_Q], "boot_delay": 0.05}
+
+
+@pytest.fixture
+def emu(arcs_options: dict[str, Any]) -> Iterator[Any]:
+    """A loopback ARCS controller emulator (``tests/emulators/arcs_emulator.py``) for the real ``pyaubo_sdk``
+    client, started with ``arcs_options`` and stopped after the test."""
+    from emulators.arcs_emulator import ArcsEmulator
+
+    with ArcsEmulator(**arcs_options) as e:
+        yield e
+
+
 @pytest.fixture(scope="session")
 def ros_env() -> dict[str, str]:
     """The full loopback environment of this run (pass as ``env=`` to child processes)."""

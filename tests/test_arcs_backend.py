@@ -38,12 +38,6 @@ def make_backend(emu: ArcsEmulator, **kw: object) -> ArcsArmBackend:
 
 
 @pytest.fixture
-def emu() -> Iterator[ArcsEmulator]:
-    with ArcsEmulator(boot_delay=0.05) as e:
-        yield e
-
-
-@pytest.fixture
 def backend(emu: ArcsEmulator) -> Iterator[ArcsArmBackend]:
     b = make_backend(emu)
     yield b

@@ -33,12 +33,6 @@ def make_backend(emu: ArcsEmulator, recovers: bool = True, startup: bool = True,
 
 
 @pytest.fixture
-def emu() -> Iterator[ArcsEmulator]:
-    with ArcsEmulator(boot_delay=0.05) as e:
-        yield e
-
-
-@pytest.fixture
 def backend(emu: ArcsEmulator) -> Iterator[ArcsArmBackend]:
     b = make_backend(emu)
     yield b

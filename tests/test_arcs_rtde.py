@@ -73,9 +73,9 @@ def silenced(emu) -> Iterator[None]:
 
 
 @pytest.fixture
-def emu():
-    with ArcsEmulator(tcp_orientation="rotvec") as e:
-        yield e
+def arcs_options() -> dict:
+    """conftest's ``emu`` for this module: the controller reports rotation vectors, the default start-up."""
+    return {"tcp_orientation": "rotvec"}
 
 
 def test_the_sdk_subscribes_and_reads_the_state_at_500_hz_with_string_enums_decoded(emu) -> None:

@@ -31,12 +31,6 @@ def config(emu: ArcsEmulator, **kw: object) -> ConveyorIoConfig:
 
 
 @pytest.fixture
-def emu() -> Iterator[ArcsEmulator]:
-    with ArcsEmulator(boot_delay=0.05) as e:
-        yield e
-
-
-@pytest.fixture
 def belt(emu: ArcsEmulator) -> Iterator[IoConveyorBackend]:
     b = IoConveyorBackend(config(emu))
     yield b

@@ -1,7 +1,9 @@
 """CTAG2F90D on the AUBO tool flange: the real pyaubo_sdk client against the loopback ARCS emulator.
 
 The emulator answers RegisterControl's Modbus-signal calls with the CtagEmulator finger model
-behind an emulated tool RS-485; everything runs on 127.0.0.1.
+behind an emulated tool RS-485; everything runs on 127.0.0.1. What the gripper does on either transport
+(start-up, commands, grasp, alarm, link loss, the driver) is in test_gripper_contract.py; here what only the
+controller path has (the tool line and signal set-up, the ARCS session, the controller's signal table).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from conftest import wait_for
+from ctag_rigs import ALARM_REG, HOST
+from ctag_rigs import tool_gripper as make
+from ctag_rigs import tool_writes as writes
 from emulators.arcs_emulator import ArcsEmulator
 
 from aubo_bridge.backends.arcs import ArcsArmBackend
@@ -25,24 +30,6 @@ from gripper.ctag.tool_backend import (
 )
 from libero_workcell.contract import SOURCE_POLICY
 from transports.errors import BackendError
-
-HOST = "127.0.0.1"
-ALARM_REG = 0x0412  # the emulator's alarm register (the real gripper documents none)
-
-
-
-def make(emu: ArcsEmulator, **kw: object) -> CtagToolGripperBackend:
-    return CtagToolGripperBackend(CtagToolConfig.from_mapping({"ip": HOST, "rpc_port": emu.port, **kw}))
-
-
-def writes(emu: ArcsEmulator) -> list[tuple[int, list[int]]]:
-    return [(a, list(v)) for a, v in emu.tool()["writes"]]
-
-
-@pytest.fixture
-def emu() -> Iterator[ArcsEmulator]:
-    with ArcsEmulator(boot_delay=0.05) as e:
-        yield e
 
 
 @pytest.fixture
@@ -75,55 +62,25 @@ def test_unconfigured_ip_is_a_clear_error() -> None:
 
 
 # --------------------------------------------------------------- behaviour
-def test_start_configures_tool_line_and_enables(emu: ArcsEmulator, gripper: CtagToolGripperBackend) -> None:
+def test_start_configures_tool_line_and_signals(emu: ArcsEmulator, gripper: CtagToolGripperBackend) -> None:
+    """The tool supply and one controller signal per register on the tool line (the writes that follow, and
+    the enable, are in test_gripper_contract.py)."""
     st = emu.tool()
     assert st["voltage"] == 24
     sig = st["signals"]
     assert sig["ctag_enable"]["device_info"] == "/dev/ttyRobotTool,115200,N,8,1"
     assert {s["type"] for s in sig.values()} == {3} and all(s["slave"] == 1 for s in sig.values())
     assert sig["ctag_fb_lo"]["address"] == 0x0419 and sig["ctag_fb_hi"]["hz"] == 100
-    assert writes(emu)[:5] == [(0x0100, [1]), (0x0104, [255]), (0x0105, [128]), (0x0106, [2000]), (0x0107, [2000])]
-    assert st["enabled"]
-    assert wait_for(lambda: gripper.read().fault is None)
-    m = gripper.read()
-    assert m.coord == 0.0 and not m.object_detected
+    assert "ctag_alarm" in sig and all(s["sequential"] for s in sig.values())
 
 
-def test_close_on_object_detects_grasp_then_open_releases(emu: ArcsEmulator, gripper: CtagToolGripperBackend) -> None:
-    emu.tool_place_object(0.03)  # 30 mm: fingers stall at 6000 of 9000
-    gripper.command(1.0)
-    assert not gripper.read().object_detected  # still moving
-    assert wait_for(lambda: gripper.read().object_detected)
-    m = gripper.read()
-    assert m.fault is None and m.coord == pytest.approx(6000 / 9000, abs=0.01)
-    w = writes(emu)
-    assert w[-3:] == [(0x0102, [0]), (0x0103, [9000]), (0x0108, [1])]  # hi, lo, then the trigger
-    gripper.command(0.98)  # continuous close values while holding: the grasp stays detected
-    time.sleep(0.2)
-    assert gripper.read().object_detected
-    gripper.command(0.0)
-    assert wait_for(lambda: gripper.read().coord == 0.0)
-    m = gripper.read()
-    assert not m.object_detected and m.fault is None
-    assert writes(emu)[-2:] == [(0x0103, [0]), (0x0108, [1])]
-
-
-def test_close_without_object_reaches_closed_and_detects_nothing(
-    emu: ArcsEmulator, gripper: CtagToolGripperBackend
-) -> None:
-    gripper.command(1.0)
-    assert wait_for(lambda: gripper.read().coord == 1.0)
-    time.sleep(0.3)
-    assert not gripper.read().object_detected
-
-
-def test_tool_link_loss_is_a_fault_and_recovers(emu: ArcsEmulator, gripper: CtagToolGripperBackend) -> None:
-    assert wait_for(lambda: gripper.read().fault is None)
-    emu.tool_unplug()
-    assert wait_for(lambda: gripper.read().fault is not None)
-    assert "disconnected" in str(gripper.read().fault)
-    emu.tool_unplug(False)
-    assert wait_for(lambda: gripper.read().fault is None)
+def test_without_alarm_register_no_alarm_signal_is_added(emu: ArcsEmulator) -> None:
+    g = make(emu)  # the real gripper's map: no alarm register polled
+    try:
+        assert "ctag_alarm" not in emu.tool()["signals"]
+        assert wait_for(lambda: g.read().fault is None)
+    finally:
+        g.close()
 
 
 def test_arcs_link_loss_is_a_fault_and_acknowledge_reconnects(
@@ -150,27 +107,6 @@ def test_arcs_link_loss_is_a_fault_and_acknowledge_reconnects(
     assert gripper.read().coord == pytest.approx(6000 / 9000, abs=0.01)
 
 
-def test_alarm_is_a_fault_and_acknowledge_writes_alarm_reset(
-    emu: ArcsEmulator, gripper: CtagToolGripperBackend
-) -> None:
-    emu.tool_inject_alarm(3)
-    assert wait_for(lambda: gripper.read().fault == "gripper alarm code 3")
-    gripper.acknowledge_fault()
-    assert (0x0110, [1]) in writes(emu)
-    assert emu.tool()["alarm_resets"] == 1
-    assert wait_for(lambda: gripper.read().fault is None)
-
-
-def test_acknowledge_without_alarm_register_still_writes_reset(emu: ArcsEmulator) -> None:
-    g = make(emu)  # the real gripper's map: no alarm register polled
-    try:
-        assert "ctag_alarm" not in emu.tool()["signals"]
-        g.acknowledge_fault()
-        assert writes(emu)[-1] == (0x0110, [1])
-    finally:
-        g.close()
-
-
 def test_wrong_line_settings_are_a_fault(emu: ArcsEmulator) -> None:
     g = make(emu, baudrate=9600)  # the gripper does not answer at 9600 baud
     try:
@@ -188,14 +124,6 @@ def test_signals_lost_on_the_controller_are_a_fault_acknowledge_adds_them(
     assert wait_for(lambda: "missing" in str(gripper.read().fault))
     gripper.acknowledge_fault()
     assert wait_for(lambda: gripper.read().fault is None)
-
-
-def test_close_is_idempotent_and_commands_after_close_fail(emu: ArcsEmulator) -> None:
-    g = make(emu)
-    g.close()
-    g.close()
-    with pytest.raises(BackendError, match="closed"):
-        g.command(1.0)
 
 
 def test_driver_with_arcs_arm_and_tool_gripper_on_one_controller(emu: ArcsEmulator) -> None:

@@ -48,12 +48,6 @@ def spec(port: int, **arcs: object) -> DriverSpec:
 
 
 @pytest.fixture
-def emu() -> Iterator[ArcsEmulator]:
-    with ArcsEmulator(q0=[float(v) for v in HOME_Q], boot_delay=0.05) as e:
-        yield e
-
-
-@pytest.fixture
 def driver(emu: ArcsEmulator) -> Iterator[HostedDriver]:
     d = HostedDriver(spec(emu.port))
     d.start()

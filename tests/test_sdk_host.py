@@ -32,12 +32,6 @@ CTAG_ENABLE_REGISTER = 0x0100  # HARDWARE.md (CTAG2F90D map): a second write wou
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def emu() -> Iterator[ArcsEmulator]:
-    with ArcsEmulator(q0=[float(v) for v in HOME_Q], boot_delay=0.05) as e:
-        yield e
-
-
 def hosted(emu: ArcsEmulator, **kw: object) -> HostedArcsArm:
     arm = HostedArcsArm(ArcsConfig.from_mapping({"ip": HOST, "rpc_port": emu.port, **kw}))
     arm.connect()

@@ -10,7 +10,8 @@ output is driven over the controller's JSON-RPC port through ``pyaubo_sdk``
   the output on and checks that the controller reports it on;
 * ``halt()`` / ``emergency_stop()`` switch it off and check the read-back (the e-stop latch
   and its retries are ConveyorDriver's); a failure raises and stays a fault in :meth:`read`;
-* a background thread polls the output level at ``poll_hz``; :meth:`read` returns the
+* a background thread (:class:`transports.arcs.poller.Poller`) reads the output level back,
+  ``1 / poll_hz`` s after the end of the last read-back, backing off after a failure; :meth:`read` returns the
   cached state and never touches the network. Belt position is integrated from
   ``nominal_speed`` while the output reads on. A failed poll, or none for ``stale_after``,
   is a fault;
@@ -31,6 +32,7 @@ from typing import Any
 
 from conveyor_driver.driver import BeltState
 from libero_workcell.config_base import MappedConfig
+from transports.arcs.poller import Poller, backoff_for
 from transports.arcs.session import ArcsSession, code_meaning
 from transports.errors import BackendError
 
@@ -97,15 +99,17 @@ class IoConveyorBackend:
         self._link_error: str | None = "not connected"
         self._switch_error: str | None = None  # the belt could not be switched off
         self._closed = False
-        self._stop = threading.Event()
-        self._wake = threading.Event()
         self.polls = 0
+        # The read-back: poll_hz is a pause between read-backs, not a schedule (fixed_rate=False).
+        self._poller = Poller(
+            self._read_back, 1.0 / c.poll_hz, backoff=backoff_for(c.request_timeout), on_error=self._lose_link,
+            what=f"conveyor: read-back of {self._where}", name="conveyor-io-poll", fixed_rate=False,
+        )  # fmt: skip
         try:
             self._connect()
         except BaseException:
             self._session.close()
             raise
-        self._poller = threading.Thread(target=self._poll_loop, name="conveyor-io-poll", daemon=True)
         self._poller.start()
 
     @property
@@ -164,21 +168,6 @@ class IoConveyorBackend:
         self._last_stamp = now
 
     # ------------------------------------------------------------------- poll
-    def _poll_loop(self) -> None:
-        period = 1.0 / self.config.poll_hz
-        while not self._stop.is_set():
-            try:
-                self._read_back()
-            except BackendError as exc:
-                self._lose_link(str(exc))
-                # Each failed RPC froze the process for up to request_timeout: back off.
-                self._wake.wait(max(0.2, 5 * self.config.request_timeout))
-                self._wake.clear()
-                continue
-            except Exception as exc:  # a malformed reply must not kill the poller silently
-                self._lose_link(f"conveyor: read-back of {self._where} failed: {type(exc).__name__}: {exc}")
-            self._stop.wait(period)
-
     def _lose_link(self, error: str) -> None:
         with self._state_lock:
             if self._link_error is None:
@@ -252,16 +241,14 @@ class IoConveyorBackend:
                 self._read_back()
         except BackendError as exc:
             self._lose_link(str(exc))
-        self._wake.set()  # end the poller's back-off now
+        self._poller.wake()  # end the poller's back-off now
 
     def close(self) -> None:
         """Stop polling, switch the belt off, log out, disconnect. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        self._stop.set()
-        self._wake.set()
-        self._poller.join(timeout=2.0)
+        self._poller.stop(timeout=2.0)
 
         def belt_off() -> None:
             if self._io is not None:

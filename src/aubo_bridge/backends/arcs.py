@@ -1,6 +1,7 @@
 """The real AUBO-i5H arm backend: the ARCS controller's JSON-RPC port through ``pyaubo_sdk``.
 
-State comes from RPC polling of the state getters on a background thread (``state_source: rpc``) or from the
+State comes from RPC polling of the state getters on a background thread (``state_source: rpc``,
+:class:`transports.arcs.poller.Poller`: ``state_hz`` on a schedule, a back-off after a failure) or from the
 controller's RTDE stream (``rtde``: :mod:`transports.arcs.rtde`, the controller pushes it at ``rtde_hz``; a
 background thread then only watches the link). ``read()`` only returns the latest cached measurement, so the
 driver's 100 Hz tick never waits on the network. A poll that fails, a stream that drops or a frame that does
@@ -39,6 +40,7 @@ from scipy.spatial.transform import Rotation
 from aubo_bridge.backends.arcs_config import ArcsConfig
 from aubo_bridge.backends.base import ArmMeasurement
 from aubo_bridge.model.description import JOINT_LIMITS
+from transports.arcs.poller import Poller, backoff_for
 from transports.arcs.rtde import RtdeFrame, RtdeState
 from transports.arcs.session import ArcsSession, code_meaning
 from transports.errors import BackendError
@@ -125,9 +127,9 @@ class ArcsArmBackend:
         self._last_ok = -np.inf
         self._modes: tuple[int, int, bool] = (0, 0, False)  # robot mode, safety mode, collided: last poll
         self._link_error: str | None = "not connected"
-        self._stop = threading.Event()
-        self._wake = threading.Event()  # ends a poll back-off early (stop, operator reset)
-        self._poller: threading.Thread | None = None
+        self._poller: Poller | None = None  # state_source rpc: the state poll (transports.arcs.poller)
+        self._stop = threading.Event()  # ends the RTDE link watch
+        self._watcher: threading.Thread | None = None  # state_source rtde: the stream's link watch
         self.polls = 0  # successful state polls (RTDE: frames taken), for rate measurements
         self._rtde: RtdeState | None = None
         # Called after every poll attempt on the poller thread (the process host pushes read() then).
@@ -157,10 +159,14 @@ class ArcsArmBackend:
             raise
         if poll and self.config.state_source == "rtde":
             self._open_rtde()
-            self._poller = threading.Thread(target=self._watch_rtde, name="arcs-rtde-watch", daemon=True)
-            self._poller.start()
+            self._watcher = threading.Thread(target=self._watch_rtde, name="arcs-rtde-watch", daemon=True)
+            self._watcher.start()
         elif poll:
-            self._poller = threading.Thread(target=self._poll_loop, name="arcs-state-poll", daemon=True)
+            self._poller = Poller(
+                self._poll_once, 1.0 / self.config.state_hz, backoff=backoff_for(self.config.request_timeout),
+                on_error=self._lose_link, what=f"state poll of {self._where}", name="arcs-state-poll",
+                on_attempt=self._notify,
+            )  # fmt: skip
             self._poller.start()
 
     # -------------------------------------------------------------- RTDE state
@@ -271,27 +277,9 @@ class ArcsArmBackend:
         self.polls += 1
         return meas
 
-    def _poll_loop(self) -> None:
-        period = 1.0 / self.config.state_hz
-        next_t = time.monotonic()
-        while not self._stop.is_set():
-            try:
-                self._poll_once()
-            except BackendError as exc:
-                self._link_error = str(exc)
-                self._notify()
-                # Each failed RPC froze the process for up to request_timeout: back off.
-                self._wake.wait(max(0.2, 5 * self.config.request_timeout))
-                self._wake.clear()
-                next_t = time.monotonic()
-                continue
-            except Exception as exc:  # a malformed reply must not kill the poller silently
-                self._link_error = f"state poll of {self._where} failed: {type(exc).__name__}: {exc}"
-            self._notify()
-            next_t += period
-            self._stop.wait(max(0.0, next_t - time.monotonic()))
-            if time.monotonic() - next_t > period:
-                next_t = time.monotonic()  # fell behind (GIL, slow reply): do not burst
+    def _lose_link(self, error: str) -> None:
+        """A failed state poll (on the poller's thread): read() reports it until a poll succeeds."""
+        self._link_error = error
 
     def _notify(self) -> None:
         if self.on_update is not None:
@@ -405,7 +393,8 @@ class ArcsArmBackend:
             log.warning("%s: arm not Running after the reset: powering on and releasing brakes", self._where)
             self._startup()  # the full start-up path, as at power-up
             self._poll_once()
-        self._wake.set()  # the link works again: end the poller's back-off now
+        if self._poller is not None:
+            self._poller.wake()  # the link works again: end the poller's back-off now
 
     def close(self) -> None:
         """Stop polling, leave servo mode once the arm is steady, log out. Idempotent."""
@@ -413,9 +402,10 @@ class ArcsArmBackend:
             return
         self._closed = True
         self._stop.set()
-        self._wake.set()
         if self._poller is not None:
-            self._poller.join(timeout=2.0)
+            self._poller.stop(timeout=2.0)
+        if self._watcher is not None:
+            self._watcher.join(timeout=2.0)
         if self._rtde is not None:
             self._rtde.close()
         with self._lock:  # a servo tick may still be running on the driver's thread

@@ -28,7 +28,8 @@ lives in the low word, so a torn read can only matter near a negative reading). 
 on a real controller.
 
 The arm driver reads the gripper every servo tick, so :meth:`read` only returns the poll
-thread's latest result; :meth:`command` queues the target for the poll thread (latest wins).
+thread's latest result (:class:`transports.arcs.poller.Poller`, ``poll_hz``, a back-off after a failure);
+:meth:`command` queues the target for the poll thread (latest wins) and wakes it.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from gripper.ctag.protocol import (
     split32,
 )
 from libero_workcell.config_base import MappedConfig
+from transports.arcs.poller import Poller, backoff_for
 from transports.arcs.session import ArcsSession, code_meaning
 from transports.errors import BackendError
 
@@ -227,11 +229,14 @@ class CtagToolGripperBackend:
         self._alarm = 0
         self._fault: str | None = "not connected"
         self._last_ok = -math.inf
-        self._stop = threading.Event()
-        self._wake = threading.Event()
         self.polls = 0
         # Called after every poll attempt on the poller thread (the process host pushes read() then).
         self.on_update: Callable[[], None] | None = None
+        # A queued command wakes the poll thread at once (wake_ends_wait) to write it.
+        self._poller = Poller(
+            self._poll_or_void, 1.0 / c.poll_hz, backoff=backoff_for(c.request_timeout), on_error=self._set_fault,
+            what="tool gripper poll", name="ctag-tool-poll", on_attempt=self._notify, wake_ends_wait=True,
+        )  # fmt: skip
         try:
             self._session.open()
             self._configure()
@@ -239,8 +244,7 @@ class CtagToolGripperBackend:
         except BackendError as exc:
             self._session.close()
             raise BackendError(f"tool gripper: {exc}") from exc
-        self._thread = threading.Thread(target=self._poll_loop, name="ctag-tool-poll", daemon=True)
-        self._thread.start()
+        self._poller.start()
 
     # ---------------------------------------------------------------- set-up
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -341,32 +345,17 @@ class CtagToolGripperBackend:
         self._fault = fault
         self.polls += 1
 
-    def _poll_loop(self) -> None:
-        period = 1.0 / self.config.poll_hz
-        next_t = time.monotonic()
-        while not self._stop.is_set():
-            try:
-                self._poll_once()
-            except BackendError as exc:
-                self._fault = str(exc)
-                self._notify()
-                with self._lock:  # a target queued into a dead link is void: it must not move the fingers
-                    self._pending = None  # after the link returns (acknowledge_fault never moves them)
-                # each failed RPC froze the process for up to request_timeout: back off
-                self._wake.wait(max(0.2, 5 * self.config.request_timeout))
-                self._wake.clear()
-                next_t = time.monotonic()
-                continue
-            except Exception as exc:  # a malformed reply must not kill the poller silently
-                self._fault = f"tool gripper poll failed: {type(exc).__name__}: {exc}"
-            self._notify()
-            now = time.monotonic()
-            if now >= next_t:  # a command's early wake-up does not shift the schedule
-                next_t += period
-                if now - next_t > period:
-                    next_t = now  # fell behind (GIL, slow reply): do not burst
-            self._wake.wait(max(0.0, next_t - now))  # a queued command wakes it early
-            self._wake.clear()
+    def _poll_or_void(self) -> None:
+        """One poll on the poller's thread; a target queued into a link that failed is void."""
+        try:
+            self._poll_once()
+        except BackendError:
+            with self._lock:  # it must not move the fingers after the link returns
+                self._pending = None  # (acknowledge_fault never moves them)
+            raise
+
+    def _set_fault(self, error: str) -> None:
+        self._fault = error
 
     def _notify(self) -> None:
         if self.on_update is not None:
@@ -388,13 +377,13 @@ class CtagToolGripperBackend:
 
     def command(self, coord: float) -> None:
         """Queue target = round(coord * position_max) (then hi, lo, trigger on the poll thread); never blocks."""
-        if self._stop.is_set():
+        if self._poller.stopped:
             raise BackendError("tool gripper closed")
         target = coord_to_counts(coord, self.config.position_max)
         self._grasp.commanded(target)
         with self._lock:
             self._pending = target
-        self._wake.set()
+        self._poller.wake()
 
     def set_speed_force(self, speed: int, force: int) -> None:
         """Change speed/force (0..255) for the next motions; written by the poll thread and at every reconnect."""
@@ -403,12 +392,12 @@ class CtagToolGripperBackend:
         with self._lock:
             if (speed, force) != self._settings:
                 self._settings, self._settings_dirty = (speed, force), True
-        self._wake.set()
+        self._poller.wake()
 
     def acknowledge_fault(self) -> None:
         """Reconnect a lost ARCS link (signals added again, no re-enable), write the alarm reset, poll once.
         Never moves the fingers."""
-        if self._stop.is_set():
+        if self._poller.stopped:
             raise BackendError("tool gripper closed")
         try:
             if not self._session.connected():
@@ -422,14 +411,12 @@ class CtagToolGripperBackend:
             self._poll_once()
         except BackendError as exc:
             raise BackendError(f"tool gripper: {exc}") from exc
-        self._wake.set()
+        self._poller.wake()
 
     def close(self) -> None:
         """Stop polling, log out. The signals stay on the controller (harmless; re-added at the next start)."""
-        if self._stop.is_set():
+        if self._poller.stopped:
             return
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=2.0)
+        self._poller.stop(timeout=2.0)
         self._session.close()
         self._regs = None
