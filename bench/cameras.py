@@ -23,7 +23,7 @@ from camera_driver.config import RealSenseConfig, UvcConfig
 from camera_driver.realsense_backend import RealSenseBackend
 from camera_driver.uvc_backend import UvcBackend
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
 from camera_fixtures import make_realsense_recording, make_video
 
 

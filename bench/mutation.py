@@ -34,53 +34,54 @@ TARGETS: dict[str, tuple[str | tuple[str, ...], list[str]]] = {
     "driver": (
         "src/aubo_bridge/driver.py",
         [
-            "tests/test_arm_driver.py",
-            "tests/test_arm_driver_safety.py",
-            "tests/test_arm_driver_branches.py",
-            "tests/test_arm_driver_properties.py",
-            "tests/test_arm_driver_libero.py",
-            "tests/test_action_response.py",
+            "tests/arm/test_arm_driver.py",
+            "tests/arm/test_arm_driver_safety.py",
+            "tests/arm/test_arm_driver_answers_and_boundaries.py",
+            "tests/arm/test_arm_driver_properties.py",
+            "tests/arm/test_arm_driver_libero.py",
+            "tests/contract/test_action_response.py",
         ],
     ),
-    "chunks": ("src/policy_node/chunks.py", ["tests/test_policy_chunks.py"]),
+    "chunks": ("src/policy_node/chunks.py", ["tests/policy/test_policy_chunks.py"]),
     # the teleop core's holds: clutch, glitches (position and orientation), non-finite inputs, bad states; the
     # publish path's tests (teleop_pico/output.py) run the core too
-    "teleop": ("src/teleop_pico/core.py", ["tests/test_teleop_core.py", "tests/test_teleop_output.py"]),
+    "teleop": ("src/teleop_pico/core.py", ["tests/teleop/test_teleop_core.py", "tests/teleop/test_teleop_output.py"]),
     # What the policy client accepts from a server (issue 21): the frame decoder, the reply bound and checks, the
     # backoff. The client thread's catch-all lives in runner.py, whose other tests are slow (not mutated here).
     "client": (
         ("src/policy_node/protocol.py", "src/policy_node/clients/openpi_ws/client.py",
          "src/policy_node/clients/openpi_ws/wire.py"),
         [
-            "tests/test_policy_client.py",
-            "tests/test_policy_client_faults.py",
-            "tests/test_policy_wire.py",
-            "tests/test_policy_client_properties.py",
-            "tests/test_policy_protocol.py",
+            "tests/policy/test_policy_client.py",
+            "tests/policy/test_policy_client_faults.py",
+            "tests/policy/test_policy_wire.py",
+            "tests/policy/test_policy_client_properties.py",
+            "tests/policy/test_policy_protocol.py",
         ],
     ),
     # the arm backend and the poll loop it shares with the tool gripper and the belt relay
     "arcs": (("src/aubo_bridge/backends/arcs.py", "src/transports/arcs/poller.py"),
-             ["tests/test_arcs_backend.py", "tests/test_arcs_backend_branches.py", "tests/test_arcs_rtde.py",
-              "tests/test_arcs_poller.py"]),
-    "rtde": ("src/transports/arcs/rtde.py", ["tests/test_arcs_rtde.py"]),  # the RTDE subscription's client side
+             ["tests/arm/test_arcs_backend.py", "tests/arm/test_arcs_backend_states_and_refusals.py",
+              "tests/transports/test_arcs_rtde.py", "tests/transports/test_arcs_poller.py"]),
+    # the RTDE subscription's client side
+    "rtde": ("src/transports/arcs/rtde.py", ["tests/transports/test_arcs_rtde.py"]),
     # The node's side of the driver process (HostedDriver: deadlines, faults of a dead or hung child, restarts);
     # the child's DriverService runs in another process, where mutmut cannot see which tests cover it.
-    "driver_host": ("src/aubo_bridge/process/driver_host.py", ["tests/test_driver_host.py"]),
+    "driver_host": ("src/aubo_bridge/process/driver_host.py", ["tests/arm/test_driver_host.py"]),
     # The recorder's fault branches (issue 21): the session index under concurrent saves, torn episodes set
     # aside; the node's side of the episode writer process (a full disk, a hung or dead writer). The writer
     # process itself (recorder/episode_child.py) runs in another process, where mutmut cannot see which tests
     # cover it.
     "recorder_session": ("src/recorder/session_file.py",
-                         ["tests/test_recorder_writer.py", "tests/test_collection_plan.py"]),
-    "recorder_writer": ("src/recorder/episode_writer.py", ["tests/test_recorder_writer.py"]),
+                         ["tests/recorder/test_recorder_writer.py", "tests/recorder/test_collection_plan.py"]),
+    "recorder_writer": ("src/recorder/episode_writer.py", ["tests/recorder/test_recorder_writer.py"]),
     "conveyor": (
         "src/conveyor_driver/driver.py",
         [
-            "tests/test_conveyor_driver.py",
-            "tests/test_conveyor_driver_branches.py",
-            "tests/test_conveyor_modbus.py",
-            "tests/test_conveyor_io.py",
+            "tests/conveyor/test_conveyor_driver.py",
+            "tests/conveyor/test_conveyor_commands_confirmed.py",
+            "tests/conveyor/test_conveyor_modbus.py",
+            "tests/conveyor/test_conveyor_io.py",
         ],
     ),
 }

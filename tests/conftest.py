@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -20,9 +21,15 @@ from typing import Any
 
 import pytest
 
-from libero_workcell import dds
-
 REPO = Path(__file__).resolve().parents[1]
+# The tests' shared helpers (rigs, fakes, crafted servers, probes) import by their names from any area folder,
+# and the child processes the tests start find them too (they inherit sys.path as PYTHONPATH).
+FIXTURES = REPO / "tests" / "fixtures"
+if str(FIXTURES) not in sys.path:
+    sys.path.insert(0, str(FIXTURES))
+
+from libero_workcell import dds  # noqa: E402 (after the helpers' path, like every test module's imports)
+
 TEST_OUTPUT = REPO / "test-output"
 TEST_OUTPUT.mkdir(exist_ok=True)
 
@@ -244,10 +251,10 @@ def rclpy_node() -> Iterator[Any]:
 
 
 # --------------------------------------------------------------------------
-# A lab's own demos under test (tests/test_lab_demos.py)
+# A lab's own demos under test (tests/sim/test_lab_demos.py)
 # --------------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("replay", "sim-in-the-loop replay of your own demos (tests/test_lab_demos.py)")
+    group = parser.getgroup("replay", "sim-in-the-loop replay of your own demos (tests/sim/test_lab_demos.py)")
     group.addoption("--replay-demos", action="append", default=[], metavar="PATH",
                     help="a LIBERO-layout HDF5 file or a folder of them (repeatable); "
                          "default: $WORKCELL_REPLAY_DEMOS (paths separated by ':')")  # fmt: skip

@@ -4,7 +4,7 @@ Frames, units, the 7-D state and 7-D action (LIBERO / robosuite OSC_POSE
 convention, LIBERO-Industry Appendix D), topic, service and parameter names,
 and QoS profiles. Every node, driver, test and document takes its names from
 here; nobody re-types a topic string or a 0.05. ``docs/interfaces.md``
-documents this module and ``tests/test_contract_docs.py`` fails if they
+documents this module and ``tests/contract/test_contract_docs.py`` fails if they
 disagree.
 
 This module imports no ``rclpy``: QoS is described as plain data and turned

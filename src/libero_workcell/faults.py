@@ -4,7 +4,7 @@ Why: the nodes report faults as text (``/diagnostics`` messages, the arm's ``/au
 teleop's status), written where the fault is found and worded for that place. An operator needs the same
 answer for the same fault wherever it shows: ``workcell status`` matches each reported text against this table
 and prints the code and its recovery; ``docs/operator.md`` ("Faults") holds the table as
-:func:`markdown_table` writes it (``tests/test_fault_codes.py`` keeps the two in step, and checks that the
+:func:`markdown_table` writes it (``tests/contract/test_fault_codes.py`` keeps the two in step, and checks that the
 messages the code really produces find their codes). ``python -m libero_workcell.faults`` prints the table.
 
 Order matters: the first entry whose pattern matches a text is its fault, so the specific come before the
@@ -32,7 +32,7 @@ class Fault:
     pattern: str  # a regular expression found (re.search) in the text the stack reports
     meaning: str
     recovery: str
-    example: str  # a text the stack reports for it (tests/test_fault_codes.py checks it finds this code)
+    example: str  # a text the stack reports for it (tests/contract/test_fault_codes.py checks it finds this code)
 
     def matches(self, text: str) -> bool:
         return re.search(self.pattern, text) is not None

@@ -174,5 +174,5 @@ def urdf_string(tool_offset: np.ndarray = TOOL_OFFSET) -> str:
 
 
 # Elbow-up joint configuration whose TCP is at layout.HOME_TCP_POS pointing
-# straight down (layout.HOME_TCP_ROTMAT); tests/test_kinematics.py checks it.
+# straight down (layout.HOME_TCP_ROTMAT); tests/arm/test_kinematics.py checks it.
 HOME_Q: Final = np.array([0.492702059, 0.3548380589, 1.7669445318, -0.1586898539, 1.5707963268, 2.0634983858])

@@ -1,0 +1,272 @@
+"""Every command README.md and docs/ give is checked, and each is run by a test or listed as not run, with why.
+
+Checked here, for every command (tests/fixtures/doc_commands.py finds them):
+- ``workcell bringup`` / ``check`` / ``env`` / ``plan``: run in this process, bringup with ``--dry-run``, so
+  each ``NODE.PARAM:=VALUE`` and ``ARG:=VALUE`` resolves against the graph (a cell file argument gets the
+  example cell file of docs/bringup.md); ``workcell call``: the command and its arguments are what the operator
+  command line accepts; ``workcell demo`` / ``replay`` and ``./run.sh``: their options are in the command's help;
+- ``ros2 launch libero_workcell FILE``: the launch file exists and its arguments resolve as the file resolves them
+  (launch_ros has no wheel; test_bringup compares each launch file's graph with ``workcell bringup --job``);
+- ``python -m MODULE``: the module exists and every option written is in its ``--help``;
+- a path of the repository a command names (scripts/, bench/, config/, tests/, requirements files) exists.
+Then each command is either run for real by the test that RUN_BY names, or in NOT_RUN with the reason
+(hardware, an outside tool, a benchmark of minutes). A new command in a doc fails here until it is placed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from pathlib import Path
+
+import pytest
+from doc_commands import REPO, DocCommand, doc_commands
+
+from workcell import cli, launch_presets
+from workcell.bringup import Graph
+from workcell.operator_cli import COMMANDS, OperatorError
+
+COMMANDS_IN_DOCS = doc_commands()
+
+# command (regex on its text) -> the test that runs it for real
+RUN_BY: dict[str, str] = {
+    r"^\./run\.sh( --fast| --speeds .*)?$":
+        "tests/bringup/test_main_job.py::test_run_sh_runs_the_full_stack_on_the_simulated_workcell",
+    r"workcell bringup expert:=true belt_speed:=0\.05$":
+        "tests/bringup/test_bringup.py::test_sim_graph_comes_up_and_publishes",
+    r"^colcon build$": "tests/bringup/test_colcon_build.py::test_installed_workcell_runs_from_the_install",
+    r"workcell replay demos/aubo\.hdf5":
+        "tests/graph/test_replay_graph.py::test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip",
+    r"^workcell replay DEMO":
+        "tests/graph/test_replay_graph.py::test_closed_loop_replay_through_the_graph_keeps_the_outcome",
+    r"sim_bridge\.convert_batch":
+        "tests/sim/test_convert_batch.py::test_kill_9_mid_batch_loses_nothing_and_the_rerun_completes_it",
+    r"pytest tests/test_lab_demos\.py": "tests/sim/test_lab_demos.py::test_lab_demo_replays",
+    r"bringup --job deploy_sim$":
+        "tests/graph/test_deploy_graph.py::test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses",
+    r"policy_node\.serve":
+        "tests/policy/test_policy_runner.py::test_killing_the_server_holds_within_two_periods_and_the_loop_recovers_when_it_returns",
+    r"-m evaluation sim --out eval/ --(workers|speeds)":
+        "tests/evaluation/test_evaluation_sim.py::test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates",
+    r"^workcell (status|call (enable|stop-all|jog dz 0\.1))$":
+        "tests/bringup/test_operator_cli.py::test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_nothing_of_it",
+    # the physical cell's workflow, against the emulated cell (a cell file naming the emulators, the local server)
+    r"^workcell check --job teleop_collect cell:=|^workcell bringup --job (teleop_collect|deploy_real cell:=)|"
+    r"^workcell plan (next|status) --session|^workcell call (policy (start|stop|task)|episode)|"
+    r"-m evaluation real --out|^eval \"\$\(":
+        "tests/graph/test_physical_workflow.py::test_the_physical_workflow_as_documented_runs_on_the_emulated_cell",
+    r"^workcell bringup --job teleop_collect_sim teleop_repeats:=2$":
+        "tests/graph/test_teleop_graph.py::test_the_scripted_session_records_demos_in_libero_layout",
+    r"sim_bridge\.panda\.demos": "tests/sim/test_panda_demos.py::test_a_short_panda_demo_reads_back_in_libero_layout",
+    r"recorder\.export_lerobot":
+        "tests/recorder/test_export_lerobot.py::test_demos_export_in_openpis_layout_and_read_back_with_lerobots_loader",
+    r"-m libero_workcell\.faults$":
+        "tests/contract/test_fault_codes.py::test_the_operator_page_holds_the_table_as_faults_py_writes_it",
+    r"-m preferences pairs/":
+        "tests/preferences/test_preference_demos.py::test_the_report_of_the_paired_demos_renders_with_its_tables_and_curves",
+}  # fmt: skip
+
+# command (regex) -> why no test runs it (each is still checked above as far as it can be without running it)
+NOT_RUN: dict[str, str] = {
+    r"^\./test\.sh": "the suite itself (CI runs it: .ci/run)",
+    r"^bench/|-m bench\.": "a benchmark, minutes of figures, run by hand (its options are checked)",
+    r"^(cd|source) |^git clone|^rosdep |^pip install|^python3 -m venv":
+        "installation on a robot PC (test_prerequisites "
+                                                                     "keeps the pins and package.xml in step)",
+    r"use_sim:=false|real_workcell\.launch|teleop_collect\.launch|deploy_real|\bcell:=":
+        "the physical cell: needs the controller, the serial devices and the cameras (resolved here as --dry-run; "
+        "the lab's workflow runs against the emulated cell in test_physical_workflow)",
+    r"teleop_source:=headset": "needs a PICO headset and the XRoboToolkit PC service",
+    r"GPU-HOST": "needs a GPU policy server (test_physical_workflow runs the same against the local one)",
+    r"^uv run scripts/": "openpi's training scripts, in openpi's repository",
+    r"sim_bridge\.aubo_demos": "the expert's episodes take minutes; the same writer (write_aubo_demos) is run by "
+                               "tests/fixtures/replay_fixtures.py",
+    r"sim_bridge\.preference_demos": "minutes of episodes; the same recording functions run in test_preference_demos",
+    r"sim_bridge\.teleop_session":
+        "writes a session like config/teleop/d2s_scripted_session.json (test_teleop_sources)",
+    r"tools\.fit_osc_response": "fits the response constants from robosuite, in a throw-away venv of robosuite's pins",
+    r"--ros-args": "how the launcher starts each node (test_bringup runs nodes exactly so)",
+    r"^scripts/bootstrap\.sh": "the set-up that ./run.sh and ./test.sh run first",
+    r"^scripts/serve_policy\.py": "openpi's server script, in openpi's repository",
+    r"sim_replay\.launch\.py demo_path:=/abs/": "the same graph as `workcell replay` (run by test_replay_graph)",
+    r"^workcell$|^workcell (bringup|call|status|env|plan|replay|check|demo)?( \.\.\.| COMMAND.*| cell:=PATH.*| "
+    r"--graph PATH| "
+    r"\[--domain-id N\]| --job JOB.*|)$|^\.venv/bin/workcell \.\.\.$|^workcell call enable \| .*":
+        "a form, not a command (its parts are checked)",
+    r"^ros2 launch( libero_workcell (\.\.\.|JOB\.launch\.py.*))?$": "a form, not a command",
+    r"^python -m (evaluation|sim_bridge\.aubo_demos)$|^python -m evaluation \{sim,real\}|^python -m evaluation sim$":
+        "names the command (its runs are above)",
+    r"sim_workcell\.launch\.py expert:=true$": "the colcon form of `workcell bringup expert:=true` (resolved here)",
+    r"teleop_collect_sim\.launch\.py teleop_repeats:=2": "the colcon form of the teleop job (resolved here; "
+                                                        "test_teleop_graph runs it)",
+    r"workcell bringup( --dry-run)?$|sim_world\.seed:=3": "run here with --dry-run",
+    r"^workcell plan (next|status)$": "names the command (run here, and by test_physical_workflow)",
+    r"^workcell call (belt (reset|start|stop)|stop|reset|source teleop)$":
+        "the operator path test_operator_cli runs (enable, stop-all, source, jog, home), to services tested with "
+        "their nodes (test_conveyor_driver, test_arm_driver, test_ros_graph); arguments checked here",
+    r"^\./run\.sh --help$": "run here (`workcell demo --help`)",
+}  # fmt: skip
+
+NO_HELP = {"tools.fit_osc_response", "libero_workcell.faults"}  # modules without options: --help would run them
+PLACEHOLDER = re.compile(r"^(<.*>|[A-Z][A-Z_]*|\.\.\.|.*\|.*)$")
+
+
+def _placeholder(word: str) -> bool:
+    return bool(PLACEHOLDER.match(word)) or word.endswith(":=...")
+
+
+def _program(cmd: DocCommand) -> tuple[str, list[str]]:
+    words = cmd.tokens()
+    if words and words[0] in (".venv/bin/python", "python", "python3") and words[1:2] == ["-m"]:
+        return "python -m", words[2:]
+    if words and words[0] in (".venv/bin/workcell", "workcell"):
+        return "workcell", words[1:]
+    return (words[0] if words else ""), words[1:]
+
+
+@cache
+def example_cell_file(folder: Path) -> Path:
+    """docs/bringup.md's example cell file, as a lab would save it."""
+    text = (REPO / "docs" / "bringup.md").read_text()
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "\nuse_sim:" in b]
+    path = folder / "lab_cell.yaml"
+    path.write_text(block)
+    return path
+
+
+@cache
+def help_text(*command: str) -> str:
+    out = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, (command, out.stderr[-2000:])
+    return out.stdout
+
+
+def _options(words: list[str]) -> list[str]:
+    return [w.split("=")[0] for w in words if w.startswith("--")]
+
+
+def _with_cell(words: list[str], cell: Path) -> list[str]:
+    return [f"cell:={cell}" if w.startswith("cell:=") else w for w in words if not _placeholder(w)]
+
+
+def check_workcell(words: list[str], tmp: Path) -> None:
+    if not words or _placeholder(words[0]):
+        return
+    sub, rest = words[0], words[1:]
+    assert sub in {"bringup", "check", "env", "call", "status", "plan", "demo", "replay"}, f"no subcommand {sub!r}"
+    if any(_placeholder(w) or w.endswith("...") for w in rest):  # a form: only its subcommand is checked
+        return
+    if sub == "bringup":
+        _run_cli(["bringup", *_with_cell(rest, example_cell_file(tmp)), "--dry-run"])
+    elif sub == "env":
+        _run_cli(["env", *rest])
+    elif sub == "plan":
+        rest = [str(tmp / "session.hdf5") if w.endswith(".hdf5") else w for w in rest]
+        _run_cli(["plan", *rest])
+    elif sub == "call" and rest:
+        assert rest[0] in COMMANDS, f"workcell call has no command {rest[0]!r}"
+        try:
+            COMMANDS[rest[0]][1](rest[1:])
+        except OperatorError as exc:
+            raise AssertionError(f"workcell call {' '.join(rest)}: {exc}") from None
+    elif sub in ("demo", "replay"):
+        helped = help_text("-m", "workcell.cli", sub)
+        assert all(o in helped for o in _options(rest)), (sub, _options(rest))
+    elif sub == "check":
+        cli._parser().parse_args(["check", *_with_cell(rest, example_cell_file(tmp))])
+
+
+def _run_cli(argv: list[str]) -> None:
+    if not argv:
+        return
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(argv)
+        except SystemExit as exc:
+            code = exc.code
+    assert code == 0, (argv, err.getvalue()[-2000:], out.getvalue()[-500:])
+
+
+def check_launch(words: list[str], tmp: Path) -> None:
+    if len(words) < 2 or _placeholder(words[1].split(".")[0]) or words[1] == "...":
+        return
+    assert words[0] == "libero_workcell", words
+    launch_file = REPO / "launch" / words[1]
+    assert launch_file.is_file(), f"no launch file {words[1]}"
+    job = words[1].removesuffix(".launch.py")
+    assert job in launch_presets.JOBS, f"{job} is not a job of launch_presets"
+    given = _with_cell(words[2:], example_cell_file(tmp))
+    args = [w.replace("$PWD", str(tmp)).replace("$HOME", str(tmp)) for w in given]
+    Graph.load().resolve(cli.job_overrides(job, args))
+
+
+def check_python_module(words: list[str]) -> None:
+    module = words[0]
+    if module == "pytest":
+        assert all((REPO / w).exists() for w in words[1:] if w.startswith("tests/")), words
+        conftests = "".join(p.read_text() for p in (REPO / "tests").glob("conftest.py"))
+        assert all(f'"{o}"' in conftests for o in _options(words[1:])), words
+        return
+    if module == "venv" or _placeholder(module):
+        return
+    if module in NO_HELP:
+        assert importlib.util.find_spec(module) is not None and not _options(words[1:]), words
+        return
+    helped = help_text("-m", module)
+    sub = re.search(r"\{([\w,-]+)\}", helped.splitlines()[0])  # a command with subcommands: the subcommand's help
+    if sub and len(words) > 1 and words[1] in sub.group(1).split(","):
+        helped = help_text("-m", module, words[1])
+    assert all(o in helped for o in _options(words[1:])), (module, _options(words[1:]), helped[-800:])
+
+
+def check_paths(words: list[str]) -> None:
+    for w in words:
+        if re.match(r"^(scripts|bench|config|launch|tests|docs)/[\w./-]+$|^requirements[\w-]*\.txt$", w):
+            if w.startswith("scripts/") and w.endswith(".py") and not (REPO / w).exists():
+                continue  # openpi's scripts (NOT_RUN says so)
+            assert (REPO / w).exists(), f"no {w} in the repository"
+
+
+def test_the_documented_python_modules_answer_help() -> None:
+    """Each documented module starts and prints its usage (two at a time; the checks below reuse the text)."""
+    modules = sorted({w[0] for c in COMMANDS_IN_DOCS if (p := _program(c))[0] == "python -m" and (w := p[1])
+                      and w[0] not in ("pytest", "venv", *NO_HELP) and not _placeholder(w[0])})  # fmt: skip
+    with ThreadPoolExecutor(2) as pool:
+        texts = list(pool.map(lambda m: help_text("-m", m), modules))
+    assert all(t.startswith("usage:") for t in texts), modules
+
+
+@pytest.mark.parametrize("cmd", COMMANDS_IN_DOCS, ids=[f"{c.file}:{c.line}" for c in COMMANDS_IN_DOCS])
+def test_each_documented_command_is_real(cmd: DocCommand, tmp_path) -> None:
+    program, words = _program(cmd)
+    check_paths([program, *words])
+    if program == "workcell":
+        check_workcell(words, tmp_path)
+    elif program == "ros2" and words[:1] == ["launch"]:
+        check_launch(words[1:], tmp_path)
+    elif program == "python -m":
+        check_python_module(words)
+    elif program == "./run.sh":
+        helped = help_text("-m", "workcell.cli", "demo")
+        assert all(o in helped for o in _options(words)), words
+
+
+def test_each_documented_command_is_run_by_a_test_or_says_why_not() -> None:
+    unplaced = [str(c) for c in COMMANDS_IN_DOCS
+                if not any(re.search(p, c.text) for p in (*RUN_BY, *NOT_RUN))]  # fmt: skip
+    assert not unplaced, "documented commands neither run by a test nor in NOT_RUN:\n" + "\n".join(unplaced)
+
+
+def test_the_lists_name_real_tests_and_no_stale_commands() -> None:
+    stale = [p for p in (*RUN_BY, *NOT_RUN) if not any(re.search(p, c.text) for c in COMMANDS_IN_DOCS)]
+    assert not stale, f"entries that match no documented command: {stale}"
+    for node_id in RUN_BY.values():
+        path, name = node_id.split("::")
+        assert re.search(rf"^def {re.escape(name)}\(", (REPO / path).read_text(), re.M), f"no test {node_id}"
