@@ -47,7 +47,7 @@ RUN_BY: dict[str, str] = {
         "tests/graph/test_replay_graph.py::test_closed_loop_replay_through_the_graph_keeps_the_outcome",
     r"sim_bridge\.convert_batch":
         "tests/sim/test_convert_batch.py::test_kill_9_mid_batch_loses_nothing_and_the_rerun_completes_it",
-    r"pytest tests/test_lab_demos\.py": "tests/sim/test_lab_demos.py::test_lab_demo_replays",
+    r"pytest tests/sim/test_lab_demos\.py": "tests/sim/test_lab_demos.py::test_lab_demo_replays",
     r"bringup --job deploy_sim$":
         "tests/graph/test_deploy_graph.py::test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses",
     r"policy_node\.serve":
