@@ -54,8 +54,8 @@ GRIPPER_CLOSE: Final = 1.0  # action value that closes the gripper
 # --------------------------------------------------------------------------
 # 7-D state: TCP position (m, base frame), TCP orientation as axis-angle
 # (rad, base frame), one gripper driver coordinate.
-# The gripper coordinate is the CTAG2F90D position register normalised to
-# [0, 1]: 0 = fully open (register 0), 1 = fully closed (register 9000).
+# The gripper coordinate is the gripper's opening normalised to [0, 1]: 0 = fully
+# open, 1 = fully closed (each gripper model maps its own position onto it: gripper/).
 # --------------------------------------------------------------------------
 STATE_DIM: Final = 7
 STATE_NAMES: Final = ("tcp_x", "tcp_y", "tcp_z", "tcp_ax", "tcp_ay", "tcp_az", "gripper")
