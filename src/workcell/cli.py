@@ -77,7 +77,8 @@ def cmd_bringup(args: argparse.Namespace) -> int:
         return 0
     log_dir = Path(args.log_dir) if args.log_dir else None
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    for sig in handlers:  # Ctrl-C and SIGTERM stop the graph, even when this process was started with SIGINT
+        signal.signal(sig, _raise_keyboard_interrupt)  # ignored (a background job, a test worker)
     running = bringup.launch(nodes, env=env, log_dir=log_dir, echo=sys.stdout)
     if "ROS_DOMAIN_ID" in env:  # where `workcell call` / `status` in another shell find this graph
         record = run_registry.GraphRecord(int(env["ROS_DOMAIN_ID"]), os.getpid(), time.time(),

@@ -162,8 +162,13 @@ def test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_not
         missing = workcell("call", "episode", "start")  # no recorder in this graph
         assert missing.returncode == 1 and "/recorder/start is not offered in this graph" in missing.stdout
     finally:
-        os.killpg(bringup.pid, signal.SIGINT)
-        bringup.wait(timeout=30)
+        os.killpg(bringup.pid, signal.SIGINT)  # Ctrl-C
+        try:
+            bringup.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # never leave a graph running for the tests after this one
+            os.killpg(bringup.pid, signal.SIGTERM)  # its orderly stop too (SIGKILL would orphan its nodes)
+            bringup.wait(timeout=60)
+            raise
     assert not run_registry.running()  # the graph withdrew its record when it stopped
     gone = workcell("call", "enable")
     assert gone.returncode == 2 and "no running graph found" in gone.stderr
