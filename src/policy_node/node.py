@@ -277,6 +277,10 @@ class PolicyNode(Node):
         r = self.runner
         level = ros_msgs.DIAG_OK if r.connected else ros_msgs.DIAG_ERROR
         message = "connected" if r.connected else f"no policy server: {r.last_error or 'connecting'}"
+        last = self.records[-1] if self.records else None
+        if r.connected and self.running and last is not None and last.action is None and last.reason:
+            # connected, yet the arm holds on a fault (a refused reply, a stale observation): say so, and why
+            level, message = ros_msgs.DIAG_WARN, f"holding: {last.reason}"
         rtts = [x.round_trip_ms for x in self.records if x.round_trip_ms is not None]
         values: dict[str, Any] = {"url": self.config.url, "mode": self.config.mode, "running": self.running,
                                   "connected": r.connected, "last_error": r.last_error, "prefetch": r.prefetch(),

@@ -19,6 +19,24 @@ pytestmark = pytest.mark.slow
 STATE = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
 
 
+class PoisonablePolicy:
+    """A policy whose chunks carry a NaN while ``poisoned`` (a server gone wrong, still answering)."""
+
+    def __init__(self, policy) -> None:
+        self.policy, self.poisoned = policy, False
+
+    def infer(self, obs: dict) -> dict:
+        reply = self.policy.infer(obs)
+        if self.poisoned:
+            reply["actions"] = np.array(reply["actions"], float)
+            reply["actions"][3, 2] = np.nan
+        return reply
+
+    @property
+    def metadata(self) -> dict:
+        return getattr(self.policy, "metadata", {})
+
+
 @pytest.fixture
 def rig(tmp_path, request):
     """(node, spin, actions, diagnostics, server): the policy node fed at 20 Hz by a feeder node."""
@@ -28,7 +46,9 @@ def rig(tmp_path, request):
 
     from policy_node.node import PolicyNode
 
-    server = LocalPolicyServer(ReachPolicy([0.45, 0.0, 0.35], delay_ms=30)).start()
+    policy = PoisonablePolicy(ReachPolicy([0.45, 0.0, 0.35], delay_ms=30))
+    server = LocalPolicyServer(policy).start()
+    server.policy = policy
     args = ["--ros-args", "-p", f"policy.url:={server.url}", "-p", "policy.task:=pick up the parts",
             "-p", "policy.start_wait_steps:=4", "-p", "policy.reconnect_period:=0.2",
             "-p", f"timing_path:={tmp_path / 'timing.jsonl'}", *getattr(request, "param", [])]  # fmt: skip
@@ -144,3 +164,22 @@ def test_the_task_changes_at_run_time_and_nothing_else(rig) -> None:
     assert not refused.successful and "read once at start-up" in refused.reason
     spin(1.0)
     assert node.records and node.records[-1].kind in ("wait", "chunk")  # it runs on, with the new task
+
+
+def test_a_refused_chunk_holds_the_arm_and_the_diagnostics_warn_with_the_reason(rig) -> None:
+    node, spin, actions, diagnostics, server, _ = rig
+    spin(2.5)
+    assert diagnostics and diagnostics[-1]["level"] == 0 and diagnostics[-1]["message"] == "connected"
+    server.policy.poisoned = True  # the server still answers, with a NaN in every chunk
+    spin(1.5)  # what was queued runs out
+    t_held = time.monotonic()
+    spin(1.0)
+    assert not [ts for ts, _, _ in actions if ts > t_held]  # nothing sent: the arm holds
+    assert node.records[-1].action is None and node.records[-1].reason  # and the runner knows why
+    warned = [d for d in diagnostics if d["level"] == 1]
+    assert warned and warned[-1]["message"].startswith("holding: "), diagnostics[-3:]
+    assert "nan" in warned[-1]["message"].lower() or "finite" in warned[-1]["message"].lower(), warned[-1]
+    assert warned[-1]["connected"] == "True"  # connected, yet holding: a warning, not the lost-server error
+    server.policy.poisoned = False
+    spin(2.5)
+    assert node.records[-1].action is not None and diagnostics[-1]["level"] == 0  # valid chunks again: OK
