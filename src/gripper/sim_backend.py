@@ -6,8 +6,7 @@ import time
 from collections.abc import Callable
 
 from gripper.base import GripperMeasurement
-from transports.errors import BackendError
-from transports.sim_link import LinkError, SimLink
+from transports.sim_link import SimLink
 
 
 class SimGripperBackend:
@@ -20,10 +19,7 @@ class SimGripperBackend:
         self._stale_after = stale_after
 
     def read(self) -> GripperMeasurement:
-        try:
-            state, fault = self._link.read_world(self._stale_after)
-        except LinkError as exc:
-            raise BackendError(str(exc)) from exc
+        state, fault = self._link.read_world(self._stale_after)  # a LinkError is a BackendError
         coord = 0.0 if state is None else state.gripper_coord
         return GripperMeasurement(self._clock(), coord, fault)
 

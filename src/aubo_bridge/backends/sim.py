@@ -8,16 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from aubo_bridge.backends.base import ArmMeasurement
-from transports.errors import BackendError
-from transports.sim_link import LinkError, SimLink, WorldState
-
-
-def _staleness(link: SimLink, stale_after: float | None) -> tuple[WorldState | None, str | None]:
-    """The link's world state (:meth:`~transports.sim_link.SimLink.read_world`), link failures as backend errors."""
-    try:
-        return link.read_world(stale_after)
-    except LinkError as exc:
-        raise BackendError(str(exc)) from exc
+from transports.sim_link import SimLink
 
 
 class SimArmBackend:
@@ -30,7 +21,7 @@ class SimArmBackend:
         self._stale_after = stale_after
 
     def read(self) -> ArmMeasurement:
-        state, fault = _staleness(self._link, self._stale_after)
+        state, fault = self._link.read_world(self._stale_after)  # a LinkError is a BackendError
         if state is None:
             zeros = np.zeros(6)
             return ArmMeasurement(self._clock(), zeros, zeros, ready=False, fault=fault)
@@ -51,7 +42,7 @@ class SimArmBackend:
     def hold(self) -> None:
         # The world holds the last servo target; re-send the measured joints so
         # the arm stops where it is rather than finishing a stale target.
-        state, _ = _staleness(self._link, self._stale_after)
+        state, _ = self._link.read_world(self._stale_after)
         if state is not None:
             self._link.write_arm_command(state.arm_q)
 
