@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
+from arcs_rigs import connected_arm as make_backend
 from conftest import wait_for
 from emulators.arcs_emulator import VERSION_CODE_INCOMPATIBLE, ArcsEmulator
 from scipy.spatial.transform import Rotation
@@ -28,13 +29,6 @@ from transports.errors import BackendError
 
 HOST = "127.0.0.1"
 
-
-
-def make_backend(emu: ArcsEmulator, **kw: object) -> ArcsArmBackend:
-    cfg = ArcsConfig.from_mapping({"ip": HOST, "rpc_port": emu.port, **kw})
-    backend = ArcsArmBackend(cfg)
-    backend.connect()
-    return backend
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from arcs_rigs import connected_arm as make_backend
 from conftest import wait_for
 from emulators.arcs_emulator import ArcsEmulator
 
@@ -24,12 +25,6 @@ from aubo_bridge.model.kinematics import HOME_Q
 from transports.errors import BackendError
 
 HOST = "127.0.0.1"
-
-
-def make_backend(emu: ArcsEmulator, recovers: bool = True, startup: bool = True, **kw: object) -> ArcsArmBackend:
-    backend = ArcsArmBackend(ArcsConfig.from_mapping({"ip": HOST, "rpc_port": emu.port, **kw}), recovers=recovers)
-    backend.connect(startup=startup)
-    return backend
 
 
 @pytest.fixture
