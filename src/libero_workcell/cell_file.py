@@ -95,11 +95,12 @@ def load_cell(path: str | Path, arguments: Collection[str] | None = None, nodes:
     for key, value in data.items():
         if key == CELL_ARGUMENT:
             raise CellFileError(f"cell file {where}: a cell file cannot name another cell file")
-        if key in arguments if arguments is not None else not isinstance(value, Mapping):
+        is_argument = key in arguments if arguments is not None else not isinstance(value, Mapping)
+        if is_argument:
             if isinstance(value, Mapping):
                 raise CellFileError(f"cell file {where}: argument {key} takes a value, not a mapping")
             overrides[str(key)] = value
-        elif key in nodes if nodes is not None else True:
+        elif nodes is None or key in nodes:
             if not isinstance(value, Mapping):
                 raise CellFileError(f"cell file {where}: node {key} takes a mapping of its parameters")
             flat: dict[str, Any] = {}

@@ -813,6 +813,11 @@ def test_the_recorded_cell_has_its_secrets_redacted(tmp_path):
     assert recorded["settings"] == {"aubo_bridge.arcs.ip": "10.0.0.2", "aubo_bridge.arcs.password": REDACTED,
                                     "policy_node.policy.api_token": REDACTED}  # fmt: skip
     assert "hunter2" not in json.dumps(recorded) and recorded["path"] == str((tmp_path / "lab_cell.yaml").resolve())
+    # the recorder stores the file bring-up already checked, without loading the graph: the same settings
+    text = ("use_sim: false\naubo_bridge: {arcs: {ip: 10.0.0.2, password: hunter2}}\n"
+            "policy_node: {policy: {api_token: abc}}")
+    unchecked = load_cell(_cell(tmp_path, text)).recorded()["settings"]
+    assert unchecked == {"use_sim": False, **recorded["settings"]}
 
 
 def test_every_node_declares_its_parameters_from_its_one_list():
