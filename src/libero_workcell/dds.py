@@ -18,8 +18,11 @@ processes get it through their ``env``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import sys
+import tempfile
 import warnings
 from collections.abc import Mapping
 from importlib import resources
@@ -64,6 +67,57 @@ def per_run_domain_id(pid: int | None = None) -> int:
     """
     pid = os.getpid() if pid is None else pid
     return DOMAIN_ID_MIN + pid % (DOMAIN_ID_MAX - DOMAIN_ID_MIN + 1)
+
+
+class DomainClaim:
+    """A domain id this process holds on this machine (an ``flock`` on a file named by it): no other
+    :func:`claim_domain` on the machine gets it until :meth:`release`, or until this process ends, however it ends
+    (the kernel drops the lock of a killed process)."""
+
+    def __init__(self, domain_id: int, handle: int) -> None:
+        self.domain_id = domain_id
+        self._handle: int | None = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            os.close(self._handle)  # closing the descriptor drops the lock
+            self._handle = None
+
+    def __enter__(self) -> DomainClaim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def claims_dir() -> Path:
+    """Where the machine's domain claims live: one folder per user (another user's runs use other ports' locks)."""
+    return Path(tempfile.gettempdir()) / f"libero_workcell-domains-{os.getuid()}"
+
+
+def claim_domain(prefer: int | None = None) -> DomainClaim:
+    """The first domain id from ``prefer`` on (default: :func:`per_run_domain_id`), wrapping within
+    [DOMAIN_ID_MIN, DOMAIN_ID_MAX], that no other process on this machine holds. Why: workers that land on one
+    machine in any number (evaluation workers, a cluster's actors) each need a domain of their own, and pids
+    modulo 100 collide. Raises RuntimeError when every id is held."""
+    start = per_run_domain_id() if prefer is None else int(prefer)
+    span = DOMAIN_ID_MAX - DOMAIN_ID_MIN + 1
+    folder = claims_dir()
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for k in range(span):
+        domain = DOMAIN_ID_MIN + (start - DOMAIN_ID_MIN + k) % span
+        handle = os.open(folder / f"{domain}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(handle)
+            continue
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(handle)
+            raise
+        return DomainClaim(domain, handle)
+    raise RuntimeError(f"every DDS domain id {DOMAIN_ID_MIN}..{DOMAIN_ID_MAX} is held on this machine ({folder})")
 
 
 def inherited_domain_id(environ: Mapping[str, str] | None = None) -> int | None:

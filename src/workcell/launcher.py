@@ -215,6 +215,7 @@ def launch(
     """
     child_env = dict(os.environ if env is None else env)
     child_env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they happen
+    child_env["PYTHONFAULTHANDLER"] = "1"  # a node killed by a fatal signal leaves its Python stacks in its log
     tmpdir = None
     if log_dir is None:
         tmpdir = tempfile.TemporaryDirectory(prefix="workcell-params-")

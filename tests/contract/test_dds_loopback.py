@@ -260,3 +260,33 @@ def test_probe_node_hears_a_process_on_its_domain_only(ros_env, rclpy_node):
         assert not wait_for(lambda: heard["/other_domain"], 3.0), f"domain {other} leaked into domain {domain}"
     finally:
         assert insider.finish() == 0 and outsider.finish() == 0
+
+
+def test_a_claimed_domain_is_nobody_elses_until_released_or_its_process_dies(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(dds, "claims_dir", lambda: tmp_path)
+    first = dds.claim_domain(dds.DOMAIN_ID_MAX)
+    second = dds.claim_domain(dds.DOMAIN_ID_MAX)  # held: the next id, wrapping round to the lowest
+    assert (first.domain_id, second.domain_id) == (dds.DOMAIN_ID_MAX, dds.DOMAIN_ID_MIN)
+    first.release()
+    with dds.claim_domain(dds.DOMAIN_ID_MAX) as again:
+        assert again.domain_id == dds.DOMAIN_ID_MAX
+    second.release()
+    # Another process's claim holds until that process is killed (the kernel drops its lock)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys; h = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+         "fcntl.flock(h, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()", str(tmp_path / "5.lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with dds.claim_domain(5) as taken:
+            assert taken.domain_id == 6
+    finally:
+        holder.kill()
+        holder.wait()
+    with dds.claim_domain(5) as freed:
+        assert freed.domain_id == 5
+    held = [dds.claim_domain(1) for _ in range(dds.DOMAIN_ID_MAX - dds.DOMAIN_ID_MIN + 1)]
+    with pytest.raises(RuntimeError, match="every DDS domain id"):
+        dds.claim_domain()
+    for claim in held:
+        claim.release()
