@@ -19,7 +19,6 @@ Not a test: a missed target never fails the run. The machine is small and shared
 from __future__ import annotations
 
 import argparse
-import functools
 import tempfile
 import time
 from pathlib import Path
@@ -118,19 +117,16 @@ def stream(seconds: float) -> None:
 
 def throughput(trials: int) -> None:
     from evaluation.protocol import protocol_trials
-    from evaluation.runner import EvalSettings, run_sim_trial, run_trials
+    from evaluation.scheduler import LocalWorkers, run_trials
+    from evaluation.settings import EvalSettings
+    from evaluation.warm_graph import warm_host
 
-    print(f"\n3. evaluation throughput ({trials} trials at 0.05 m/s per run; one sim workcell per trial)")
+    print(f"\n3. evaluation throughput ({trials} trials at 0.05 m/s per run; a warm sim workcell per worker)")
     for workers in (1, 2):
         with tempfile.TemporaryDirectory(prefix="bench-eval-") as tmp:
             t0 = time.monotonic()
-            rows = run_trials(
-                protocol_trials((0.05,), trials),
-                Path(tmp),
-                functools.partial(run_sim_trial, settings=EvalSettings()),
-                workers,
-                progress=False,
-            )
+            pool = LocalWorkers(warm_host(EvalSettings()), Path(tmp), workers)
+            rows = run_trials(protocol_trials((0.05,), trials), Path(tmp), pool, progress=False)
             wall = time.monotonic() - t0
         failed = [r for r in rows if r.get("failed")]
         rows = [r for r in rows if not r.get("failed")]

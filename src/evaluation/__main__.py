@@ -14,9 +14,10 @@ layout) and policy_node's per-step timing (``timing/``).
 from __future__ import annotations
 
 import argparse
-import functools
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -24,7 +25,9 @@ from pathlib import Path
 from evaluation.preference_scores import REPORT_DIR, sa_line, score_trials
 from evaluation.protocol import TRIALS_PER_SPEED, protocol_trials
 from evaluation.report import PLOT_FILE, plot, table, write_results
-from evaluation.runner import EvalSettings, run_sim_trial, run_trials
+from evaluation.scheduler import MAX_ATTEMPTS, LocalWorkers, run_trials
+from evaluation.settings import EvalSettings
+from evaluation.warm_graph import warm_host
 from libero_workcell.task import SPEEDS
 from policy_node.clients import scheme_of
 from preferences.catalogue import PreferenceError
@@ -46,7 +49,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, required=True, help="results folder (an existing one is resumed)")
     ap.add_argument("--speeds", type=float, nargs="+", default=list(SPEEDS))
     ap.add_argument("--trials-per-speed", type=int, default=TRIALS_PER_SPEED)
-    ap.add_argument("--workers", type=int, default=1, help="sim: trials at once, each on its own DDS domain")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="sim: trials at once on this machine, each worker a warm graph on its own DDS domain")
+    ap.add_argument("--ray", default=None, metavar="auto|HOST:PORT",
+                    help="sim: run the trials on a Ray cluster, one warm graph per actor (docs/cluster.md): auto joins "
+                         "this machine's cluster (or starts one on loopback); HOST:PORT joins that head")
+    ap.add_argument("--max-attempts", type=int, default=MAX_ATTEMPTS,
+                    help="sim: attempts per trial when its graph or worker fails (a harness failure, not the policy's)")
     ap.add_argument("--checkpoint", default=None, help="the checkpoint's name, recorded with the results")
     ap.add_argument("--policy-url", default="", help="sim: a policy server instead of the local one")
     ap.add_argument("--mode", choices=("async", "sync"), default="async")
@@ -65,8 +74,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops a run as Ctrl-C does: the workers stop their graphs, results are kept
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     a = _parse(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
     extra = {}
     for item in a.set:
         name, sep, value = item.partition(":=")
@@ -95,9 +110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     a.out.mkdir(parents=True, exist_ok=True)
     if a.where == "sim":
-        rows = run_trials(
-            trials, a.out, functools.partial(run_sim_trial, settings=settings), a.workers, progress=not a.no_progress
-        )
+        try:
+            pool = _sim_pool(a, settings)
+        except (ValueError, RuntimeError, ConnectionError) as exc:
+            print(f"evaluation: {exc}", file=sys.stderr)
+            return 2
+        rows = run_trials(trials, a.out, pool, progress=not a.no_progress, max_attempts=a.max_attempts)
     else:
         rows, stopped = _run_real(trials, a.out, settings, a.record, a.horizon)
         if stopped is not None:
@@ -117,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "speeds": a.speeds,
             "trials_per_speed": a.trials_per_speed,
             "workers": a.workers,
+            "ray": a.ray,  # None: on this machine
             "horizon": a.horizon,  # real: a dry run's horizon per trial (None: each trial's own)
             "commit": _commit(),
         },
@@ -140,10 +159,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if len(rows) == len(trials) else 1
 
 
-def _run_real(trials, out: Path, settings: EvalSettings, record: bool, horizon: float | None):
-    from evaluation.runner import _Probe, run_real_trials
+def _sim_pool(a: argparse.Namespace, settings: EvalSettings):
+    """Where the simulated trials run: ``--workers`` processes here, or Ray actors (only then is Ray imported)."""
+    if a.ray is None:
+        return LocalWorkers(warm_host(settings), a.out, a.workers)
+    from evaluation.ray_pool import RayActors
 
-    with _Probe("evaluation") as probe:
+    return RayActors(warm_host(settings), a.out, a.ray, a.workers)
+
+
+def _run_real(trials, out: Path, settings: EvalSettings, record: bool, horizon: float | None):
+    from evaluation.probe import GraphProbe
+    from evaluation.real_trials import run_real_trials
+
+    with GraphProbe("evaluation") as probe:
         return run_real_trials(trials, out, settings, lambda service: probe.call(service, lambda: None),
                                set_param=probe.set_param, record=record, horizon=horizon)  # fmt: skip
 

@@ -229,6 +229,8 @@ class PolicyNode(Node):
             stamp = ros_msgs.stamp_from_ns(step.time_ns) if self.lockstep else None
             self._pub.publish(ros_msgs.action_msg(record.action, SOURCE_POLICY, stamp))
         row = record.as_dict()
+        if self.lockstep:
+            row["episode"] = self._episode  # the world's: a warm evaluation graph runs trial after trial
         if self._timing is not None:
             self._timing.write(json.dumps(row) + "\n")
         self.records = [*self.records[-199:], record]

@@ -33,6 +33,10 @@ from libero_workcell.contract import CAMERA_NAMES, IMAGE_SIZE
 from transports.errors import BackendError
 
 MAGIC: Final = 0x4C49424552304931  # "LIBER0I1"
+# s a device waits for the world to create its link: the world starts with its graph, and on a loaded machine its
+# imports alone can take many seconds (as long as the world itself waits for its participants: sim_world's
+# start_timeout)
+ATTACH_TIMEOUT: Final = 60.0
 LAYOUT_VERSION: Final = 2
 MAX_WORKPIECES: Final = 8
 SHM_DIR: Final = Path("/dev/shm")
@@ -172,7 +176,7 @@ class SimLink:
         return link
 
     @classmethod
-    def attach(cls, name: str, timeout: float = 10.0) -> SimLink:
+    def attach(cls, name: str, timeout: float = ATTACH_TIMEOUT) -> SimLink:
         """Attach to a link the world created, waiting up to ``timeout`` s for it."""
         path = link_path(name)
         deadline = time.monotonic() + timeout

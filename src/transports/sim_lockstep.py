@@ -37,7 +37,7 @@ import numpy as np
 
 from libero_workcell.contract import CAMERA_NAMES
 from libero_workcell.processes import pid_alive
-from transports.sim_link import SHM_DIR, LinkError, link_path
+from transports.sim_link import ATTACH_TIMEOUT, SHM_DIR, LinkError, link_path
 
 MAGIC: Final = 0x4C4F434B53544550  # "LOCKSTEP"
 VERSION: Final = 1
@@ -478,7 +478,7 @@ class LockstepParticipant:
     """A node's side: take part in the ticks of ``kinds``; say when done."""
 
     def __init__(self, name: str, participant: str, kinds: int, source: str = "",
-                 cameras: Sequence[str] = (), attach_timeout: float = 10.0) -> None:  # fmt: skip
+                 cameras: Sequence[str] = (), attach_timeout: float = ATTACH_TIMEOUT) -> None:  # fmt: skip
         path = lockstep_path(name)
         deadline = time.monotonic() + attach_timeout
         while True:

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import cv2
 import pytest
-from evaluation_fakes import trial_failing_at_2, trial_killing_its_process_at_1
+from evaluation_fakes import trial_dying_once_at_1, trial_failing_at_2, trial_killing_its_process_at_1
 
 from evaluation.metrics import by_speed, summarize
 from evaluation.protocol import configurations, protocol_trials
+from evaluation.real_trials import run_real_trial
 from evaluation.report import plot, table, write_results
-from evaluation.runner import RESULTS_FILE, load_results, run_real_trial, run_trials
+from evaluation.results import RESULTS_FILE, load_results
+from evaluation.scheduler import MAX_ATTEMPTS, InProcess, LocalWorkers, function_host, run_trials
 from libero_workcell.contract import Services
 from libero_workcell.task import held_out
 from recorder.collection_plan import CollectionPlan
@@ -91,62 +93,86 @@ def test_an_interrupted_run_resumes_with_the_trials_it_has_not_finished(tmp_path
         return {"trial": trial.as_dict(), "outcome": {"placed": [True, True, False]}, "domain": domain}
 
     with pytest.raises(KeyboardInterrupt):
-        run_trials(trials, tmp_path, fake, domains=[7], progress=False)
+        run_trials(trials, tmp_path, InProcess(function_host(fake), tmp_path, 7), progress=False)
     assert [r["trial"]["index"] for r in load_results(tmp_path)] == [0, 1, 2]
     with open(tmp_path / RESULTS_FILE, "a") as f:
         f.write('{"trial": {"index": 3')  # a line torn by a kill mid-write is not a result
-    rows = run_trials(trials, tmp_path, fake, domains=[7], progress=False)
+    rows = run_trials(trials, tmp_path, InProcess(function_host(fake), tmp_path, 7), progress=False)
     assert ran == [0, 1, 2, 3, 3, 4, 5] and [r["trial"]["index"] for r in rows] == list(range(6))
     assert {r["domain"] for r in rows} == {7}
-    assert run_trials(trials, tmp_path, fake, domains=[7], progress=False) == rows and len(ran) == 7  # all done
+    again = run_trials(trials, tmp_path, InProcess(function_host(fake), tmp_path, 7), progress=False)
+    assert again == rows and len(ran) == 7  # all done
 
 
 def ran(out_dir: Path) -> list[int]:
     return sorted(int(p.name.split("_")[1]) for p in out_dir.glob("ran_*"))
 
 
-def test_a_failed_trial_is_recorded_with_its_reason_the_others_finish_and_a_rerun_retries_only_it(
+def in_process(fn, out: Path, domain: int = 7) -> InProcess:
+    return InProcess(function_host(fn), out, domain)
+
+
+def test_a_failed_trial_is_tried_again_up_to_the_bound_then_recorded_with_its_reasons_and_a_rerun_retries_only_it(
     tmp_path: Path,
 ) -> None:
     trials = protocol_trials((0.05,), trials_per_speed=5)
-    rows = run_trials(trials, tmp_path, trial_failing_at_2, domains=[7], progress=False)
+    said: list[str] = []
+    rows = run_trials(trials, tmp_path, in_process(trial_failing_at_2, tmp_path), progress=False, say=said.append)
     assert ran(tmp_path) == [0, 1, 3, 4]  # the run went on past the failure
-    assert [r["trial"]["index"] for r in load_results(tmp_path)] != [] and len(load_results(tmp_path)) == 5
+    assert len(load_results(tmp_path)) == 5  # one line per trial: the attempts before the last are not results
     failed = [r for r in rows if r.get("failed")]
+    reason = "TimeoutError: timed out after 60 s waiting for the world and the recorder"
     assert [r["trial"]["index"] for r in failed] == [2] and "outcome" not in failed[0]
-    assert failed[0]["failed"] == "TimeoutError: timed out after 60 s waiting for the world and the recorder"
+    assert failed[0]["failed"] == reason and failed[0]["attempts"] == [reason] * MAX_ATTEMPTS
     assert "trial_failing_at_2" in failed[0]["traceback"]
+    assert said == [f"trial 2: attempt {k} of {MAX_ATTEMPTS} failed ({reason}); again on a fresh worker"
+                    for k in range(1, MAX_ATTEMPTS)]  # fmt: skip
     assert {r["domain"] for r in rows if not r.get("failed")} == {7}
     (tmp_path / "fixed").touch()
     for p in tmp_path.glob("ran_*"):
         p.unlink()
-    rows = run_trials(trials, tmp_path, trial_failing_at_2, domains=[7], progress=False)
+    rows = run_trials(trials, tmp_path, in_process(trial_failing_at_2, tmp_path), progress=False)
     assert ran(tmp_path) == [2]  # only the failed trial again
     assert [r["trial"]["index"] for r in rows] == list(range(5)) and not any(r.get("failed") for r in rows)
     assert len(load_results(tmp_path)) == 6  # the failure stays on record, superseded by the retry
+    with pytest.raises(ValueError, match="max_attempts"):
+        run_trials(trials, tmp_path, in_process(trial_failing_at_2, tmp_path), progress=False, max_attempts=0)
 
 
-def test_with_workers_a_failed_trial_or_a_dead_trial_process_fails_that_trial_only(tmp_path: Path) -> None:
+def test_with_workers_a_dead_worker_fails_its_trial_only_and_is_replaced_for_the_retry(tmp_path: Path) -> None:
     trials = protocol_trials((0.05,), trials_per_speed=3)
-    rows = run_trials(trials, tmp_path, trial_killing_its_process_at_1, 2, domains=[7, 8], progress=False)
-    failed = {r["trial"]["index"]: r["failed"] for r in rows if r.get("failed")}
-    assert failed == {1: "ChildProcessError: the trial's process died (exit code 3)",
-                      2: "TimeoutError: timed out after 60 s waiting for the world and the recorder"}  # fmt: skip
+    pool = LocalWorkers(function_host(trial_killing_its_process_at_1), tmp_path, 2, domains=[7, 8])
+    rows = run_trials(trials, tmp_path, pool, progress=False, max_attempts=2)
+    failed = {r["trial"]["index"]: r["attempts"] for r in rows if r.get("failed")}
+    assert failed == {1: ["ChildProcessError: the trial's worker process died (exit code 3)"] * 2,
+                      2: ["TimeoutError: timed out after 60 s waiting for the world and the recorder"] * 2}  # fmt: skip
     assert ran(tmp_path) == [0] and [r["trial"]["index"] for r in rows] == [0, 1, 2]
     assert len(load_results(tmp_path)) == 3 and {r["domain"] for r in rows if not r.get("failed")} <= {7, 8}
     (tmp_path / "fixed").touch()
-    rows = run_trials(trials, tmp_path, trial_failing_at_2, 2, domains=[7, 8], progress=False)
+    rows = run_trials(trials, tmp_path, LocalWorkers(function_host(trial_failing_at_2), tmp_path, 2, domains=[7, 8]),
+                      progress=False)  # fmt: skip
     assert ran(tmp_path) == [0, 1, 2] and not any(r.get("failed") for r in rows)  # only 1 and 2 ran again
     assert len(list(tmp_path.glob("ran_*"))) == 3
+
+
+def test_a_worker_that_dies_once_is_replaced_and_its_trial_is_recorded_from_the_retry(tmp_path: Path) -> None:
+    """What a node crashing under load does to a trial (a simulator's SIGSEGV): one failed attempt, then the trial
+    runs on a fresh worker; its row says what failed before it. Workers claim their own DDS domains."""
+    trials = protocol_trials((0.05,), trials_per_speed=3)
+    rows = run_trials(trials, tmp_path, LocalWorkers(function_host(trial_dying_once_at_1), tmp_path, 2),
+                      progress=False)  # fmt: skip
+    assert [r["trial"]["index"] for r in rows] == [0, 1, 2] and not any(r.get("failed") for r in rows)
+    assert rows[1]["retried"] == ["ChildProcessError: the trial's worker process died (exit code 3)"]
+    assert "retried" not in rows[0] and "retried" not in rows[2]
+    assert len({r["pid"] for r in rows}) >= 2 and all(1 <= r["domain"] <= 100 for r in rows)
+    assert rows[0]["domain"] != rows[1]["domain"] or rows[0]["pid"] == rows[1]["pid"]  # two live workers: two domains
 
 
 def test_stop_on_failure_ends_the_run_at_a_failed_trial_unrecorded(tmp_path: Path) -> None:
     trials = protocol_trials((0.05,), trials_per_speed=4)
     with pytest.raises(TimeoutError, match="waiting for the world"):
-        run_trials(trials, tmp_path, trial_failing_at_2, domains=[0], progress=False, stop_on_failure=True)
+        run_trials(trials, tmp_path, in_process(trial_failing_at_2, tmp_path, 0), progress=False, stop_on_failure=True)
     assert ran(tmp_path) == [0, 1] and [r["trial"]["index"] for r in load_results(tmp_path)] == [0, 1]
-    with pytest.raises(ValueError, match="workers must be 1"):
-        run_trials(trials, tmp_path, trial_failing_at_2, 2, domains=[0, 1], progress=False, stop_on_failure=True)
 
 
 def test_a_real_trial_sets_itself_up_by_command_and_asks_the_operator_only_what_a_person_must_do() -> None:
@@ -198,7 +224,7 @@ def test_a_real_evaluation_runs_a_dry_run_horizon_and_stops_at_a_trial_that_fail
     """`python -m evaluation real --horizon S`: each trial runs S seconds (recorded as horizon_s); a trial whose
     start is refused stops the run there with the belt and policy stopped, unrecorded, so a rerun goes on from it."""
     import evaluation.__main__ as cli
-    import evaluation.runner as runner
+    import evaluation.probe as probe
 
     calls: list[str] = []
     refuse = {"index": 1}  # the trial whose policy start the node refuses
@@ -223,7 +249,7 @@ def test_a_real_evaluation_runs_a_dry_run_horizon_and_stops_at_a_trial_that_fail
         def set_param(self, node: str, name: str, value) -> None:
             pass
 
-    monkeypatch.setattr(runner, "_Probe", Probe)
+    monkeypatch.setattr(probe, "GraphProbe", Probe)
     monkeypatch.setattr("sys.stdin", io.StringIO("\ny\ny\ny\n3\n\n"))  # the operator's answers
     argv = ["real", "--out", str(tmp_path), "--speeds", "0.03", "--trials-per-speed", "3", "--horizon", "0.01"]
     assert cli.main(argv) == 1
