@@ -30,7 +30,6 @@ from evaluation.results import append_result, error_text, failed_row, finished_i
 
 MAX_ATTEMPTS = 3  # per trial: the first and two retries
 CHILD_STOP_TIMEOUT = 30.0  # s an interrupted worker has to stop its graph before it is killed
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 Row = dict[str, Any]
 
@@ -319,12 +318,11 @@ def _interrupted(signum: int, frame: object) -> None:
 
 
 def _end_with_parent() -> None:
-    """Linux: this process gets SIGTERM when its parent dies (a head killed with SIGKILL), so its graph does not
-    outlive the run; a parent already gone ends it at once."""
-    parent = multiprocessing.parent_process()
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
+    """This process gets SIGTERM when its parent dies (a run killed with SIGKILL), so its graph does not outlive
+    the run; a parent already gone ends it at once."""
+    from libero_workcell.processes import die_with_parent
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    parent = multiprocessing.parent_process()
+    die_with_parent()
     if parent is not None and os.getppid() != parent.pid:
         raise SystemExit(0)

@@ -1,8 +1,13 @@
-"""Whether a process still runs: what the lockstep supervisor and the run registry both ask of a pid."""
+"""Processes and their lifetimes: whether one still runs (what the lockstep supervisor and the run registry ask of
+a pid), and a child that must not outlive its parent."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when the thread that started it ends
 
 
 def pid_alive(pid: int) -> bool:
@@ -20,3 +25,14 @@ def pid_alive(pid: int) -> bool:
             return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except (OSError, IndexError):
         return True
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Linux: have this process get ``sig`` when its parent ends, however it ends (``kill -9`` included), so what
+    it runs (a node, a graph) does not outlive the run that started it. Call in the child, early (a
+    ``preexec_fn``). The kernel sends it when the *thread* that started the child ends: start such children from
+    a thread that lives as long as they should (the main thread). Elsewhere a no-op."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig))

@@ -27,6 +27,8 @@ from typing import Any, Protocol, TextIO
 
 import yaml
 
+from libero_workcell.processes import die_with_parent
+
 TAIL_LINES = 30
 
 
@@ -83,8 +85,12 @@ class _Child:
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._echo, self._echo_lock = echo, echo_lock
         self._log = open(log_path, "w", encoding="utf-8", buffering=1) if log_path else None  # noqa: SIM115
+        # Started from the main thread (bring-up, an evaluation worker), a node ends with its launcher however the
+        # launcher ends (kill -9 included): SIGTERM, its clean shutdown. From another thread it would end with that
+        # thread (prctl's rule), so there it does not.
+        guard = die_with_parent if threading.current_thread() is threading.main_thread() else None
         self.proc = subprocess.Popen(cmd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=guard)
         self._reader = threading.Thread(target=self._pump, name=f"log-{self.name}", daemon=True)
         self._reader.start()
 

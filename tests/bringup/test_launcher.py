@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
 
+from conftest import FIXTURES, wait_for
+
+from libero_workcell.processes import pid_alive
 from workcell.launcher import NodeDiedError, NodeExit
 
 
@@ -12,3 +18,22 @@ def test_a_node_died_error_survives_pickling_with_its_exits() -> None:
     err = NodeDiedError([NodeExit("policy_node", 2, ("ModuleNotFoundError: x",), None)])
     back = pickle.loads(pickle.dumps(err))
     assert isinstance(back, NodeDiedError) and back.exits == err.exits and str(back) == str(err)
+
+
+def test_nodes_end_with_their_launcher_even_when_it_is_killed(tmp_path) -> None:
+    """``kill -9`` of a bring-up or an evaluation worker: its nodes get SIGTERM (their clean shutdown) instead of
+    running on with nobody to stop them."""
+    script = ("import sys, time; from types import SimpleNamespace as Spec; from workcell.launcher import launch; "
+              "launch([Spec(name='n', module='lingering_node', parameters={})], log_dir=sys.argv[1]); "
+              "time.sleep(600)")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), *sys.path]), "LINGERING_NODE_DIR": str(tmp_path)}
+    launcher = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "logs")], env=env)
+    try:
+        assert wait_for(lambda: list(tmp_path.glob("*.started")), timeout=60)
+    finally:
+        launcher.kill()
+        launcher.wait()
+    (started,) = tmp_path.glob("*.started")
+    pid = int(started.name.split(".")[0])
+    assert wait_for(lambda: (tmp_path / f"{pid}.terminated").exists(), timeout=20)
+    assert wait_for(lambda: not pid_alive(pid), timeout=20)

@@ -1,5 +1,6 @@
 """An evaluation run on the simulated workcell, as a user runs it: ``python -m evaluation sim``, two trials in
-two worker processes (each its own deploy graph on its own DDS domain), the local policy server.
+two worker processes (each its own deploy graph on its own DDS domain), the local policy server; then the same
+trials on one warm graph, one after the other: every trial does the same, step for step.
 """
 
 from __future__ import annotations
@@ -19,12 +20,21 @@ from libero_workcell.libero_format import read_demos
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
+def evaluate(out, workers: int) -> list[str]:
+    return [sys.executable, "-m", "evaluation", "sim", "--out", str(out), "--speeds", "0.05", "--trials-per-speed",
+            "2", "--workers", str(workers), "--no-progress", "--checkpoint", "builtin:expert",
+            "--set", "sim_world.arrival_interval:=9.0",  # a shorter schedule, for suite time
+            "--preference", "keep_high"]  # fmt: skip
+
+
+def same_answer(row: dict) -> dict:
+    """What a trial did, without where and how long it ran."""
+    return {k: row[k] for k in ("trial", "outcome", "sim_time", "world_horizon", "aborted", "rollout_digest")}
+
+
 def test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates(tmp_path, ros_env) -> None:
     out = tmp_path / "eval"
-    cmd = [sys.executable, "-m", "evaluation", "sim", "--out", str(out), "--speeds", "0.05", "--trials-per-speed", "2",
-           "--workers", "2", "--no-progress", "--checkpoint", "builtin:expert",
-           "--set", "sim_world.arrival_interval:=9.0",  # a shorter schedule, for suite time
-           "--preference", "keep_high"]  # fmt: skip
+    cmd = evaluate(out, 2)
     env = {k: v for k, v in ros_env.items() if k != "ROS_DOMAIN_ID"}  # the runner picks one per worker
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
@@ -67,4 +77,17 @@ def test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates(t
 
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)  # a rerun resumes: done
     assert again.returncode == 0 and json.loads((out / "results.json").read_text())["trials"] == trials
-    assert len(os.listdir(out / "logs")) == 2  # no trial ran again
+    assert len(os.listdir(out / "workers")) == 2  # one graph per worker, and no trial ran again
+
+    # One warm graph: trial 1 is the graph's second episode, after another task (trial 0's), where above it was
+    # a fresh graph's first; it does the same, step for step, and so does trial 0
+    assert all(t["worker"]["trial_on_graph"] == 1 for t in trials)
+    warm = tmp_path / "warm"
+    run = subprocess.run(evaluate(warm, 1), env=env, capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    rows = json.loads((warm / "results.json").read_text())["trials"]
+    assert [(t["worker"]["graph"], t["worker"]["trial_on_graph"]) for t in rows] == [(1, 1), (1, 2)]
+    assert [same_answer(t) for t in rows] == [same_answer(t) for t in trials]
+    assert len(os.listdir(warm / "workers")) == 1
+    timing = [json.loads(line) for line in Path(rows[1]["timing"]).read_text().splitlines()]
+    assert {r["episode"] for r in timing} == {rows[1]["worker"]["trial_on_graph"]}  # the second episode's records
