@@ -10,6 +10,7 @@ policy_node connects to it as it would to a GPU machine's server. ``delay_ms`` a
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Final
 
 from rclpy.node import Node
@@ -28,6 +29,7 @@ from transports.stepping import StampedInputs
 POLICIES = ("expert", "reach")
 TRUTH = "truth"
 TRUTH_TIMEOUT = 5.0  # s (wall) a lockstep request waits for the ground truth of its moment
+WORLD_TIMEOUT = 60.0  # s (wall) for the world's ground truth publisher to be discovered, as the world waits for us
 
 
 # Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
@@ -60,6 +62,7 @@ class PolicyServerNode(Node):
         if kind == "expert":
             policy = ExpertChunkPolicy(self.truth, horizon, hz, delay_ms=delay)
             self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE, True))
+            self._await_world()
         else:
             policy = ReachPolicy(REACH_TARGET_DEFAULT, horizon, delay, hz)
         self.server = LocalPolicyServer(policy, str(p("host")), int(p("port")), {"policy": kind, "horizon": horizon})
@@ -68,6 +71,18 @@ class PolicyServerNode(Node):
         except RuntimeError as exc:
             raise RuntimeError(f"{exc} (is port {p('port')} in use?)") from None
         self.get_logger().info(f"serving the {kind} policy on {self.server.url} (openpi's websocket protocol)")
+
+    def _await_world(self) -> None:
+        """Serve only once the world's ground truth reaches this node. The policy node registers with the world
+        once it is connected here, and the world's first tick waits for it: so the first request never finds a
+        subscription still being discovered (on a loaded machine that took seconds, the first chunk failed, and
+        the episode depended on the load)."""
+        deadline = time.monotonic() + WORLD_TIMEOUT
+        while self.count_publishers(Topics.SIM_GROUND_TRUTH) == 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no {Topics.SIM_GROUND_TRUTH} publisher after {WORLD_TIMEOUT:g} s: is sim_world "
+                                   "running on this domain?")  # fmt: skip
+            time.sleep(0.05)
 
     def _on_truth(self, msg: String) -> None:
         gt = json.loads(msg.data)

@@ -59,6 +59,10 @@ from policy_node.protocol import (
 
 WAIT_ACTION = np.array([0.0] * 6 + [GRIPPER_OPEN])  # openpi's LIBERO client's start-of-episode action
 RTT_WINDOW = 20  # round trips the prefetch estimate looks back over
+# s a reply may take in sim lockstep with a fixed latency, where the world waits for the policy and a reply's wall
+# time changes nothing: a loaded machine's slow reply must not count as a lost server (the outcome would depend on
+# the load). Below the world's stall_timeout, so a server that is really gone is named first.
+SIM_REPLY_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,9 @@ class PolicyRunner:
         self.config = config
         self._clock = clock
         self.sim = sim  # lockstep: replies count at their sim time (config.latency)
+        # connecting and each reply; in lockstep at a fixed latency the world waits, whatever the wall time
+        self.reply_timeout = max(config.timeout, SIM_REPLY_TIMEOUT) if sim and config.latency_s is not None \
+            else config.timeout  # fmt: skip
         self._arrived: list[tuple[_Request, Reply | Exception]] = []  # sim: replies here, not due yet
         kind = kind_for(config.url)
         self._connect: Connect = connect or kind.connect
@@ -230,7 +237,7 @@ class PolicyRunner:
             if latency is not None:
                 if req.t_obs + latency > now + 1e-9:
                     return
-                wait = self.config.timeout + 1.0  # the worker always answers within its client's timeout
+                wait = self.reply_timeout + 1.0  # the worker always answers within its client's timeout
             else:
                 wait = (now - req.t_obs) - (time.monotonic() - req.sent)
                 if wait <= 0:
@@ -322,7 +329,7 @@ class PolicyRunner:
         if self._client is not None:
             self._mark_lost(self.last_error or "the connection closed")
         try:
-            self._client = self._connect(self.config.url, self.config.timeout,
+            self._client = self._connect(self.config.url, self.reply_timeout,
                                          max_reply_bytes=self.config.max_reply_bytes)  # fmt: skip
         except PolicyServerError as exc:
             self._client = None
