@@ -1,7 +1,6 @@
-"""Policy deployment figures: overhead around inference, the action stream under slow inference, evaluation
-throughput.
+"""Policy deployment figures: overhead around inference, the action stream under slow inference.
 
-``.venv/bin/python -m bench.policy_server [--requests 300] [--seconds 20] [--eval-trials 2] [--no-eval]``:
+``.venv/bin/python -m bench.policy_server [--requests 300] [--seconds 20]``:
 
 1. observation-to-action overhead, excluding inference (target p99 <= 4 ms): from the newest camera frames
    and state to a validated chunk, for policy_node's path (policy_node.clients.openpi_ws: adapter + TimedPolicyClient +
@@ -10,8 +9,9 @@ throughput.
    ``WebsocketClientPolicy.infer``), measured the same way;
 2. the action stream at 20 Hz with prefetching under 100 ms inference (policy_node.runner against the local
    server with ``delay_ms`` 100): period error of the handed-out actions and the longest pause, next to
-   the synchronous mode;
-3. evaluation throughput: sim seconds per wall second of ``python -m evaluation sim`` with 1 and 2 workers.
+   the synchronous mode.
+
+Evaluation throughput is bench.scale's.
 
 Not a test: a missed target never fails the run. The machine is small and shared: read the ratios.
 """
@@ -19,9 +19,7 @@ Not a test: a missed target never fails the run. The machine is small and shared
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -115,42 +113,13 @@ def stream(seconds: float) -> None:
             )
 
 
-def throughput(trials: int) -> None:
-    from evaluation.protocol import protocol_trials
-    from evaluation.scheduler import LocalWorkers, run_trials
-    from evaluation.settings import EvalSettings
-    from evaluation.warm_graph import warm_host
-
-    print(f"\n3. evaluation throughput ({trials} trials at 0.05 m/s per run; a warm sim workcell per worker)")
-    for workers in (1, 2):
-        with tempfile.TemporaryDirectory(prefix="bench-eval-") as tmp:
-            t0 = time.monotonic()
-            pool = LocalWorkers(warm_host(EvalSettings()), Path(tmp), workers)
-            rows = run_trials(protocol_trials((0.05,), trials), Path(tmp), pool, progress=False)
-            wall = time.monotonic() - t0
-        failed = [r for r in rows if r.get("failed")]
-        rows = [r for r in rows if not r.get("failed")]
-        if failed:
-            print(f"   {workers} worker(s): {len(failed)} trial(s) failed: {failed[0]['failed']}")
-        sim = sum(r["sim_time"] for r in rows)
-        placed = sum(sum(r["outcome"]["placed"]) for r in rows)
-        print(
-            f"   {workers} worker(s): {sim:.0f} sim s in {wall:.0f} wall s = {sim / wall:.2f} sim s per wall s "
-            f"({placed}/{3 * len(rows)} placed)"
-        )
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.policy_server")
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--seconds", type=float, default=20.0)
-    ap.add_argument("--eval-trials", type=int, default=2)
-    ap.add_argument("--no-eval", action="store_true")
     a = ap.parse_args(argv)
     overhead(a.requests)
     stream(a.seconds)
-    if not a.no_eval:
-        throughput(a.eval_trials)
     return 0
 
 

@@ -1,6 +1,6 @@
 """The simulated workcell on sim time: how fast whole episodes run through the graph, and what lockstep costs.
 
-``.venv/bin/python -m bench.sim_time [--repeat 2] [--eval-trials 2] [--no-eval]``:
+``.venv/bin/python -m bench.sim_time [--repeat 2]``:
 
 1. one expert episode through the full graph (world, arm bridge, conveyor, both cameras at 20 Hz, the scripted
    expert) in lockstep at ``real_time_factor`` 0: sim seconds per wall second (target >= 5 on 2 cores) and the
@@ -9,9 +9,8 @@
    and what it buys (the outcome free-running depends on the machine);
 3. the deploy graph (policy_node against the local openpi server, the rollout recorder recording) in lockstep
    at ``real_time_factor`` 0;
-4. evaluation (``python -m evaluation sim``): trials per hour and sim seconds per wall second with 1 and 2
-   workers, whether the outcomes are the same, and the wall time the paper's 48-trial protocol would take
-   (projected: 48 x the measured wall time per trial, over the workers).
+
+Evaluation throughput (workers, warm graphs, a Ray cluster, the protocol's projection) is bench.scale's.
 
 Each episode is timed from the world's first report of it (all participants up) to its end, on the world's
 own ``/sim/episode`` reports (sim time) and this process's clock (wall time). Not a test: a missed target
@@ -23,8 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -106,25 +103,9 @@ def line(label: str, r: dict[str, Any], target: bool = False) -> str:
     return out
 
 
-def evaluation(workers: int, trials: int, out: Path, env: dict[str, str]) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "evaluation", "sim", "--out", str(out), "--speeds", "0.05", "--trials-per-speed",
-           str(trials), "--workers", str(workers), "--no-progress"]  # fmt: skip
-    t0 = time.monotonic()
-    run = subprocess.run(cmd, env={k: v for k, v in env.items() if k != "ROS_DOMAIN_ID"}, cwd=REPO,
-                         capture_output=True, text=True, timeout=3600)  # fmt: skip
-    wall = time.monotonic() - t0
-    if run.returncode != 0:
-        raise RuntimeError(run.stdout[-1500:] + run.stderr[-1500:])
-    rows = json.loads((out / "results.json").read_text())["trials"]
-    sim = sum(r["sim_time"] for r in rows)
-    return {"wall_s": wall, "sim_s": sim, "trials": len(rows), "placed": [r["outcome"]["placed"] for r in rows]}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=2, help="lockstep expert episodes (each its own graph)")
-    ap.add_argument("--eval-trials", type=int, default=2, help="trials per evaluation run (1 and 2 workers)")
-    ap.add_argument("--no-eval", action="store_true")
     a = ap.parse_args(argv)
     from libero_workcell import dds
     from libero_workcell.loopback import free_port
@@ -161,17 +142,6 @@ def main(argv: list[str] | None = None) -> int:
                   "record_rollouts:=true", f"record_path:={tmp / 'rollouts.hdf5'}", f"policy_port:={port}",
                   f"policy_url:={local_url(port)}", "sim_link:=bench_deploy"]  # fmt: skip
         print(line("deploy, latency 0", episode(deploy, env, tmp / "deploy")))
-        if not a.no_eval:
-            print(f"4. evaluation, {a.eval_trials} trials at 0.05 m/s")
-            results = {}
-            for workers in (1, 2):
-                r = evaluation(workers, a.eval_trials, tmp / f"eval{workers}", env)
-                results[workers] = r
-                per_trial = r["wall_s"] / r["trials"]
-                print(f"  --workers {workers}: {r['wall_s']:.1f} s wall for {r['trials']} trials "
-                      f"({3600 / per_trial:.0f} trials/hour, {fmt(r['sim_s'] / r['wall_s'])} sim s per wall s), "
-                      f"placed {r['placed']}; the protocol's 48 trials: ~{48 * per_trial / 60:.0f} min")
-            print(f"  the same outcomes with 1 and 2 workers: {results[1]['placed'] == results[2]['placed']}")
     return 0
 
 
