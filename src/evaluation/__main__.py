@@ -1,7 +1,9 @@
 """``python -m evaluation {sim,real} --out DIR [...]``: the paper's evaluation protocol, results in DIR.
 
-``sim``: every trial on the simulated workcell (a fresh deploy graph per trial, ``--workers`` at a time, each
-on its own DDS domain), against the local policy server (the scripted expert's chunks) or ``--policy-url``.
+``sim``: every trial on the simulated workcell, against the local policy server (the scripted expert's chunks) or
+``--policy-url``: ``--workers`` processes on this machine or Ray actors across a cluster (``--ray``), each keeping
+one deploy graph warm on a DDS domain of its own (evaluation.warm_graph); a trial whose graph or worker fails runs
+again on a fresh one, up to ``--max-attempts``.
 ``real``: on the physical workcell, with its graph already running (``ros2 launch libero_workcell
 deploy_real.launch.py policy_autostart:=false ...``): the operator sets up each trial and labels each
 placement (``--horizon S``: a dry run of S seconds per trial); a trial that fails with an error stops the run
@@ -49,8 +51,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, required=True, help="results folder (an existing one is resumed)")
     ap.add_argument("--speeds", type=float, nargs="+", default=list(SPEEDS))
     ap.add_argument("--trials-per-speed", type=int, default=TRIALS_PER_SPEED)
-    ap.add_argument("--workers", type=int, default=1,
-                    help="sim: trials at once on this machine, each worker a warm graph on its own DDS domain")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="sim: trials at once, each worker a warm graph on its own DDS domain (default: 1 here; with "
+                         "--ray, one per CPU of the cluster)")  # fmt: skip
     ap.add_argument("--ray", default=None, metavar="auto|HOST:PORT",
                     help="sim: run the trials on a Ray cluster, one warm graph per actor (docs/cluster.md): auto joins "
                          "this machine's cluster (or starts one on loopback); HOST:PORT joins that head")
@@ -123,6 +126,9 @@ def _main(argv: Sequence[str] | None) -> int:
         except (ValueError, RuntimeError, ConnectionError) as exc:
             print(f"evaluation: {exc}", file=sys.stderr)
             return 2
+        a.workers = pool.slots  # what ran: the workers asked, or the cluster's actors
+        if a.ray is not None:
+            print(f"evaluation: {pool.description}; {pool.slots} actors", flush=True)
         rows = run_trials(trials, a.out, pool, progress=not a.no_progress, max_attempts=a.max_attempts)
     else:
         rows, stopped = _run_real(trials, a.out, settings, a.record, a.horizon)
@@ -170,7 +176,7 @@ def _main(argv: Sequence[str] | None) -> int:
 def _sim_pool(a: argparse.Namespace, settings: EvalSettings):
     """Where the simulated trials run: ``--workers`` processes here, or Ray actors (only then is Ray imported)."""
     if a.ray is None:
-        return LocalWorkers(warm_host(settings), a.out, a.workers)
+        return LocalWorkers(warm_host(settings), a.out, a.workers or 1)
     from evaluation.ray_pool import RayActors
 
     return RayActors(warm_host(settings), a.out, a.ray, a.workers)

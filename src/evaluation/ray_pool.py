@@ -102,7 +102,7 @@ class RayActors:
         self._token = secrets.token_hex(16)
         (self.out_dir / TOKEN_FILE).write_text(self._token)
         cpus = float(ray.cluster_resources().get("CPU", 1.0))
-        self.slots = max(1, int(actors if actors and actors > 1 else cpus // cpus_per_actor))
+        self.slots = max(1, int(actors or cpus // cpus_per_actor))
         self._remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=0, scheduling_strategy="SPREAD")(TrialActor)
         self.factory = factory
         self._idle: list[Any] = []

@@ -204,7 +204,7 @@ class LocalWorkers:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if domains is not None and len(domains) < workers:
             raise ValueError(f"{workers} workers need as many DDS domains, got {list(domains)}")
-        self.factory, self.out_dir = factory, out_dir
+        self.factory, self.out_dir, self.slots = factory, out_dir, workers
         self._ctx = multiprocessing.get_context("spawn")
         self._slots: list[int | None] = list(domains[:workers]) if domains is not None else [None] * workers
         self._workers: list[_Worker] = []
