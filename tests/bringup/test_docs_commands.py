@@ -54,6 +54,8 @@ RUN_BY: dict[str, str] = {
         "tests/policy/test_policy_runner.py::test_killing_the_server_holds_within_two_periods_and_the_loop_recovers_when_it_returns",
     r"-m evaluation sim --out eval/ --(workers|speeds)":
         "tests/evaluation/test_evaluation_sim.py::test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates",
+    r"-m evaluation sim --out eval/ --ray":
+        "tests/evaluation/test_evaluation_sim.py::test_on_a_ray_cluster_the_trials_do_the_same_and_an_actor_killed_mid_trial_costs_one_attempt",
     r"^workcell (status|call (enable|stop-all|jog dz 0\.1))$":
         "tests/bringup/test_operator_cli.py::test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_nothing_of_it",
     # the physical cell's workflow, against the emulated cell (a cell file naming the emulators, the local server)
