@@ -91,13 +91,13 @@ class RayActors:
 
     def __init__(self, factory: HostFactory, out_dir: Path, address: str, actors: int | None = None,
                  cpus_per_actor: float = 1.0) -> None:  # fmt: skip
-        import ray
-
         from workcell import cluster
 
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.description = cluster.connect(address)
+        self.description = cluster.connect(address)  # before Ray is imported: it sets Ray's network settings
+        import ray
+
         self._ray = ray
         self._token = secrets.token_hex(16)
         (self.out_dir / TOKEN_FILE).write_text(self._token)
