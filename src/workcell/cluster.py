@@ -110,7 +110,8 @@ def task_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 @cache
 def code_version(where: Path = REPO) -> str:
     """The commit of the checkout holding ``where``, with ``+`` and a hash of its uncommitted changes to tracked files
-    when it has any: results made by different code are not comparable, so the head refuses nodes whose differs."""
+    when it has any: results made by different code are not comparable, so the head refuses nodes whose differs.
+    Computed once per process."""
 
     def git(*args: str) -> bytes:
         return subprocess.run(["git", "-C", str(where), *args], capture_output=True, check=True, timeout=60).stdout
@@ -219,11 +220,13 @@ def reason(exc: BaseException) -> str:
 
 
 def _run(fn: Callable[..., Any], *args: Any) -> tuple[set[str], str, Any]:
-    """On a worker: ``fn(*args)``, with the code versions it ran (this module's checkout and ``fn``'s) and where."""
+    """On a worker: ``fn(*args)``, with the code versions it ran (this module's checkout, and ``fn``'s when ``fn``
+    is of this project: its package is one of CODE_ROOTS') and where."""
     import ray
 
-    module_file = sys.modules[fn.__module__].__file__ or ""
-    versions = {code_version(), code_version(Path(module_file).resolve().parent)}
+    versions = {code_version()}
+    if any((root / fn.__module__.split(".")[0]).is_dir() for root in CODE_ROOTS):
+        versions.add(code_version(Path(sys.modules[fn.__module__].__file__ or "").resolve().parent))
     node = f"{socket.gethostname()} {ray.get_runtime_context().get_node_id()[:8]}"
     return versions, node, fn(*args)
 
