@@ -23,7 +23,9 @@ from ray_cluster import cluster_pids, listening, matching, pids_below, task_pids
 from test_convert_batch import SEQUENCES, _source_file
 
 from libero_workcell.libero_format import read_demos
-from sim_bridge.convert_batch import SUMMARY_FILE, run_batch
+from sim_bridge.convert_batch import SUMMARY_FILE, SourceCache, plan_jobs, run_batch
+from sim_bridge.convert_cluster import MARKER, convert_task, row_of, write_new
+from workcell.cluster import Outcome
 
 NOT_COMPARED = ("seconds", "output", "node")  # where and how fast: the rest is the conversion's
 KINEMATIC = ("--no-images", "--kinematic")
@@ -164,3 +166,25 @@ def test_without_ray_nothing_imports_it(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "src" / "demo_0.hdf5").is_file()
+
+
+def test_a_worker_that_does_not_see_the_heads_folder_sends_the_file_and_the_head_writes_it(tmp_path: Path) -> None:
+    """The task and the head's handling of its result, here in one process (Ray only carries them between)."""
+    src = _source_file(tmp_path / "src.hdf5", names=SEQUENCES[:1])
+    job = next(plan_jobs([src], tmp_path / "out"))
+    demo = SourceCache().demo(job)
+    marker = tmp_path / "out" / MARKER
+    marker.parent.mkdir()
+    marker.write_text("this run's token")
+    row, data = convert_task(job, demo, False, True, marker, "another run's token")  # another machine's folder
+    assert data is not None and not job.out.exists()
+    written = row_of(job, Outcome(0, (row, data), (), "elsewhere 0123abcd"))
+    assert written["status"] == "converted" and written["node"] == "elsewhere 0123abcd"
+    assert read_demos(job.out).demos[0].num_samples == written["steps"] and not list(job.out.parent.glob("*.partial"))
+    with pytest.raises(FileExistsError):
+        write_new(job.out, b"another file")  # nothing written is ever overwritten
+    kept, nothing = convert_task(job, demo, False, True, marker, "this run's token")  # after an attempt that died
+    assert nothing is None and kept["status"] == "converted" and kept["seconds"] == 0.0  # ... having written it
+    job.out.unlink()
+    again, nothing = convert_task(job, demo, False, True, marker, "this run's token")
+    assert nothing is None and again["seconds"] > 0 and read_demos(job.out).demos[0].num_samples == again["steps"]
