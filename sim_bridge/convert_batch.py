@@ -1,13 +1,14 @@
 """Batch conversion: a folder of Panda (or any LIBERO-layout) demos into AUBO demos, in parallel, resumable.
 
-``python -m sim_bridge.convert_batch IN [IN ...] --out OUT [--jobs N] [--no-images]``
+``python -m sim_bridge.convert_batch IN [IN ...] --out OUT [--jobs N | --ray auto|ADDR] [--no-images [--kinematic]]``
 
 IN: LIBERO-layout HDF5 files or folders of them. Every demo becomes its own file
 ``OUT/<source file stem>/<demo>.hdf5`` (LIBERO layout, one demo), written as ``.partial`` and renamed
 when complete, so an interrupted run (Ctrl-C, ``kill -9``, a crash) is resumed by running the same
 command again: finished demos are kept and skipped, half-written ones are discarded and redone. Demos
 are converted in ``--jobs`` worker processes (``--no-images --kinematic``: the fast path without physics,
-sim_bridge.convert.convert_kinematic) (each its own MuJoCo world), with a progress bar, and
+sim_bridge.convert.convert_kinematic) (each its own MuJoCo world), or as tasks on a Ray cluster (``--ray``:
+sim_bridge.convert_cluster), with a progress bar, and
 ``OUT/summary.json`` lists every demo with its tracking error, both outcomes and the time it took;
 a table of them is printed at the end. A demo that cannot be converted (no task, unreachable start)
 is reported in the summary with its reason; the others go on.
@@ -38,6 +39,7 @@ from libero_workcell.libero_format import (
 )
 from sim_bridge.aubo_demos import ENV_ARGS as AUBO_ENV_ARGS
 from sim_bridge.replay import recorded_placed
+from workcell.cluster import ClusterError
 
 SUMMARY_FILE = "summary.json"
 ENV_ARGS = {**AUBO_ENV_ARGS, "retargeting": "seed 002 Appendix D: k = 3, s_p = 0.05 m, s_R = 0.5 rad"}
@@ -65,24 +67,32 @@ def plan_jobs(inputs: Sequence[Path], out: Path) -> Iterator[Job]:
             yield Job(path, name, out / path.stem / f"{name}.hdf5")
 
 
-def convert_one(job: Job, render: bool, kinematic: bool = False) -> dict[str, Any]:
-    """Worker: convert one demo and write its file (atomically); the summary row. Never raises."""
+def convert_one(job: Job, render: bool, kinematic: bool = False, demo: Demo | None = None,
+                write_to: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Worker: convert one demo (``demo``, else read from ``job.source``) and write its file (atomically) to
+    ``write_to`` (default ``job.out``); the summary row. Never raises."""
     t0 = time.monotonic()
     row: dict[str, Any] = {"source": str(job.source), "demo": job.demo, "output": str(job.out)}
     try:
         from sim_bridge.convert import convert_demo
 
-        demo = next(d for d in read_demos(job.source, images=False).demos if d.name == job.demo)
+        demo = demo if demo is not None else source_demo(job)
         result = convert_demo(demo, render=render, kinematic=kinematic)
-        job.out.parent.mkdir(parents=True, exist_ok=True)
+        target = write_to or job.out
+        target.parent.mkdir(parents=True, exist_ok=True)
         info = {"language_instruction": str(demo.attrs.get("language_instruction", ""))}
-        write_demo_file(job.out, [result.demo], info, ENV_ARGS)
+        write_demo_file(target, [result.demo], info, ENV_ARGS)
         row.update(summary_of(result.demo, result.source_placed), status="converted",
                    conversion=result.demo.attrs["conversion"])  # fmt: skip
     except Exception as exc:  # one bad demo must not stop the batch: its row says why
         row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
     row["seconds"] = time.monotonic() - t0
     return row
+
+
+def source_demo(job: Job) -> Demo:
+    """``job``'s demo as its source file holds it, without images (the conversion renders its own)."""
+    return next(d for d in read_demos(job.source, images=False).demos if d.name == job.demo)
 
 
 def summary_of(demo: Demo, source_placed: list[bool] | None) -> dict[str, Any]:
@@ -115,45 +125,64 @@ def already_done(job: Job, source_placed: Callable[[], list[bool] | None]) -> di
 
 def run_batch(
     inputs: Sequence[Path], out: Path, jobs: int = 1, render: bool = True, progress: bool = True,
-    kinematic: bool = False,
+    kinematic: bool = False, on_ray: bool = False,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """Convert every demo not yet converted; the summary rows of all (kept, converted, failed)."""
+    """Convert every demo not yet converted; the summary rows of all (kept, converted, failed). ``on_ray``: as tasks
+    on the Ray cluster this process has joined (workcell.cluster.connect), instead of in ``jobs`` processes."""
     from tqdm import tqdm
 
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*/*.hdf5.partial"):  # a run that was killed mid-write
         stale.unlink()
     todo, rows = [], []
-    sources: dict[Path, dict[str, list[bool] | None]] = {}  # each source file read once, for its outcomes
-
-    def source_placed(job: Job) -> list[bool] | None:
-        if job.source not in sources:
-            sources[job.source] = {d.name: recorded_placed(d) for d in read_demos(job.source).demos}
-        return sources[job.source].get(job.demo)
-
+    sources = SourceCache()
     for job in plan_jobs(inputs, out):
-        done = already_done(job, lambda job=job: source_placed(job))
+        done = already_done(job, lambda job=job: recorded_placed(sources.demo(job)))
         (rows.append(done) if done is not None else todo.append(job))
     bar = tqdm(total=len(todo), unit="demo", desc="converting", disable=not progress, file=sys.stderr)
-    if jobs <= 1:
-        for job in todo:
-            rows.append(convert_one(job, render, kinematic))
-            bar.update()
+    if on_ray:
+        from sim_bridge.convert_cluster import ray_rows
+
+        converted = ray_rows(todo, out, render, kinematic, sources.demo)
     else:
-        # spawn: each worker builds its own MuJoCo world and GL context (never forked from this process's)
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            pending: set[Future] = {pool.submit(convert_one, job, render, kinematic) for job in todo}
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    rows.append(f.result())
-                    bar.update()
+        converted = local_rows(todo, jobs, render, kinematic)
+    for row in converted:
+        rows.append(row)
+        bar.update()
     bar.close()
     rows.sort(key=lambda r: (r["source"], demo_order(r["demo"])))
     tmp = out / (SUMMARY_FILE + ".partial")
     tmp.write_text(json.dumps(rows, indent=2))
     tmp.replace(out / SUMMARY_FILE)
     return rows
+
+
+class SourceCache:
+    """The demos of the source file read last (without images): jobs come file by file, so each is read once."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+        self.demos: dict[str, Demo] = {}
+
+    def demo(self, job: Job) -> Demo:
+        if job.source != self.path:
+            self.demos, self.path = {d.name: d for d in read_demos(job.source).demos}, job.source
+        return self.demos[job.demo]
+
+
+def local_rows(todo: Sequence[Job], jobs: int, render: bool, kinematic: bool) -> Iterator[dict[str, Any]]:
+    """The rows of ``todo`` converted here, in ``jobs`` worker processes (one: in this one), as each finishes."""
+    if jobs <= 1:
+        for job in todo:
+            yield convert_one(job, render, kinematic)
+        return
+    # spawn: each worker builds its own MuJoCo world and GL context (never forked from this process's)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        pending: set[Future] = {pool.submit(convert_one, job, render, kinematic) for job in todo}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                yield f.result()
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
@@ -175,7 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("inputs", type=Path, nargs="+", help="LIBERO-layout .hdf5 files or folders of them")
     ap.add_argument("--out", type=Path, required=True, help="output folder (resumed if it exists)")
-    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1), help="worker processes")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1), help="worker processes")
+    where.add_argument("--ray", metavar="auto|HOST:PORT",
+                       help="as tasks on a Ray cluster: auto (this machine's, else one started for this run) or "
+                            "its head's address (docs/cluster.md)")  # fmt: skip
     ap.add_argument("--no-images", action="store_true", help="headless: no camera images in the output")
     ap.add_argument("--kinematic", action="store_true",
                     help="with --no-images: the fast path without physics (no task outcome; replay for it), "
@@ -184,8 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.kinematic and not args.no_images:
             raise ValueError("--kinematic renders nothing: give --no-images too")
-        rows = run_batch(args.inputs, args.out, args.jobs, render=not args.no_images, kinematic=args.kinematic)
-    except (FileNotFoundError, ValueError) as exc:
+        rows = convert(args)
+    except (FileNotFoundError, ValueError, ClusterError, ConnectionError) as exc:
         print(f"convert_batch: {exc}", file=sys.stderr)
         return 2
     print(table(rows))
@@ -196,5 +229,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if failed else 0
 
 
+def convert(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """run_batch as the command line asks, on the Ray cluster it names (joined for the run alone) or here."""
+    if not args.ray:
+        return run_batch(args.inputs, args.out, args.jobs, render=not args.no_images, kinematic=args.kinematic)
+    from workcell import cluster
+
+    print(cluster.connect(args.ray), file=sys.stderr)
+    try:
+        return run_batch(args.inputs, args.out, render=not args.no_images, kinematic=args.kinematic, on_ray=True)
+    finally:
+        cluster.shutdown()
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from sim_bridge.convert_batch import main as _main  # by its name: Ray and the spawned workers import it so
+
+    raise SystemExit(_main())

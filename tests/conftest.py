@@ -177,6 +177,17 @@ def ros_env() -> dict[str, str]:
     return dict(os.environ)
 
 
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """A Ray cluster of two nodes on 127.0.0.1 (tests/fixtures/ray_cluster.py), started once per session: its
+    address, for ``--ray ADDRESS``. Its token file is in RAY_AUTH_TOKEN_PATH for the session, so drivers started by
+    the tests join it; its processes have all ended after the session."""
+    from ray_cluster import running_cluster
+
+    with running_cluster(TEST_OUTPUT / "ray_cluster") as address:
+        yield address
+
+
 @pytest.fixture
 def graph_runner(request: pytest.FixtureRequest, ros_env: dict[str, str]) -> Iterator[Callable[..., Any]]:
     """``start(nodes, env=None, settle=0.0) -> RunningGraph``: launch NodeSpecs with the run's env.
