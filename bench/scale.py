@@ -104,9 +104,10 @@ def main(argv: list[str] | None = None) -> int:
             results[f"--workers {workers}"] = evaluate(Path(tmp) / f"w{workers}", a.trials, ["--workers", str(workers)])
             report(f"--workers {workers}", results[f"--workers {workers}"])
         if not a.no_ray:
-            from workcell.cluster import local_cluster
+            sys.path.insert(0, str(REPO / "tests" / "fixtures"))  # the tests' two-node cluster on loopback
+            from ray_cluster import running_cluster
 
-            with local_cluster(nodes=2, cpus_per_node=1) as address:
+            with running_cluster(Path(tmp) / "cluster", nodes=2) as address:
                 results["--ray (2 nodes)"] = evaluate(Path(tmp) / "ray", a.trials, ["--ray", address])
             report("--ray (2 nodes, 1 CPU each)", results["--ray (2 nodes)"])
     answers = {name: answer(r["rows"]) for name, r in results.items()}

@@ -114,8 +114,9 @@ def test_on_a_ray_cluster_the_trials_do_the_same_and_an_actor_killed_mid_trial_c
     """``--ray ADDRESS`` on a two-node cluster on this machine: the same rows as the local runner's (what each trial
     did, step for step); an actor killed with SIGKILL in the middle of its trial fails that attempt only (the trial
     runs again on a new actor, the killed actor's graph ends with it); a rerun repeats nothing."""
-    out, _cmd, env, _run = local_run
+    out, _cmd, _env, _run = local_run
     local = json.loads((out / "results.json").read_text())["trials"]
+    env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}  # with the cluster's token (RAY_AUTH_*)
     ray_out = tmp_path / "ray"
     cmd = evaluate(ray_out, "--ray", ray_cluster)  # an actor per CPU: one on each node
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -126,8 +127,9 @@ def test_on_a_ray_cluster_the_trials_do_the_same_and_an_actor_killed_mid_trial_c
                     return timing.parent
             return None
 
-        assert wait_for(mid_trial, timeout=300, interval=0.2), "no actor got into its trial"
+        assert wait_for(lambda: mid_trial() or proc.poll() is not None, timeout=300, interval=0.2)
         session = mid_trial()
+        assert session is not None, "no actor got into its trial: " + "".join(proc.communicate()[1:])[-2000:]
         actor_pid = int(session.name.split("-")[-2])  # workers/<host>-<pid>-<graph>: the actor's process
         os.kill(actor_pid, signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=600)
