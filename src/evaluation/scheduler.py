@@ -18,6 +18,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -110,7 +111,7 @@ def run_trials(
     done = finished_indices(out_dir)
     queue = deque(t for t in trials if t.index not in done)
     bar = tqdm(total=len(trials), initial=len(trials) - len(queue), desc="trials", unit="trial", disable=not progress)
-    say = say or bar.write
+    say = say or (lambda text: bar.write(text, file=sys.stderr))  # beside the bar, never through it
     reasons: dict[int, list[str]] = {}
     try:
         while queue or pool.busy():
