@@ -135,26 +135,9 @@ class RayActors:
             if kind == "failed":
                 out.append((trial, Failure(*payload), time.monotonic() - t0))
             else:
-                out.append((trial, self._landed(payload, files), time.monotonic() - t0))
+                out.append((trial, land_files(self.out_dir, payload, files), time.monotonic() - t0))
             self._idle.append(actor)
         return out
-
-    def _landed(self, row: Row, files: dict[str, bytes]) -> Row:
-        """A row from an actor without the output folder: its files written here, its paths made this folder's."""
-        for rel, data in files.items():
-            target = (self.out_dir / rel).resolve()
-            if self.out_dir.resolve() not in target.parents:
-                raise ValueError(f"an actor sent a file outside the output folder: {rel!r}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.exists():  # an earlier attempt's: kept aside, as a local worker does
-                target.rename(target.with_name(f"{target.stem}.interrupted-{int(time.time())}{target.suffix}"))
-            tmp = target.with_name(target.name + ".partial")
-            tmp.write_bytes(data)
-            tmp.replace(target)
-        for key in FILE_KEYS:
-            if row.get(key) and row[key] in files:
-                row[key] = str(self.out_dir / row[key])
-        return row
 
     def close(self) -> None:
         """Every actor stops its graph (an interrupted trial's actor is killed: Ray ends its process, and its graph
@@ -176,6 +159,29 @@ class RayActors:
         from workcell import cluster
 
         cluster.shutdown()
+
+
+def land_files(out_dir: Path, row: Row, files: dict[str, bytes]) -> Row:
+    """A row from an actor that did not share the output folder: its files written here (each whole, or not at all;
+    an earlier attempt's kept aside), its paths made this folder's. A path that would leave the folder is refused:
+    what an actor sends is not trusted to name where it goes."""
+    root = out_dir.resolve()
+    for rel in files:
+        if root not in (root / rel).resolve().parents:
+            raise ValueError(f"an actor sent a file outside the output folder: {rel!r}")
+    for rel, data in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            target.rename(target.with_name(f"{target.stem}.interrupted-{int(time.time())}{target.suffix}"))
+        tmp = target.with_name(target.name + ".partial")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+    landed = dict(row)
+    for key in FILE_KEYS:
+        if landed.get(key) in files:
+            landed[key] = str(out_dir / landed[key])
+    return landed
 
 
 def _first_line(exc: BaseException) -> str:
