@@ -193,8 +193,12 @@ class WarmWorkcell:
         assert self.probe is not None
         probe, last, demos = self.probe, self._episode, self.trials_run + 1
 
+        failures = int((probe.recorder or {}).get("save_failures", 0))
+
         def ended() -> bool:
             ep, rec = probe.episode, probe.recorder
+            if rec is not None and int(rec.get("save_failures", 0)) > failures:  # a full disk: say so, now
+                raise RuntimeError(f"the rollout recorder could not save the trial: {rec.get('error')}")
             if ep is None or rec is None or int(ep["episode"]) <= last or not ep.get("done"):
                 return False
             return int(rec.get("num_demos", 0)) >= demos and not rec.get("saving") and not rec.get("recording")
