@@ -104,6 +104,9 @@ def _main(argv: Sequence[str] | None) -> int:
         print("evaluation: --horizon S is for the physical cell (real), S > 0 seconds; a simulated trial runs its "
               "task's horizon", file=sys.stderr)  # fmt: skip
         return 2
+    if a.max_attempts < 1 or (a.workers is not None and a.workers < 1):
+        print("evaluation: --max-attempts and --workers must be >= 1", file=sys.stderr)
+        return 2
     if a.policy_url:  # a scheme no policy client speaks would fail every trial's graph: refused once, here
         try:
             scheme_of(a.policy_url)

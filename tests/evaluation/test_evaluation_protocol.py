@@ -266,3 +266,5 @@ def test_a_real_evaluation_runs_a_dry_run_horizon_and_stops_at_a_trial_that_fail
     assert cli.main(argv) == 0
     assert [r["trial"]["index"] for r in load_results(tmp_path)] == [0, 1, 2] and calls.count(Services.ARM_HOME) == 2
     assert cli.main(["sim", "--out", str(tmp_path), "--horizon", "5"]) == 2  # a simulated trial runs its own
+    assert cli.main(["sim", "--out", str(tmp_path), "--max-attempts", "0"]) == 2  # a run that could never run
+    assert cli.main(["sim", "--out", str(tmp_path), "--workers", "0"]) == 2
