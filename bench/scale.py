@@ -75,7 +75,7 @@ def projection(r2: dict[str, Any]) -> None:
     from evaluation.protocol import protocol_trials
 
     rows = r2["rows"]
-    horizon = statistics.mean(float(x["trial"]["horizon"]) for x in rows)
+    horizon = statistics.mean(float(x["world_horizon"]) for x in rows)  # the world's, with the bench's schedule
     warm_wall = statistics.mean(x["wall_s"] - x["setup_s"] for x in rows)  # a trial's episode at 2 workers
     start = statistics.mean(x["setup_s"] for x in rows if x["worker"]["trial_on_graph"] == 1)
     protocol = protocol_trials()
