@@ -357,15 +357,12 @@ def read_frames(path: str | Path, demo: str, key: str, steps: Sequence[int]) -> 
     """Some frames of one camera of one demo, (len(steps), H, W, 3) uint8, without loading the rest."""
     if key not in IMAGE_KEYS:
         raise LiberoFormatError(f"{key!r} is not an image key; image keys: {list(IMAGE_KEYS)}")
-    try:
-        f = open_demo_file(path)
-    except OSError as exc:
-        raise LiberoFormatError(f"{path}: not an HDF5 file ({exc})") from exc
-    with f:
+    with _data_group(path) as (path, data):
         where = f"data/{demo}/obs"
-        if where not in f or key not in f[where]:
+        obs = data.get(f"{demo}/obs")
+        if not isinstance(obs, h5py.Group) or key not in obs:
             raise LiberoFormatError(f"{path}: {where} has no {key!r}")
-        ds = checked_frames(f[where], key, f"{path}: {where}")
+        ds = checked_frames(obs, key, f"{path}: {where}")
         bad = [s for s in steps if not 0 <= s < ds.shape[0]]
         if bad:
             raise LiberoFormatError(f"{path}: {where}/{key} has {ds.shape[0]} frames; asked for steps {bad}")
