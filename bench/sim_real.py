@@ -3,9 +3,8 @@
 ``.venv/bin/python -m bench.sim_real [--steps 300] [--no-response]``
 
 1. Conversion speed as a multiple of real time (sim seconds of demo per wall second): the kinematic fast
-   path (headless), the physics path headless and with rendering. Target (issue 8): >= 50x headless. The
-   demos converted are scripted-expert episodes of the workcell task at the followable speed, recorded on
-   the simulated AUBO (the Panda source does not yet finish whole episodes inside the AUBO's reach).
+   path (headless), the physics path headless and with rendering (bench.conversion's item 1, which also
+   measures batches). Target (issue 8): >= 50x headless.
 2. Sim-in-the-loop replay through the whole graph (every node its own process, loopback DDS): an AUBO
    expert demo replayed open and closed loop; the achieved real-time factor (sim time per wall time over
    the replay), late control steps, tracking error.
@@ -21,41 +20,20 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering, before MuJoCo is imported
 
+from bench.conversion import conversion_speed, expert_demos
 from libero_workcell import dds
 from libero_workcell.libero_format import write_demo_file
 from libero_workcell.task import TaskSpec
-from sim_bridge.aubo_demos import followable_expert, record_expert_demo
-from sim_bridge.convert import convert_demo
+from sim_bridge.aubo_demos import record_expert_demo
 from sim_bridge.replay import held_ticks, plan_from_demo, replay_in_process
 from sim_bridge.response_reference import load_reference, reference_demo, segment_errors, table
 from workcell.replay_run import replay_graph
-
-
-def conversion_speed(steps: int, seeds: tuple[int, ...] = (0, 1)) -> None:
-    print(f"1. conversion speed ({len(seeds)} expert demos of {steps} steps = {steps / 20:g} s each)")
-    demos = [record_expert_demo(TaskSpec.from_seed(s), f"demo_{s}", False, steps, expert=followable_expert())[0]
-             for s in seeds]  # fmt: skip
-    sim = sum(d.num_samples for d in demos) / 20.0
-    for label, kwargs, target in (
-        ("kinematic, headless", {"render": False, "kinematic": True}, 50.0),
-        ("physics, headless", {"render": False}, None),
-        ("physics, rendering", {"render": True}, None),
-    ):
-        t0 = time.perf_counter()
-        results = [convert_demo(d, **kwargs) for d in demos]
-        wall = time.perf_counter() - t0
-        how = {r.demo.attrs["conversion"] for r in results}
-        rms = np.mean([r.tracking.pos_rms for r in results]) * 1e3
-        verdict = "" if target is None else f"  target >= {target:g}x: {'PASS' if sim / wall >= target else 'MISS'}"
-        print(f"   {label:<22} {sim / wall:7.1f}x real time ({wall:.2f} s for {sim:g} s; {sorted(how)}, "
-              f"tracking RMS {rms:.2f} mm){verdict}")  # fmt: skip
 
 
 def replay_rtf(steps: int, work: Path, env: dict[str, str]) -> None:
@@ -110,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-response", action="store_true", help="skip the response through the graph (~3 min)")
     args = ap.parse_args(argv)
     env = dds.loopback_env(None)
-    conversion_speed(args.steps)
+    conversion_speed(expert_demos(args.steps))
     with tempfile.TemporaryDirectory(prefix="bench_sim_real_") as tmp:
         replay_rtf(args.steps, Path(tmp), env)
         if not args.no_response:

@@ -34,6 +34,7 @@ from libero_workcell.libero_format import (
     demo_files,
     demo_order,
     open_demo_file,
+    read_demo,
     read_demos,
     write_demo_file,
 )
@@ -92,7 +93,7 @@ def convert_one(job: Job, render: bool, kinematic: bool = False, demo: Demo | No
 
 def source_demo(job: Job) -> Demo:
     """``job``'s demo as its source file holds it, without images (the conversion renders its own)."""
-    return next(d for d in read_demos(job.source, images=False).demos if d.name == job.demo)
+    return read_demo(job.source, job.demo)
 
 
 def summary_of(demo: Demo, source_placed: list[bool] | None) -> dict[str, Any]:

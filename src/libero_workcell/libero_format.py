@@ -34,9 +34,10 @@ in the ``<name>_episodes/`` folder beside it, reads as before. Declared sizes ar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -311,17 +312,7 @@ def _array3(group: h5py.Group, key: str, where: str, length: int) -> np.ndarray:
 
 def read_demos(path: str | Path, images: bool = False) -> DemoFile:
     """Every demo of a LIBERO-layout file, validated; opened read-only (nothing is ever written)."""
-    path = Path(path)
-    if not path.is_file():
-        raise LiberoFormatError(f"{path}: no such file")
-    try:
-        f = open_demo_file(path)
-    except OSError as exc:
-        raise LiberoFormatError(f"{path}: not an HDF5 file ({exc})") from exc
-    with f:
-        if "data" not in f or not isinstance(f["data"], h5py.Group):
-            raise LiberoFormatError(f"{path}: missing the 'data' group (not LIBERO's layout)")
-        data = f["data"]
+    with _data_group(path) as (path, data):
         names = sorted((k for k in data if isinstance(data[k], h5py.Group)), key=demo_order)
         if not names:
             raise LiberoFormatError(f"{path}: 'data' holds no demos")
@@ -334,19 +325,44 @@ def read_demos(path: str | Path, images: bool = False) -> DemoFile:
     return DemoFile(path, info, env_args, demos)
 
 
-def read_frames(path: str | Path, demo: str, key: str, steps: Sequence[int]) -> np.ndarray:
-    """Some frames of one camera of one demo, (len(steps), H, W, 3) uint8, without loading the rest."""
-    if key not in IMAGE_KEYS:
-        raise LiberoFormatError(f"{key!r} is not an image key; image keys: {list(IMAGE_KEYS)}")
+def read_demo(path: str | Path, name: str, images: bool = False) -> Demo:
+    """One demo of a LIBERO-layout file, validated as :func:`read_demos` validates it, the others not read (a
+    worker converting one demo of a file of many reads only its own)."""
+    with _data_group(path) as (path, data):
+        if not isinstance(data.get(name), h5py.Group):
+            raise LiberoFormatError(f"{path}: 'data' holds no demo {name!r}")
+        try:
+            return _read_demo(name, data[name], images)
+        except LiberoFormatError as exc:
+            raise LiberoFormatError(f"{path}: {exc}") from None
+
+
+@contextlib.contextmanager
+def _data_group(path: str | Path) -> Iterator[tuple[Path, h5py.Group]]:
+    """A LIBERO-layout file's path and its ``data`` group, opened read-only (open_demo_file's checks made)."""
+    path = Path(path)
+    if not path.is_file():
+        raise LiberoFormatError(f"{path}: no such file")
     try:
         f = open_demo_file(path)
     except OSError as exc:
         raise LiberoFormatError(f"{path}: not an HDF5 file ({exc})") from exc
     with f:
+        if "data" not in f or not isinstance(f["data"], h5py.Group):
+            raise LiberoFormatError(f"{path}: missing the 'data' group (not LIBERO's layout)")
+        yield path, f["data"]
+
+
+def read_frames(path: str | Path, demo: str, key: str, steps: Sequence[int]) -> np.ndarray:
+    """Some frames of one camera of one demo, (len(steps), H, W, 3) uint8, without loading the rest."""
+    if key not in IMAGE_KEYS:
+        raise LiberoFormatError(f"{key!r} is not an image key; image keys: {list(IMAGE_KEYS)}")
+    with _data_group(path) as (path, data):
         where = f"data/{demo}/obs"
-        if where not in f or key not in f[where]:
+        obs = data.get(f"{demo}/obs")
+        if not isinstance(obs, h5py.Group) or key not in obs:
             raise LiberoFormatError(f"{path}: {where} has no {key!r}")
-        ds = checked_frames(f[where], key, f"{path}: {where}")
+        ds = checked_frames(obs, key, f"{path}: {where}")
         bad = [s for s in steps if not 0 <= s < ds.shape[0]]
         if bad:
             raise LiberoFormatError(f"{path}: {where}/{key} has {ds.shape[0]} frames; asked for steps {bad}")

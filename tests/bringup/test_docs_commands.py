@@ -47,6 +47,9 @@ RUN_BY: dict[str, str] = {
         "tests/graph/test_replay_graph.py::test_closed_loop_replay_through_the_graph_keeps_the_outcome",
     r"sim_bridge\.convert_batch":
         "tests/sim/test_convert_batch.py::test_kill_9_mid_batch_loses_nothing_and_the_rerun_completes_it",
+    r"sim_bridge\.convert_batch .*--ray auto":
+        "tests/sim/test_convert_batch_ray.py::test_ray_auto_with_no_cluster_here_starts_one_on_loopback_for_the_run",
+    r"tests/fixtures/ray_cluster\.py": "tests/sim/test_convert_batch_ray.py::test_the_cluster_listens_on_loopback_only",
     r"pytest tests/sim/test_lab_demos\.py": "tests/sim/test_lab_demos.py::test_lab_demo_replays",
     r"bringup --job deploy_sim$":
         "tests/graph/test_deploy_graph.py::test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses",
@@ -113,6 +116,12 @@ NOT_RUN: dict[str, str] = {
         "the operator path test_operator_cli runs (enable, stop-all, source, jog, home), to services tested with "
         "their nodes (test_conveyor_driver, test_arm_driver, test_ros_graph); arguments checked here",
     r"^\./run\.sh --help$": "run here (`workcell demo --help`)",
+    r"^\.venv/bin/ray (start|status|stop)|^export RAY_":
+        "Ray's own commands, run by hand (docs/cluster.md shows what they printed; several machines are not here); "
+        "the tests start their cluster as tests/fixtures/ray_cluster.py does, with the same settings "
+        "(workcell.cluster.RAY_ENV): `ray stop` stops every Ray process of the machine, the tests' neighbours' too",
+    r"^\.venv/bin/ray get-auth-token": "prints the cluster's secret token",
+    r"^mkdir -p panda_demos$": "makes the folder the next command writes into",
 }  # fmt: skip
 
 NO_HELP = {"tools.fit_osc_response", "libero_workcell.faults"}  # modules without options: --help would run them

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from demo_files import T, demo, make_file
 
-from libero_workcell.libero_format import LiberoFormatError, read_demos
+from libero_workcell.libero_format import LiberoFormatError, read_demo, read_demos
 from sim_bridge.retarget import path_from_demo
 
 
@@ -94,6 +94,23 @@ def test_a_malformed_file_is_a_clear_error_and_is_not_modified(tmp_path, edit, m
         read_demos(path)
     assert str(path) in str(info.value)
     assert digest(path) == before
+
+
+def test_one_demo_reads_alone_as_it_reads_among_the_others(tmp_path) -> None:
+    path = tmp_path / "demos.hdf5"
+    make_file(path)
+    one, among = read_demo(path, "demo_10", images=True), read_demos(path, images=True).demos[2]
+    assert one.name == among.name == "demo_10" and one.attrs == among.attrs
+    for key in ("actions", "ee_pos", "ee_ori", "gripper_states", "joint_states", "robot_states"):
+        np.testing.assert_array_equal(getattr(one, key), getattr(among, key))
+    np.testing.assert_array_equal(one.images["agentview_rgb"], among.images["agentview_rgb"])
+    _corrupt(path, lambda f: f["data/demo_1"].__delitem__("actions"))  # another demo's fault is not this one's
+    assert read_demo(path, "demo_0").num_samples == T
+    with pytest.raises(LiberoFormatError, match=r"data/demo_1: missing 'actions'") as info:
+        read_demo(path, "demo_1")
+    assert str(path) in str(info.value)
+    with pytest.raises(LiberoFormatError, match="'data' holds no demo 'demo_2'"):
+        read_demo(path, "demo_2")
 
 
 def test_files_that_are_not_libero_layout(tmp_path) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import wait_for
-from ray_cluster import cluster_pids, listening, matching, pids_below, task_pids
+from ray_cluster import cluster_pids, kill_a_worker_node, listening, matching, pids_below, running_cluster, task_pids
 from test_convert_batch import SEQUENCES, _source_file
 
 from libero_workcell.libero_format import read_demos
@@ -119,6 +119,30 @@ def test_a_killed_worker_is_run_again_and_one_that_always_dies_ends_a_failed_row
     assert [f.startswith(died) for f in rows["demo_1"]["failed_attempts"]] == [True] * 3
     assert rows["demo_1"]["error"].startswith(f"attempt 1: {died}") and f"attempt 3: {died}" in rows["demo_1"]["error"]
     assert "demo_1    failed    attempt 1: WorkerCrashedError" in stdout
+
+
+@pytest.mark.slow
+def test_a_conversion_whose_machine_dies_runs_on_another(tmp_path: Path) -> None:
+    """A cluster of its own (the session's stays whole): the worker node's raylet and every process it started are
+    SIGKILLed while it converts a demo, as when its machine dies."""
+    src = _source_file(tmp_path / "src.hdf5", names=SEQUENCES)
+    out = tmp_path / "out"
+    with running_cluster(tmp_path / "cluster") as address:
+        run = subprocess.Popen(convert_cmd(src, out, "--ray", address, "--no-images"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+        dead = None
+        while run.poll() is None and dead is None:
+            dead = kill_a_worker_node(address, "ray::convert src/")
+            time.sleep(0.01)
+        stdout, stderr = run.communicate()
+    assert dead is not None, "no conversion ran on the worker node"
+    assert run.returncode == 0, stderr
+    rows = json.loads((out / SUMMARY_FILE).read_text())
+    assert [r["status"] for r in rows] == ["converted"] * 3 and "3 converted" in stdout
+    (moved,) = [r for r in rows if "failed_attempts" in r]
+    # NodeDiedError once the head has marked the node dead; WorkerCrashedError if it saw the worker's end first
+    assert [f.split(":")[0] for f in moved["failed_attempts"]] in (["NodeDiedError"], ["WorkerCrashedError"]), moved
+    assert not moved["node"].endswith(dead[:8]) and read_demos(moved["output"]).demos[0].num_samples == moved["steps"]
 
 
 LOOPBACK = ("127.0.0.1:", "[::ffff:127.0.0.1]:")
