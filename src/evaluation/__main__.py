@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Sequence
@@ -33,16 +32,7 @@ from evaluation.warm_graph import warm_host
 from libero_workcell.task import SPEEDS
 from policy_node.clients import scheme_of
 from preferences.catalogue import PreferenceError
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).resolve().parent
-        )
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+from workcell.cluster import code_version
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -154,7 +144,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "workers": a.workers,
             "ray": a.ray,  # None: on this machine
             "horizon": a.horizon,  # real: a dry run's horizon per trial (None: each trial's own)
-            "commit": _commit(),
+            "commit": code_version(),  # with a hash of uncommitted changes, as a cluster node reports it
         },
         failed=failed,
     )

@@ -268,3 +268,13 @@ def test_a_real_evaluation_runs_a_dry_run_horizon_and_stops_at_a_trial_that_fail
     assert cli.main(["sim", "--out", str(tmp_path), "--horizon", "5"]) == 2  # a simulated trial runs its own
     assert cli.main(["sim", "--out", str(tmp_path), "--max-attempts", "0"]) == 2  # a run that could never run
     assert cli.main(["sim", "--out", str(tmp_path), "--workers", "0"]) == 2
+
+
+def test_without_ray_the_evaluation_imports_no_ray() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, evaluation.__main__, evaluation.scheduler, evaluation.warm_graph, evaluation.ray_pool; "
+            "print('ray' in sys.modules)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
