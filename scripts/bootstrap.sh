@@ -21,6 +21,7 @@ ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0' || need_apt+=(libusb-1.0-0) 
 command -v socat >/dev/null || need_apt+=(socat)   # pty pairs for the Modbus emulators
 if [ "$req" = requirements-dev.txt ]; then
   command -v chromium >/dev/null || need_apt+=(chromium)   # headless browser for the preference report's test
+  command -v ss >/dev/null || need_apt+=(iproute2)   # ss: the tests check which addresses Ray and DDS listen on
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
