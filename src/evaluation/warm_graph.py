@@ -146,6 +146,8 @@ class WarmWorkcell:
             "SR": float(m["SR"]) if not m.get("aborted") else 0.0,
             "PCR_T": float(m["PCR_T"]),
         }
+        if m.get("aborted"):  # a node of the loop stopped answering: the next trial gets a fresh graph
+            self.close()
         return {
             "trial": trial.as_dict(),
             "outcome": outcome,
