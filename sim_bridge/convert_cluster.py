@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import os
-import secrets
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -31,8 +30,8 @@ def ray_rows(
 ) -> Iterator[dict[str, Any]]:
     """The rows of ``todo`` converted as tasks on the joined Ray cluster, as each finishes (``demo_of``: a job's
     source demo, read here on the head)."""
-    marker, token = out / MARKER, secrets.token_hex(16)
-    marker.write_text(token)
+    marker = out / MARKER
+    token = cluster.mark_folder(marker)
     submitted: list[Job] = []  # by the index run_tasks reports
     unread: list[dict[str, Any]] = []  # jobs whose demo the head could not read: no task, a failed row
 
@@ -62,21 +61,13 @@ def convert_task(job: Job, demo: Demo, render: bool, kinematic: bool, marker: Pa
     head's folder (None), else its bytes. A complete file there already (an attempt that died after writing it) is
     kept."""
     demo = copy.deepcopy(demo)  # Ray hands numpy arguments over read-only (zero-copy); the conversion writes to its own
-    if sees(marker, token):
+    if cluster.sees(marker, token):
         done = already_done(job, lambda: recorded_placed(demo))
         return (convert_one(job, render, kinematic, demo) if done is None else {**done, "status": "converted"}), None
     with tempfile.TemporaryDirectory(prefix="convert_") as tmp:
         local = Path(tmp) / job.out.name
         row = convert_one(job, render, kinematic, demo, write_to=local)
         return row, (local.read_bytes() if local.is_file() else None)
-
-
-def sees(marker: Path, token: str) -> bool:
-    """Whether this machine sees the head's output folder: the marker there holds this run's token."""
-    try:
-        return marker.read_text() == token
-    except OSError:
-        return False
 
 
 def row_of(job: Job, outcome: cluster.Outcome) -> dict[str, Any]:

@@ -15,7 +15,6 @@ sends the trial's files (rollout, timing) back with its row, and the head writes
 from __future__ import annotations
 
 import contextlib
-import secrets
 import shutil
 import tempfile
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 from evaluation.protocol import Trial
 from evaluation.results import error_text
-from evaluation.scheduler import Failure, HostFactory, Row, TrialHost
+from evaluation.scheduler import Failure, HostFactory, Row, TrialHost, close_quietly
 
 TOKEN_FILE = ".ray-run-token"  # the head's token in its output folder: an actor that reads it shares the folder
 FILE_KEYS = ("rollout", "timing")  # the row's fields that name a trial's files
@@ -36,13 +35,11 @@ class TrialActor:
 
     def __init__(self, factory: HostFactory, out_dir: str, token: str) -> None:
         from libero_workcell import dds
+        from workcell import cluster
 
         self.claim = dds.claim_domain()
         shared = Path(out_dir)
-        try:
-            self.shared = (shared / TOKEN_FILE).read_text() == token
-        except OSError:
-            self.shared = False
+        self.shared = cluster.sees(shared / TOKEN_FILE, token)
         self.out_dir = shared if self.shared else Path(tempfile.mkdtemp(prefix="libero-eval-"))
         self.factory = factory
         self.host: TrialHost | None = None
@@ -74,9 +71,7 @@ class TrialActor:
 
     def _close_host(self) -> None:
         host, self.host = self.host, None
-        if host is not None:
-            with contextlib.suppress(Exception):
-                host.close()
+        close_quietly(host)
 
     def close(self) -> None:
         self._close_host()
@@ -99,8 +94,7 @@ class RayActors:
         import ray
 
         self._ray = ray
-        self._token = secrets.token_hex(16)
-        (self.out_dir / TOKEN_FILE).write_text(self._token)
+        self._token = cluster.mark_folder(self.out_dir / TOKEN_FILE)
         cpus = float(ray.cluster_resources().get("CPU", 1.0))
         self.slots = max(1, int(actors or cpus // cpus_per_actor))
         self._remote = ray.remote(num_cpus=cpus_per_actor, max_restarts=0, scheduling_strategy="SPREAD")(TrialActor)

@@ -65,6 +65,14 @@ def function_host(fn: Callable[[Trial, Path, int], Row]) -> HostFactory:
     return functools.partial(FunctionHost, fn)
 
 
+def close_quietly(host: TrialHost | None) -> None:
+    """Close a host after a failed trial: its graph may be broken, and a failure to close must not hide the trial's
+    own."""
+    if host is not None:
+        with contextlib.suppress(Exception):
+            host.close()
+
+
 @dataclass(frozen=True)
 class Failure:
     """A trial that did not run to its end: the reason, where, and the exception itself where it is at hand."""
@@ -174,9 +182,7 @@ class InProcess:
 
     def _drop_host(self) -> None:
         host, self._host = self._host, None
-        if host is not None:
-            with contextlib.suppress(Exception):
-                host.close()
+        close_quietly(host)
 
     def close(self) -> None:
         self._drop_host()
@@ -302,9 +308,7 @@ def worker_main(factory: HostFactory, out_dir: Path, domain: int | None, conn: A
             except Exception as exc:
                 conn.send(("failed", *error_text(exc)))
                 old, host = host, None
-                if old is not None:
-                    with contextlib.suppress(Exception):
-                        old.close()
+                close_quietly(old)
     except KeyboardInterrupt:  # Ctrl-C reached the whole process group: stop the graph (finally) and end
         pass
     finally:

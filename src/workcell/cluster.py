@@ -210,6 +210,22 @@ def run_tasks(
         refill()
 
 
+def mark_folder(marker: Path) -> str:
+    """Write a new random token into ``marker`` (a file in the head's output folder) and return it: a worker that
+    reads the same token there (:func:`sees`) shares the folder and writes its files in place."""
+    token = secrets.token_hex(16)
+    marker.write_text(token)
+    return token
+
+
+def sees(marker: Path, token: str) -> bool:
+    """Whether this machine sees the head's output folder: ``marker`` there holds this run's ``token``."""
+    try:
+        return marker.read_text() == token
+    except OSError:
+        return False
+
+
 def reason(exc: BaseException) -> str:
     """An exception in one line: its type and the first line of its message (a task's own exception, not Ray's
     wrapper, whose message carries the traceback)."""
