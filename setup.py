@@ -40,6 +40,7 @@ setup(
             "demo_replay = sim_bridge.replay_node:main",
             "teleop_pico = teleop_pico.node:main",
             "recorder = recorder.node:main",
+            "session_log = session_log.node:main",
             "policy_node = policy_node.node:main",
             "policy_server = sim_bridge.policy_server_node:main",
             "workcell = workcell.cli:main",

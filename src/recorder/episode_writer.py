@@ -66,6 +66,8 @@ class SavedEpisode:
     dropped_steps: int  # control periods with no step recorded
     stale_frames: dict[str, int]  # camera image key -> steps recorded with a stale frame
     save_latency: float  # s, from save() to the index listing it
+    start_time: float = 0.0  # s, the first step's observation stamp (the graph's clock: a session log's log time)
+    end_time: float = 0.0  # s, the last step's
 
 
 _server_lock = threading.Lock()
@@ -198,7 +200,8 @@ class EpisodeWriter:
         self._closed = True
         stale = dict(self._stale)
         attrs = {**self.attrs, "dropped_steps": self.dropped_steps(), "stale_frames": stale,
-                 "control_hz": 1.0 / self.period}  # fmt: skip
+                 "control_hz": 1.0 / self.period, "start_time": self._stamps[0] if self._stamps else 0.0,
+                 "end_time": self._stamps[-1] if self._stamps else 0.0}  # fmt: skip
         request = SaveRequest(attrs, dict(self._reports), dict(self.session.problem_info),
                               dict(self.session.env_args), 1.0 / self.period)  # fmt: skip
         deadline = started + self.save_timeout
@@ -222,7 +225,7 @@ class EpisodeWriter:
             raise RecorderError(f"{self.name} could not be written ({exc}); kept as {self.partial}") from None
         self.session.add(self.name, len(self._stamps), str(self.attrs.get("language_instruction", "")))
         return SavedEpisode(self.name, len(self._stamps), self.duration, attrs["dropped_steps"], stale,
-                            time.monotonic() - started)  # fmt: skip
+                            time.monotonic() - started, attrs["start_time"], attrs["end_time"])  # fmt: skip
 
     def discard(self) -> None:
         """Drop the episode: its writer is stopped, its partial file goes, nothing else changes."""

@@ -27,6 +27,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
@@ -123,6 +124,7 @@ PARAMETERS: Final[dict[str, Any]] = {
     Params.LOCKSTEP: False,
     "follow_episodes": False,
     "cell": "",  # the lab's cell file (libero_workcell.cell_file), stored with the session, secrets redacted
+    "mcap_log": "",  # the session's MCAP log (session_log), named in each demo's attributes
 }
 
 
@@ -168,6 +170,8 @@ class RecorderNode(Node):
         self.save_failures = 0
         self._save_failed = False  # the latest save failed (diagnostics ERROR until one succeeds)
         self._sim_metrics: dict[str, Any] | None = None  # sim: the world's latest outcome, stored with a demo
+        # the session's MCAP log (docs/session_log.md): each demo names it, with its first and last step's times
+        self.mcap_log = str(Path(p("mcap_log")).absolute()) if p("mcap_log") else ""
         self._status_pub = self.create_publisher(String, Topics.RECORDER_STATUS, qos(Qos.LATCHED))
         self._diag_pub = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
         self.lockstep = lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
@@ -427,7 +431,8 @@ class RecorderNode(Node):
     # ------------------------------------------------------------------ lockstep: the world's control steps
     def _new_writer(self) -> EpisodeWriter:
         keys = tuple(CAMERA_IMAGE_KEYS[c] for c in CAMERA_NAMES)
-        return EpisodeWriter(self.session, {"robot": ROBOT, **self._asked(self.task)}, keys, self.hz)
+        log = {"mcap_log": self.mcap_log} if self.mcap_log else {}
+        return EpisodeWriter(self.session, {"robot": ROBOT, **log, **self._asked(self.task)}, keys, self.hz)
 
     def _next_step(self) -> int:
         """The control step a command takes effect at: the world's current one if this recorder is still in it
@@ -579,10 +584,19 @@ class RecorderNode(Node):
             "duration": round(w.duration, 3) if w else 0.0, "dropped": w.dropped_steps() if w else 0,
             "num_demos": self.session.num_demos, "saved": [s.name for s in self.saved], "saving": self.saving,
             "error": self._last_error, "save_failures": self.save_failures, "bad_messages": dict(self.bad_messages),
-            "set_aside": sorted(self.session.set_aside),
+            "set_aside": sorted(self.session.set_aside), "session_file": str(self.session.path),
+            "last_saved": self._last_saved(),
         }  # fmt: skip
         self._status_pub.publish(String(data=json.dumps(status)))
         self._publish_diagnostics(status)
+
+    def _last_saved(self) -> dict[str, Any] | None:
+        """The demo saved last: its name, steps and first and last step's times (what a session log records of
+        it, session_log.node)."""
+        if not self.saved:
+            return None
+        s = self.saved[-1]
+        return {"name": s.name, "num_samples": s.num_samples, "start_time": s.start_time, "end_time": s.end_time}
 
     def _publish_diagnostics(self, status: dict[str, Any]) -> None:
         """ERROR while the latest save has failed; WARN once any error or bad message was seen; else OK."""
@@ -593,7 +607,7 @@ class RecorderNode(Node):
         else:
             level = ros_msgs.DIAG_OK
         message = self._last_error or ("recording" if status["recording"] else "idle")
-        values = {k: v for k, v in status.items() if k not in ("saved", "bad_messages", "error")}
+        values = {k: v for k, v in status.items() if k not in ("saved", "bad_messages", "error", "last_saved")}
         values.update({f"bad_{k}": v for k, v in self.bad_messages.items()}, last_error=self._last_error)
         self._diag_pub.publish(ros_msgs.diagnostics_msg("recorder", self.source, level, message, values,
                                                         self.get_clock().now().to_msg()))  # fmt: skip

@@ -241,8 +241,10 @@ class Graph:
         cond = str(node["condition"]).strip()
         negate = cond.startswith("not ")
         arg = cond.removeprefix("not ").strip()
-        if arg not in self.arguments or not isinstance(self.arguments[arg].default, bool):
-            raise GraphError(f"{self.path}: node {node['name']}: condition {cond!r} must name a boolean argument")
+        # a boolean argument, or a string one that holds when not empty (record_mcap:=PATH starts its node)
+        if arg not in self.arguments or not isinstance(self.arguments[arg].default, bool | str):
+            raise GraphError(f"{self.path}: node {node['name']}: condition {cond!r} must name a boolean or a "
+                             "string argument")
         return arg, negate
 
     def _param_default(self, node: str, param: str, value: Any) -> Any:

@@ -75,6 +75,12 @@ RUN_BY: dict[str, str] = {
         "tests/contract/test_fault_codes.py::test_the_operator_page_holds_the_table_as_faults_py_writes_it",
     r"-m preferences pairs/":
         "tests/preferences/test_preference_demos.py::test_the_report_of_the_paired_demos_renders_with_its_tables_and_curves",
+    r"bringup --job teleop_collect_sim record_mcap:=":
+        "tests/session_log/test_session_log.py::test_the_session_log_reads_back_and_every_message_decodes",
+    r"bringup expert:=true record_mcap:=\S+ session_log\.image_hz:=0$":
+        "tests/session_log/test_session_log.py::test_a_session_log_killed_mid_session_leaves_its_closed_chunks_readable",
+    r"-m session_log\.review":
+        "tests/session_log/test_session_log_core.py::test_the_review_prints_topics_counts_and_whether_the_log_was_closed",
 }  # fmt: skip
 
 # command (regex) -> why no test runs it (each is still checked above as far as it can be without running it)
@@ -122,6 +128,10 @@ NOT_RUN: dict[str, str] = {
         "(workcell.cluster.RAY_ENV): `ray stop` stops every Ray process of the machine, the tests' neighbours' too",
     r"^\.venv/bin/ray get-auth-token": "prints the cluster's secret token",
     r"^mkdir -p panda_demos$": "makes the folder the next command writes into",
+    r"session_log\.topics:=\[": "resolved here (--dry-run); test_session_log_core checks the list reaches the node, "
+                                 "test_session_log runs the node on the default list",
+    r"teleop_collect_sim\.launch\.py record_mcap:=": "the colcon form of the logged teleop job (resolved here; "
+                                                     "test_session_log runs it)",
 }  # fmt: skip
 
 NO_HELP = {"tools.fit_osc_response", "libero_workcell.faults"}  # modules without options: --help would run them

@@ -35,6 +35,7 @@ NODE_SOURCES = {
     "recorder": ROOT / "src" / "recorder" / "node.py",
     "policy_node": ROOT / "src" / "policy_node" / "node.py",
     "policy_server": ROOT / "sim_bridge" / "policy_server_node.py",
+    "session_log": ROOT / "src" / "session_log" / "node.py",
 }
 NODE_MODULES = {
     "aubo_bridge": "aubo_bridge.node",
@@ -47,6 +48,7 @@ NODE_MODULES = {
     "recorder": "recorder.node",
     "policy_node": "policy_node.node",
     "policy_server": "sim_bridge.policy_server_node",
+    "session_log": "session_log.node",
 }
 
 
@@ -178,7 +180,14 @@ def _table_rows(section: str) -> list[dict[str, str]]:
 
 
 # Defaults the tables name by reference instead of by value; each reference is checked below.
-REFERENCED = {"see above", "as `gripper.*`", "`kinematics.HOME_Q`"}
+REFERENCED = {"see above", "as `gripper.*`", "`kinematics.HOME_Q`", "the default set (docs/session_log.md)"}
+
+
+def test_the_session_logs_default_topics_are_its_documented_set() -> None:
+    """session_log.topics' default, by reference: docs/session_log.md's table (test_session_log_core checks it)."""
+    from session_log.topics import DEFAULT_TOPICS
+
+    assert _declared_defaults("session_log")["topics"] == list(DEFAULT_TOPICS)
 
 
 @pytest.mark.parametrize("node", sorted(NODE_SOURCES))

@@ -40,6 +40,8 @@ def test_saved_episodes_read_back_in_libero_layout_with_their_timing(tmp_path) -
     w = record(session, 30, {"belt_speed": 0.03, "slot_permutation": [2, 0, 1]}, skip=(10, 11))
     saved = w.save()
     assert saved.name == "demo_0" and saved.num_samples == 28 and saved.dropped_steps == 2
+    # its first and last step's stamps: where it is in a session log (docs/session_log.md)
+    assert (saved.start_time, saved.end_time) == (step(0).stamp, step(29).stamp)
     record(session, 12).save()
     f = read_demos(tmp_path / "d2s.hdf5", images=True)  # through the index's links, from anywhere
     assert [d.name for d in f.demos] == ["demo_0", "demo_1"] and f.problem_info == PROBLEM and f.env_args == ENV
@@ -51,6 +53,7 @@ def test_saved_episodes_read_back_in_libero_layout_with_their_timing(tmp_path) -
         np.testing.assert_array_equal(d.images["eye_in_hand_rgb"][i], frame(ts[i], KEYS[1]))
     np.testing.assert_allclose(d.ee_pos[:, 0], [0.3 + 0.001 * t for t in ts])
     assert json.loads(d.attrs["slot_permutation"]) == [2, 0, 1] and d.attrs["dropped_steps"] == 2
+    assert (d.attrs["start_time"], d.attrs["end_time"]) == (step(0).stamp, step(29).stamp)
     with h5py.File(tmp_path / "d2s.hdf5") as h:
         assert h["data"].attrs["num_demos"] == 2 and h["data"].attrs["total"] == 40
         timing = h["data/demo_0/timing"]

@@ -1,0 +1,235 @@
+"""session_log node: records the graph's topics into an MCAP file as they are received (docs/session_log.md).
+
+Each topic of ``topics`` is subscribed once a publisher of it is on the graph (looked for every
+``discover_period`` s of wall time), with the type the graph names and a QoS every publisher of it offers
+(reliable and transient local only if all of them are: latched topics' last message comes too). Messages come
+raw (``raw=True``: the CDR bytes, never decoded) and go to :class:`~session_log.mcap_writer.SessionLogWriter`
+with the node's clock as log time (the graph's: sim time on the simulated graph, as demos' stamps are) and the
+message's own ``header.stamp`` as publish time where it has one. Camera frames are kept at most ``image_hz``
+times a second. The recorder's ``/recorder/status`` is also read: each demo it saves becomes a ``demo`` metadata
+record (its session file, name, first and last step's times).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import signal
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
+from std_msgs.msg import String
+
+from libero_workcell.contract import Params, Topics
+from libero_workcell.node_main import run_node
+from libero_workcell.node_params import declare_all, refuse_runtime_changes
+from session_log.definitions import DefinitionError, split_type
+from session_log.mcap_writer import CHUNK_SECONDS, CHUNK_SIZE, SessionLogWriter, header_stamp_ns
+from session_log.topics import DEFAULT_TOPICS, IMAGE_HZ, IMAGE_TYPE, RateGate
+
+DEPTH: Final = 50  # a reader's queue: a slow moment of this node drops nothing at 20-100 Hz
+
+# Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
+# (NODE.PARAM:=VALUE) and cell files are checked against.
+PARAMETERS: Final[dict[str, Any]] = {
+    "path": "",  # the MCAP file (record_mcap:=PATH); required
+    "topics": list(DEFAULT_TOPICS),
+    "image_hz": IMAGE_HZ,  # camera frames kept per second of log time, per camera (0: every frame)
+    "chunk_size": CHUNK_SIZE,  # bytes
+    "chunk_seconds": CHUNK_SECONDS,  # wall s a chunk may stay open (what a crash may lose)
+    "discover_period": 0.5,  # wall s between looks for the topics not yet subscribed
+    Params.USE_SIM: True,
+    Params.SIM_LINK: "workcell",
+    Params.LOCKSTEP: False,
+}
+
+
+def message_class(type_name: str) -> type:
+    """The Python class of ``pkg/msg/Type``."""
+    package, name = split_type(type_name)
+    return getattr(importlib.import_module(f"{package}.msg"), name)
+
+
+def starts_with_header(cls: type) -> bool:
+    fields = list(cls.get_fields_and_field_types().items())  # type: ignore[attr-defined]
+    return bool(fields) and fields[0][1] == "std_msgs/Header"
+
+
+def offered(publishers: list[Any]) -> tuple[bool, bool]:
+    """(reliable, transient local): what every one of ``publishers`` offers, so a reader asking it matches all."""
+    reliable = all(p.qos_profile.reliability == ReliabilityPolicy.RELIABLE for p in publishers)
+    latched = all(p.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for p in publishers)
+    return reliable, latched
+
+
+def reader_qos(reliable: bool, latched: bool) -> QoSProfile:
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST,
+        depth=DEPTH,
+        reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
+    )
+
+
+class StopsBetweenWrites:
+    """SIGINT and SIGTERM wait for the write in progress. run_node's handlers raise KeyboardInterrupt wherever
+    the main thread is; raised inside mcap's writer, it would leave a torn record in the chunk that the stop then
+    closes. A signal during a write is handled right after it; one during the closing write is not needed."""
+
+    def __init__(self) -> None:
+        self._busy = self.closing = False
+        self._pending: tuple[Callable[[int, Any], Any], int, Any] | None = None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            handler = signal.getsignal(sig)
+            if callable(handler):
+                signal.signal(sig, lambda signum, frame, h=handler: self._handle(h, signum, frame))
+
+    def _handle(self, handler: Callable[[int, Any], Any], signum: int, frame: Any) -> None:
+        if self._busy:
+            self._pending = (handler, signum, frame)
+        elif not self.closing:
+            handler(signum, frame)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
+            pending, self._pending = self._pending, None
+            if pending is not None and not self.closing:
+                pending[0](pending[1], pending[2])
+
+
+class SessionLogNode(Node):
+    def __init__(self) -> None:
+        super().__init__("session_log")
+        declare_all(self, PARAMETERS)
+        refuse_runtime_changes(self)
+        p = lambda name: self.get_parameter(name).value  # noqa: E731
+        path = str(p("path"))
+        if not path:
+            raise ValueError("session_log needs a file: path (the graph's record_mcap:=PATH)")
+        self.wanted = [str(t) for t in p("topics")]
+        bad = [t for t in self.wanted if not t.startswith("/")]
+        if bad:
+            raise ValueError(f"topics are absolute names (/...): {bad}")
+        self.image_hz = float(p("image_hz"))
+        RateGate(self.image_hz)  # refused at start if negative
+        self.log = SessionLogWriter(path, int(p("chunk_size")), float(p("chunk_seconds")))
+        clock = "sim time (/clock)" if self.get_parameter("use_sim_time").value else "UNIX time"
+        self.log.add_metadata("session_log", {"topics": self.wanted, "image_hz": self.image_hz, "clock": clock})
+        self._stops = StopsBetweenWrites()
+        self._subs: dict[str, tuple[Any, tuple[bool, bool]]] = {}  # topic -> (subscription, its QoS)
+        self._gates: dict[str, RateGate] = {}
+        self._stamped: set[str] = set()  # topics whose type starts with a header: its stamp is the publish time
+        self._refused: set[str] = set()  # topics whose type cannot be logged (said once)
+        self._demos: set[tuple[str, str]] = set()  # (session file, demo) already in the metadata
+        self.kept_out = 0  # camera frames not kept (image_hz)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)  # the sim clock may stand still: the file's chunks may not
+        self.create_timer(float(p("discover_period")), self._discover, clock=steady)
+        self.create_timer(0.1, self._tick, clock=steady)
+        self.create_timer(10.0, self._report, clock=steady)
+        self._discover()
+        self.get_logger().info(f"logging {len(self.wanted)} topics into {self.log.path}")
+
+    def _discover(self) -> None:
+        """Subscribe each wanted topic that has a publisher now (its type from the graph); ask less of a topic
+        whose new publisher offers less (a volatile one beside latched ones: its messages would not match)."""
+        types = dict(self.get_topic_names_and_types())
+        for topic in self.wanted:
+            if topic in self._refused or topic not in types:
+                continue
+            publishers = self.get_publishers_info_by_topic(topic)
+            if not publishers:
+                continue
+            if topic in self._subs:
+                self._downgrade(topic, offered(publishers))
+                continue
+            if len(types[topic]) != 1:
+                self._refuse(topic, f"it has {len(types[topic])} types on the graph: {types[topic]}")
+                continue
+            type_name = types[topic][0]
+            try:
+                cls = message_class(type_name)
+                self.log.add_topic(topic, type_name)
+            except (DefinitionError, ImportError, AttributeError) as exc:
+                self._refuse(topic, str(exc))
+                continue
+            if type_name == IMAGE_TYPE and self.image_hz > 0:
+                self._gates[topic] = RateGate(self.image_hz)
+            if starts_with_header(cls):
+                self._stamped.add(topic)
+            self._subscribe(topic, cls, offered(publishers))
+            self.get_logger().info(f"logging {topic} ({type_name})")
+
+    def _subscribe(self, topic: str, cls: type, qos: tuple[bool, bool]) -> None:
+        sub = self.create_subscription(cls, topic, lambda data, t=topic: self._on_message(t, data), reader_qos(*qos),
+                                       raw=True)  # fmt: skip
+        self._subs[topic] = (sub, qos)
+
+    def _downgrade(self, topic: str, now: tuple[bool, bool]) -> None:
+        sub, had = self._subs[topic]
+        less = (had[0] and now[0], had[1] and now[1])
+        if less != had:
+            cls = sub.msg_type
+            self.destroy_subscription(sub)
+            self._subscribe(topic, cls, less)
+            self.get_logger().warning(f"{topic}: a publisher offers less (reliable, latched: {now}): resubscribed")
+
+    def _refuse(self, topic: str, why: str) -> None:
+        self._refused.add(topic)
+        self.get_logger().error(f"not logging {topic}: {why}")
+
+    def _on_message(self, topic: str, data: bytes) -> None:
+        now = self.get_clock().now().nanoseconds
+        gate = self._gates.get(topic)
+        if gate is not None and not gate.admit(now):
+            self.kept_out += 1
+            return
+        with self._stops.writing():
+            self.log.write(topic, data, now, header_stamp_ns(data) if topic in self._stamped else None)
+            if topic == Topics.RECORDER_STATUS:
+                self._on_recorder_status(data)
+
+    def _tick(self) -> None:
+        with self._stops.writing():
+            self.log.tick()
+
+    def _on_recorder_status(self, data: bytes) -> None:
+        """A demo the recorder saved (``last_saved`` of its status) becomes a ``demo`` metadata record."""
+        try:
+            status = json.loads(deserialize_message(data, String).data)
+            saved = status.get("last_saved") or {}
+            key = (str(status.get("session_file", "")), str(saved.get("name", "")))
+        except (ValueError, TypeError, AttributeError):
+            return
+        if key[1] and key not in self._demos:
+            self._demos.add(key)
+            self.log.add_metadata("demo", {"session_file": key[0], **saved})
+
+    def _report(self) -> None:
+        self.get_logger().info(f"{self.log.messages} messages on {len(self.log.topics)} topics, "
+                               f"{self.log.size / 2**20:.1f} MiB in {self.log.chunks} chunks")  # fmt: skip
+
+    def shutdown(self) -> None:
+        self._stops.closing = True
+        with self._stops.writing():
+            self.log.close()
+        missing = [t for t in self.wanted if t not in self.log.topics]
+        self.get_logger().info(f"closed {self.log.path}: {self.log.messages} messages on {len(self.log.topics)} "
+                               f"topics, {self.log.size / 2**20:.1f} MiB; not seen: {missing or 'none'}")  # fmt: skip
+
+
+def main(args: list[str] | None = None) -> None:
+    run_node(SessionLogNode, "session_log", args, startup_errors=(ValueError, RuntimeError, OSError))
+
+
+if __name__ == "__main__":
+    main()
