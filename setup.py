@@ -18,7 +18,7 @@ setup(
     version="0.1.0",
     packages=packages,
     package_dir={"": "src", "sim_bridge": "sim_bridge"},
-    package_data={"libero_workcell": ["py.typed", "resources/*.xml"]},
+    package_data={"libero_workcell": ["py.typed", "resources/*.xml"], "console": ["page/*"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
@@ -41,6 +41,7 @@ setup(
             "teleop_pico = teleop_pico.node:main",
             "recorder = recorder.node:main",
             "session_log = session_log.node:main",
+            "console = console.node:main",
             "policy_node = policy_node.node:main",
             "policy_server = sim_bridge.policy_server_node:main",
             "workcell = workcell.cli:main",
