@@ -94,6 +94,7 @@ class PolicyNode(Node):
         self._lock = threading.Lock()
         self.drops = InputDrops(self.get_logger())
         self.cadence = Cadence(self.config.control_hz)
+        self.episode_report = ""  # the last episode's cadence report (policy_node.cadence)
         self._state: tuple[float, np.ndarray] | None = None
         self._frames: dict[str, tuple[float, np.ndarray]] = {}
         # On the physical cell the policy never drives by itself: only an explicit /policy/start (logged) starts
@@ -234,8 +235,8 @@ class PolicyNode(Node):
         if self._timing is not None:
             self._timing.write(json.dumps(row) + "\n")
         self.records = [*self.records[-199:], record]
-        self._status.publish(String(data=json.dumps({"running": True, "connected": self.runner.connected,
-                                                     "task": self.task, "step": row})))  # fmt: skip
+        status = {"running": True, "connected": self.runner.connected, "task": self.task, "step": row}
+        self._status.publish(String(data=json.dumps({**status, **self._status_extras()})))
         return record.action is not None
 
     # ------------------------------------------------------------------ services
@@ -270,7 +271,8 @@ class PolicyNode(Node):
         self.running = False
         self._end_episode("stopped")
         self.runner.restart_episode()
-        self._status.publish(String(data=json.dumps({"running": False, "connected": self.runner.connected})))
+        self._status.publish(String(data=json.dumps({"running": False, "connected": self.runner.connected,
+                                                     **self._status_extras()})))  # fmt: skip
         res.success, res.message = True, "policy stopped: nothing more is sent, the arm holds"
         self.get_logger().info(res.message)
         return res
@@ -296,9 +298,15 @@ class PolicyNode(Node):
         self._diag.publish(ros_msgs.diagnostics_msg("policy_node", SOURCE_POLICY, level, message, values,
                                                     self.get_clock().now().to_msg()))  # fmt: skip
 
+    def _status_extras(self) -> dict[str, str]:
+        """What the operator's console shows beside the step: the server's last error, the last cadence report."""
+        return {"last_error": self.runner.last_error, "episode_report": self.episode_report}
+
     def _end_episode(self, why: str) -> None:
-        """Log the cadence report of the episode that ends here (nothing if it had no step)."""
+        """Log the cadence report of the episode that ends here (nothing if it had no step); the status carries
+        it from then on."""
         if (line := self.cadence.end(why)) is not None:
+            self.episode_report = line
             self.get_logger().info(line)
 
     # ------------------------------------------------------------------ lifecycle

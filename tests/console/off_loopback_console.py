@@ -9,13 +9,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_console_access import TOKEN, Recorded, control, request  # noqa: E402
+from test_console_access import TOKEN, Recorded, control, request
 
-from console import access  # noqa: E402
-from console.app import create_app  # noqa: E402
-from console.frames import FrameStore  # noqa: E402
-from console.model import ConsoleModel  # noqa: E402
-from console.server import ConsoleServer  # noqa: E402
+from console import access
+from console.app import create_app
+from console.frames import FrameStore
+from console.model import ConsoleModel
+from console.server import ConsoleServer
 
 HOST = "10.213.7.1"
 out: dict[str, object] = {"host": HOST}

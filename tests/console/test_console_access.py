@@ -222,8 +222,9 @@ def _can_make_a_network_namespace() -> bool:
 
 @pytest.mark.skipif(not _can_make_a_network_namespace(), reason="needs root, unshare and ip (iproute2)")
 def test_bound_off_loopback_a_control_without_the_token_is_refused() -> None:
-    """The console bound to a LAN address (in a network namespace of its own: a veth pair whose both ends are in it,
-    so nothing reaches another machine) refuses to start without a token, and with one refuses every control that lacks it."""
+    """The console bound to a LAN address (in a network namespace of its own: a veth pair whose both ends are in
+    it, so nothing reaches another machine) refuses to start without a token, and with one refuses every control
+    that lacks it."""
     script = HERE / "off_loopback_console.py"
     setup = ("ip link set lo up && ip link add lan0 type veth peer name lan1 && ip addr add 10.213.7.1/24 dev lan0 "
              f"&& ip link set lan0 up && ip link set lan1 up && exec {sys.executable} {script}")  # fmt: skip
