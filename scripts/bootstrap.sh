@@ -20,7 +20,7 @@ ldconfig -p 2>/dev/null | grep -q 'libglib-2.0.so.0' || need_apt+=(libglib2.0-0)
 ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0' || need_apt+=(libusb-1.0-0)   # pyrealsense2
 command -v socat >/dev/null || need_apt+=(socat)   # pty pairs for the Modbus emulators
 if [ "$req" = requirements-dev.txt ]; then
-  command -v chromium >/dev/null || need_apt+=(chromium)   # headless browser for the preference report's test
+  command -v chromium >/dev/null || need_apt+=(chromium)   # headless browser: the preference report's test and the console's (tests/console)
   command -v ss >/dev/null || need_apt+=(iproute2)   # ss: the tests check which addresses Ray and DDS listen on
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
