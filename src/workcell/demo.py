@@ -31,6 +31,20 @@ from workcell.bringup import Graph
 from workcell.launcher import NodeDiedError, launch
 
 SOURCES = ("expert", "policy")
+CONSOLE_PORT = 8080  # the graph's console_port default (config/workcell.yaml)
+
+
+def console_port(wanted: int) -> int:
+    """``wanted`` if nothing listens there, else a free port: a second demo (or a test) beside a first one still
+    gets a console."""
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", wanted))
+        except OSError:
+            return free_port()
+    return wanted
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -46,6 +60,10 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
                       help="at most X sim seconds per wall second (default 1.0; 0: as fast as possible)")
     pace.add_argument("--fast", dest="real_time_factor", action="store_const", const=0.0,
                       help="as fast as the machine allows (--real-time-factor 0)")
+    ap.add_argument("--no-console", dest="console", action="store_false",
+                    help="do not serve the operator's console (by default at http://127.0.0.1:8080, docs/console.md)")
+    ap.add_argument("--console-port", type=int, default=CONSOLE_PORT,
+                    help=f"the console's port (default {CONSOLE_PORT}; taken: another free one, printed)")
     ap.add_argument("--source", choices=SOURCES, default="expert",
                     help="who drives: the scripted expert, or policy_node against the local openpi policy server "
                          "(the deploy loop, no GPU)")  # fmt: skip
@@ -103,7 +121,7 @@ def source_overrides(source: str, port: int) -> list[str]:
 
 
 def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], timeout: float | None,
-                      source: str = "expert", real_time_factor: float = 1.0) -> dict:  # fmt: skip
+                      source: str = "expert", real_time_factor: float = 1.0, console: int = 0) -> dict:  # fmt: skip
     """One episode through the whole graph; returns the final /sim/episode report."""
     tag = f"v{speed:g}_seed{seed}"
     overrides = [
@@ -112,6 +130,7 @@ def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], t
         f"sim_link:=demo_{os.getpid()}",
         f"sim_world.seed:={seed}",
         f"real_time_factor:={real_time_factor}",
+        *(["console:=true", f"console_port:={console}"] if console else []),
     ]
     if timeout is None:
         from libero_workcell.task import TaskSpec
@@ -154,13 +173,16 @@ def run_demo(argv: Sequence[str]) -> int:
     pace = "as fast as possible" if args.real_time_factor <= 0 else f"real_time_factor {args.real_time_factor:g}"
     print(f"workcell demo: full graph on the simulated workcell, {args.source} driving, sim time in lockstep "
           f"({pace}), ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} (loopback)")  # fmt: skip
+    port = console_port(args.console_port) if args.console else 0
+    if port:
+        print(f"console: http://127.0.0.1:{port} (the cameras, the arm and the episode; --no-console: none)")
     rows = []
     for speed in args.speeds:
         for seed in args.seeds:
             print(f"episode: belt {speed} m/s, seed {seed}", flush=True)
             try:
                 report = run_episode_graph(speed, seed, args.out, env, args.timeout, args.source,
-                                           args.real_time_factor)  # fmt: skip
+                                           args.real_time_factor, port)  # fmt: skip
             except (NodeDiedError, TimeoutError) as exc:
                 print(f"episode failed: {exc}")
                 return 1

@@ -1,11 +1,13 @@
 """The README's main job, as a new user runs it: ``./run.sh`` is the set-up (scripts/bootstrap.sh) and then
 ``workcell demo``, run here as ``workcell demo --fast --speeds 0.05`` (one episode on sim time as fast as the
 machine goes; the set-up is the suite's own): the whole graph comes up, the expert places every workpiece, the
-table and ``metrics.json`` say so, and the cameras' last frames are real renders."""
+table and ``metrics.json`` say so, the cameras' last frames are real renders, and the operator's console was served
+(on by default)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,3 +38,7 @@ def test_run_sh_runs_the_full_stack_on_the_simulated_workcell(tmp_path, ros_env)
     for png in snapshots:
         img = cv2.imread(str(png))
         assert img is not None and img.shape[:2] == (256, 256) and img.std() > 10, png  # a scene, not a blank
+    # the operator's console is on by default: its address printed, and the graph's console served there
+    url = re.search(r"^console: (http://127\.0\.0\.1:\d+) ", run.stdout, re.M)
+    assert url is not None, run.stdout[:2000]
+    assert f"console at {url.group(1)}" in (logs / "console.log").read_text()
