@@ -72,6 +72,7 @@ def create_app(model: ConsoleModel, frames: FrameStore, controls: Controls | Non
         snap["cameras"] = frames.stats()
         snap["policy_view"] = frames.has_policy_view
         snap["controls"] = controls is not None
+        snap["graph"] = controls is not None or bool(frames.cameras)  # a graph behind the page (not an evaluation's)
         snap["title"] = title
         return _clean(snap)
 

@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from evaluation.preference_scores import REPORT_DIR, sa_line, score_trials
-from evaluation.protocol import TRIALS_PER_SPEED, protocol_trials
+from evaluation.protocol import TRIALS_PER_SPEED, Trial, protocol_trials
 from evaluation.report import PLOT_FILE, plot, table, write_results
 from evaluation.scheduler import MAX_ATTEMPTS, LocalWorkers, run_trials
 from evaluation.settings import EvalSettings
@@ -64,6 +64,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="real: run the policy S seconds per trial instead of the trial's horizon (a dry run); "
                          "each result records the horizon it ran as horizon_s")  # fmt: skip
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--console", type=int, default=None, metavar="PORT",
+                    help="show the progress on the console page at http://127.0.0.1:PORT (docs/console.md)")
     return ap.parse_args(argv)
 
 
@@ -113,6 +115,24 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"evaluation: --preference: {exc}", file=sys.stderr)
         return 2
     a.out.mkdir(parents=True, exist_ok=True)
+    console = None
+    if a.console is not None:
+        from evaluation.live_console import EvaluationConsole
+
+        try:
+            console = EvaluationConsole(a.out, len(trials), a.console)
+        except (OSError, RuntimeError) as exc:
+            print(f"evaluation: --console: {exc}", file=sys.stderr)
+            return 2
+        print(f"evaluation: progress at {console.url}", flush=True)
+    try:
+        return _evaluate(a, settings, trials)
+    finally:
+        if console is not None:
+            console.close()
+
+
+def _evaluate(a: argparse.Namespace, settings: EvalSettings, trials: list[Trial]) -> int:
     if a.where == "sim":
         try:
             pool = _sim_pool(a, settings)
@@ -148,7 +168,7 @@ def _main(argv: Sequence[str] | None) -> int:
         },
         failed=failed,
     )
-    plot(doc["metrics"], a.out / PLOT_FILE, f"{checkpoint} on the {a.where} workcell ({len(rows)} trials)")
+    plot(doc["metrics"], a.out / PLOT_FILE, f"{settings.checkpoint} on the {a.where} workcell ({len(rows)} trials)")
     print(table(doc["metrics"]))
     prefs = score_trials(rows, a.out) if (a.where == "sim" or a.record) else None
     if prefs is not None:  # SR and SA from the recorded rollouts, beside the task metrics

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ def same_answer(row: dict) -> dict:
 def local_run(tmp_path_factory, ros_env) -> tuple[Path, list[str], dict, subprocess.CompletedProcess]:
     """Two trials, two workers: each trial its graph's first (the folder, the command, its env, the run)."""
     out = tmp_path_factory.mktemp("eval") / "eval"
-    cmd = evaluate(out, "--workers", "2")
+    cmd = evaluate(out, "--workers", "2", "--console", "0")  # the progress page too (on a port of its own)
     env = {k: v for k, v in ros_env.items() if k != "ROS_DOMAIN_ID"}  # the workers claim one each
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
@@ -62,6 +63,7 @@ def test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates(l
         rows = [json.loads(line) for line in Path(t["timing"]).read_text().splitlines()]
         assert sum(r["kind"] == "chunk" for r in rows) > 500
     assert "0.05 m/s" in run.stdout and "reach 1st / 2nd / 3rd" in run.stdout
+    assert re.search(r"^evaluation: progress at http://127\.0\.0\.1:\d+$", run.stdout, re.M), run.stdout[:500]
     plot = cv2.imread(str(out / "results.png"))
     assert plot is not None and plot.std() > 10
     # Two workcells on these 2 cores: on sim time in lockstep the load slows them down and changes nothing. The

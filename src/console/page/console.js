@@ -52,6 +52,7 @@ function render(s) {
   renderWorld(s.episode);
   renderCameras(s.cameras, s.policy_view && !!s.policy);
   renderNotices(s.notices);
+  for (const el of document.querySelectorAll(".graph-only")) el.hidden = !s.graph;
   for (const b of document.querySelectorAll("button[data-command], #source-switch, #reset-fault")) {
     b.disabled = !s.controls;
   }
@@ -152,13 +153,13 @@ function renderReplay(r) {
 function renderEvaluation(e) {
   $("evaluation-panel").hidden = !e;
   if (!e) return;
-  setText("eval-progress", `trial ${e.done} of ${e.total}`);
+  setText("eval-progress", `${e.done} of ${e.total} trials done${e.failed ? `, ${e.failed} failed (a rerun retries them)` : ""}`);
   $("eval-bar").max = Math.max(e.total, 1);
   $("eval-bar").value = e.done;
   $("eval-rows").replaceChildren(...(e.rows || []).map((row) => {
     const tr = document.createElement("tr");
     const m = row.metrics || {};
-    for (const v of [row.trial, row.task || "-", row.success === undefined ? "-" : (row.success ? "yes" : "no"),
+    for (const v of [row.trial, row.task || "-", row.success == null ? "-" : (row.success ? "yes" : "no"),
                      fmt(m.PCR_T, 2), fmt(m.PCR_S, 2), fmt(row.wall_s, 0), row.error || (row.retried ? "retried" : "")]) {
       const td = document.createElement("td");
       td.textContent = v;
