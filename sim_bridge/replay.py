@@ -154,22 +154,62 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def tracking_summary(plan: ReplayPlan, pos: np.ndarray, rotvec: np.ndarray) -> dict[str, Any]:
-    """The replayed TCP at each step (observed before the step's action) against the recorded one."""
-    n = min(len(pos), plan.steps)
-    if n == 0:
+def tracking_errors(
+    plan: ReplayPlan, pos: np.ndarray, rotvec: np.ndarray, first: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per step, the replayed TCP (observed before the step's action; rows from step ``first`` on) against the
+    recorded one: position error (m) and rotation error (deg)."""
+    n = len(pos)
+    recorded_pos, recorded_R = plan.path.pos[first : first + n], plan.path.R[first : first + n]
+    if len(recorded_pos) != n or len(rotvec) != n:
+        raise ValueError(f"{n} replayed steps from step {first} do not fit the demo's {plan.steps}")
+    pos_err = np.linalg.norm(np.asarray(pos, float).reshape(n, 3) - recorded_pos, axis=1)
+    R = Rotation.from_rotvec(np.asarray(rotvec, float).reshape(n, 3)).as_matrix()
+    rot_err = np.degrees(Rotation.from_matrix(np.einsum("nij,nkj->nik", R, recorded_R)).magnitude())
+    return pos_err, rot_err
+
+
+def error_summary(pos_err: np.ndarray, rot_err: np.ndarray) -> dict[str, Any]:
+    """The tracking figures of per-step errors (:func:`tracking_errors`): the report's ``tracking``."""
+    pos_err, rot_err = np.asarray(pos_err, float), np.asarray(rot_err, float)
+    if len(pos_err) == 0:
         raise ValueError("no replayed steps to compare")
-    pos_err = np.linalg.norm(np.asarray(pos[:n]) - plan.path.pos[:n], axis=1)
-    R = Rotation.from_rotvec(np.asarray(rotvec[:n])).as_matrix()
-    rot_err = np.degrees(Rotation.from_matrix(np.einsum("nij,nkj->nik", R, plan.path.R[:n])).magnitude())
     return {
-        "steps_compared": int(n),
+        "steps_compared": len(pos_err),
         "pos_rms_m": float(np.sqrt(np.mean(pos_err**2))),
         "pos_max_m": float(pos_err.max()),
         "pos_final_m": float(pos_err[-1]),
         "rot_rms_deg": float(np.sqrt(np.mean(rot_err**2))),
         "rot_max_deg": float(rot_err.max()),
     }
+
+
+def tracking_summary(plan: ReplayPlan, pos: np.ndarray, rotvec: np.ndarray) -> dict[str, Any]:
+    """The replayed TCP at each step (observed before the step's action) against the recorded one."""
+    n = min(len(pos), plan.steps)
+    if n == 0:
+        raise ValueError("no replayed steps to compare")
+    return error_summary(*tracking_errors(plan, np.asarray(pos[:n]), np.asarray(rotvec[:n])))
+
+
+def replay_status(mode: str, steps: int, step: int, tracking: dict[str, Any] | None, done: bool = False,
+                  outcome: dict[str, Any] | None = None, error: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """The ``/replay/status`` message: ``step`` of ``steps`` replayed so far (1 after the first), the tracking
+    so far (:func:`error_summary`; None before the first step: nulls) in mm and deg, ``done``, and at the end the
+    report's ``outcome`` (or the ``error`` the replay failed with)."""
+    t = tracking or {}
+    mm = lambda key: None if key not in t else t[key] * 1e3  # noqa: E731
+    status: dict[str, Any] = {
+        "step": int(step), "steps": int(steps), "mode": mode,
+        "pos_err_rms_mm": mm("pos_rms_m"), "pos_err_max_mm": mm("pos_max_m"),
+        "rot_err_rms_deg": t.get("rot_rms_deg"), "rot_err_max_deg": t.get("rot_max_deg"),
+        "done": bool(done),
+    }  # fmt: skip
+    if outcome is not None:
+        status["outcome"] = outcome
+    if error is not None:
+        status["error"] = error
+    return status
 
 
 def strip_steps(steps: int, frames: int) -> list[int]:

@@ -15,6 +15,12 @@ episode. After the last step it lets the scene settle (``settle_time`` of sim ti
 
 and exits, which ends the graph (``ros2 launch`` and ``workcell replay`` alike). Simulation in lockstep
 only: the node refuses to start with ``use_sim:=false`` or ``lockstep:=false``.
+
+Meanwhile it publishes its progress on ``/replay/status`` (std_msgs/String JSON, latched, for the operator's
+console; :func:`sim_bridge.replay.replay_status`): at each replayed step ``step`` of ``steps``, ``mode``, the
+tracking error so far against the recorded TCP (``pos_err_rms_mm``, ``pos_err_max_mm``, ``rot_err_rms_deg``,
+``rot_err_max_deg``: the report's figures, computed by the same functions) and ``done`` false; at the end ``done``
+true with the report's ``outcome`` (or the ``error`` it failed with).
 """
 
 from __future__ import annotations
@@ -50,7 +56,16 @@ from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, LiberoFormatError, 
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
-from sim_bridge.replay import check_mode, load_plan, side_by_side, strip_steps, tracking_summary
+from sim_bridge.replay import (
+    check_mode,
+    error_summary,
+    load_plan,
+    replay_status,
+    side_by_side,
+    strip_steps,
+    tracking_errors,
+    tracking_summary,
+)
 from transports.stepping import StampedInputs, Step, StepRunner
 from workcell.replay_run import REPORT_FILE
 
@@ -119,6 +134,7 @@ class ReplayNode(Node):
         self._episodes: list[dict[str, Any]] = []  # /sim/episode reports of the replayed episode
         self._took_effect: dict[int, int] = {}  # action stamp (ns) -> servo tick (the bridge's action results)
         self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, True))
+        self._status_pub = self.create_publisher(String, Topics.REPLAY_STATUS, qos(Qos.LATCHED))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, True))
         self.create_subscription(String, Topics.ACTIVE_SOURCE, self._on_source, qos(Qos.LATCHED))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
@@ -134,6 +150,7 @@ class ReplayNode(Node):
         self._first_step = 0  # the replayed episode's first control step
         self._pos: list[np.ndarray] = []
         self._rotvec: list[np.ndarray] = []
+        self._errors: tuple[list[float], list[float]] = ([], [])  # per step: position (m), rotation (deg)
         self._stamps: list[int] = []
         self._frames: dict[str, list[np.ndarray]] = {c: [] for c in CAMERA_NAMES}
         self._t_wall = (0.0, 0.0)
@@ -231,12 +248,16 @@ class ReplayNode(Node):
                               f"pose {np.round(self.plan.path.pos[0], 4).tolist()}")  # fmt: skip
         self._pos.append(s[:3].copy())
         self._rotvec.append(s[3:6].copy())
+        pos_err, rot_err = tracking_errors(self.plan, s[None, :3], s[None, 3:6], first=k)
+        self._errors[0].append(float(pos_err[0]))
+        self._errors[1].append(float(rot_err[0]))
         if k in self.strip_at:
             for c in CAMERA_NAMES:
                 self._frames[c].append(got.get(c))
         action = self.plan.action(self.mode, k, s[:3], Rotation.from_rotvec(s[3:6]).as_matrix())
         self._pub.publish(ros_msgs.action_msg(action, SOURCE_POLICY, ros_msgs.stamp_from_ns(step.time_ns)))
         self._stamps.append(step.time_ns)
+        self._publish_status(replay_status(self.mode, self.steps, k + 1, error_summary(*self._errors)))
         if k == self.steps - 1:
             self.phase = Phase.SETTLING
             self._t_wall = (time.monotonic() - self._t_wall[0], step.time - self._t_wall[1])
@@ -273,6 +294,8 @@ class ReplayNode(Node):
         self._write(report)
         self.report = report
         self.phase = Phase.DONE
+        self._publish_status(replay_status(self.mode, self.steps, len(self._pos), report["tracking"], done=True,
+                                           outcome=report["outcome"]))  # fmt: skip
         self.get_logger().info("replay done: " + json.dumps(report["tracking"]) + f" outcome {report['outcome']}")
         self.done.set()
 
@@ -282,8 +305,20 @@ class ReplayNode(Node):
         self.get_logger().error(f"replay failed: {error}")
         self.report = {"error": error}
         self._write({"error": error, "demo": self.plan.demo.name, "mode": self.mode})
+        tracking = error_summary(*self._errors) if self._errors[0] else None
+        self._publish_status(replay_status(self.mode, self.steps, len(self._pos), tracking, done=True, error=error))
         self.phase = Phase.DONE
         self.done.set()
+
+    def _publish_status(self, status: dict[str, Any]) -> None:
+        """``/replay/status``; quietly nothing once ROS is shutting down."""
+        if not self.context.ok():
+            return
+        try:
+            self._status_pub.publish(String(data=json.dumps({"demo": self.plan.demo.name, **status})))
+        except Exception:
+            if self.context.ok():
+                raise
 
     def _write_strip(self, frames: dict[str, list]) -> str | None:
         """The side-by-side PNG, or None (and why, in the log) when frames are missing."""

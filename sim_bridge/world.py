@@ -45,7 +45,7 @@ from libero_workcell import layout
 from libero_workcell.contract import ARM_JOINT_NAMES, CAMERA_HZ_DEFAULT, CAMERA_NAMES, IMAGE_SIZE
 from libero_workcell.task import TaskSpec
 from sim_bridge import metrics, scene
-from transports.sim_link import SimLink, WorldState
+from transports.sim_link import SimLink, WorldState, fault_text
 
 BELT_ACCEL: Final = 0.2  # m/s^2, conveyor acceleration ramp
 BELT_MAX_SPEED: Final = 0.5  # m/s, commanded speeds are clamped to +-this
@@ -165,6 +165,7 @@ class SimWorld:
         self._render_data: mujoco.MjData | None = None  # the copy frames are rendered from (frame_job)
         self._render_data_model: mujoco.MjModel | None = None
         self.events: list[dict[str, Any]] = []
+        self._arm_fault = ""  # the simulated controller's protective stop (arm_fault)
         self.spec = spec
         self.reset(spec)
 
@@ -302,7 +303,7 @@ class SimWorld:
         if cmd.seq != self._arm_seq:
             self._arm_seq = cmd.seq
             q = np.asarray(cmd.q, float)
-            if q.shape == (6,) and np.all(np.isfinite(q)):
+            if q.shape == (6,) and np.all(np.isfinite(q)) and not self._arm_fault:  # stopped: servo refused
                 self.set_arm_target(q)
         seq, coord = link.read_gripper_command()
         if seq != self._grip_seq:
@@ -427,8 +428,25 @@ class SimWorld:
                 belt_pos=self._belt_pos,
                 belt_speed=self._belt_speed,
                 belt_running=self._belt_running,
+                arm_fault=self._arm_fault,
             )
         )
+
+    @property
+    def arm_fault(self) -> str:
+        """The simulated controller's protective stop: its reason, "" when none (sim_world's ``arm_fault``)."""
+        return self._arm_fault
+
+    @arm_fault.setter
+    def arm_fault(self, reason: str) -> None:
+        """Set (a reason) or clear ("") a protective stop. While one is set the arm stops where it is and the
+        controller refuses servo targets, and the link carries the reason (the arm's sim backend reports it as a
+        fault, as a real controller's safety mode); it lasts until cleared, across resets. Written with the
+        next state (every servo period, and a paused world's touch)."""
+        reason = fault_text(reason)
+        if reason and not self._arm_fault and self.data is not None:
+            self.set_arm_target(self.arm_q)  # the protective stop: hold here
+        self._arm_fault = reason
 
     def touch(self) -> None:
         """Rewrite the current state with a fresh wall-clock stamp (world alive but paused)."""

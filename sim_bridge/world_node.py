@@ -18,6 +18,11 @@ changed at run time); it starts on the next control step. With ``demo_path`` set
 :mod:`sim_bridge.replay`) every episode is that demo's task, and the arm starts on the demo's first pose.
 When the horizon is reached the physics stands still (``pause_at_done``) while the clock runs on.
 
+``arm_fault`` (settable at run time: ``ros2 param set /sim_world arm_fault "protective stop: collision at the
+tray"``) rehearses a controller fault: while it is non-empty the simulated controller is in a protective stop
+with that reason (the arm stops, servo targets are refused, the arm's sim backend reports it as a fault, so the
+arm bridge latches FAULT); "" clears it, after which ``/aubo/reset_fault`` succeeds.
+
 Every world call (construction, reset, step, render) happens on the world thread: the offscreen GL context
 stays on the thread that made it.
 """
@@ -62,7 +67,7 @@ from preferences.catalogue import Catalogue
 from sim_bridge.replay import ReplayPlan, load_plan
 from sim_bridge.world import SimWorld
 from sim_bridge.world_clock import ClockPlan, WorldClock, period_ns
-from transports.sim_link import SimLink
+from transports.sim_link import SimLink, fault_text
 from transports.sim_lockstep import LockstepWorld
 
 
@@ -118,6 +123,8 @@ PARAMETERS: Final[dict[str, Any]] = {
     # A recorded demo to replay (sim_bridge.replay): its task and first arm pose replace the task parameters.
     "demo_path": "",
     "demo": "",
+    # The simulated controller's protective stop, while non-empty: its reason (a fault to rehearse; run-time)
+    "arm_fault": "",
 }
 
 
@@ -131,6 +138,7 @@ class SimWorldNode(Node):
         demo_path = str(self._param("demo_path"))
         self.plan: ReplayPlan | None = load_plan(demo_path, str(self._param("demo"))) if demo_path else None
         self.spec = self._current_spec()  # fail early on bad parameters
+        self._arm_fault = fault_text(self._param("arm_fault"))  # applied by the world thread, at every tick
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self.rtf = max(0.0, float(self._param("real_time_factor")))
@@ -183,7 +191,8 @@ class SimWorldNode(Node):
         return p
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        refusal = fixed_at_startup(params, changeable=(*self.TASK_PARAMS, "real_time_factor", "camera_hz"))
+        refusal = fixed_at_startup(params, changeable=(*self.TASK_PARAMS, "real_time_factor", "camera_hz",
+                                                       "arm_fault"))
         if refusal:
             return SetParametersResult(successful=False, reason=refusal)
         changes = {p.name: p.value for p in params}
@@ -203,6 +212,18 @@ class SimWorldNode(Node):
             if not math.isfinite(hz) or hz < 0:
                 return SetParametersResult(successful=False, reason="camera_hz must be >= 0")
             self.world.camera_hz = hz
+        if "arm_fault" in changes:
+            if not isinstance(changes["arm_fault"], str):
+                return SetParametersResult(successful=False, reason="arm_fault must be a string")
+            fault = fault_text(changes["arm_fault"])
+            if fault != self._arm_fault:
+                log = self.get_logger()
+                if fault:
+                    log.warning(f"arm_fault: the simulated controller is in a protective stop: {fault}")
+                else:
+                    log.info("arm_fault cleared: the simulated controller's protective stop is over "
+                             f"(call {Services.ARM_RESET_FAULT}, then {Services.ARM_ENABLE})")
+            self._arm_fault = fault
         if task and self.plan is not None:
             self.get_logger().warning(f"task parameters changed ({task}), but the world replays "
                                       f"{self.plan.demo.name}'s task: they apply only without demo_path")
@@ -279,6 +300,7 @@ class SimWorldNode(Node):
             if request is not None:
                 self._do_reset(clock, *request)
                 was_done = False
+            world.arm_fault = self._arm_fault  # out with this tick's state
             if self._pending_rtf is not None:  # a new pace starts from here
                 self.rtf, self._pending_rtf = self._pending_rtf, None
                 clock.set_rtf(self.rtf)

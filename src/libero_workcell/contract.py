@@ -110,6 +110,8 @@ class Topics:
     TELEOP_STATUS: Final = "/teleop/status"  # std_msgs/String (JSON): following / holding and why
     RECORDER_STATUS: Final = "/recorder/status"  # std_msgs/String (JSON), latched: the episode being recorded
     POLICY_STATUS: Final = "/policy/status"  # std_msgs/String (JSON): running, connected, the last step's record
+    # std_msgs/String (JSON), latched, sim only: the demo replay's progress at each step, tracking error, outcome
+    REPLAY_STATUS: Final = "/replay/status"
     CLOCK: Final = "/clock"  # rosgraph_msgs/Clock, sim only: the simulated world is the clock
 
     @staticmethod

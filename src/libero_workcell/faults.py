@@ -39,6 +39,14 @@ class Fault:
 
 
 FAULTS: Final[tuple[Fault, ...]] = (
+    # ---------------------------------------------------------------- the simulated controller (a rehearsal)
+    # first of all: its reason is free text, which may name any other fault
+    Fault("ARM-SIM-STOP", ARM, r"^controller protective stop: ",
+          "A protective stop set in the simulated controller (sim_world's `arm_fault`, a rehearsal): the reason "
+          "follows.",
+          "End it with `workcell call sim clear` (or `ros2 param set /sim_world arm_fault \"\"`), then "
+          "`workcell call reset` and `workcell call enable`.",
+          "controller protective stop: protective stop: collision at the tray"),
     # ---------------------------------------------------------------- the gripper (reported through the arm)
     Fault("GRIP-ALARM", GRIPPER, r"gripper alarm code",
           "The gripper reports an alarm (its alarm register is non-zero).",

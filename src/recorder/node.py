@@ -59,7 +59,7 @@ from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 from libero_workcell.task import TaskSpec
 from preferences.catalogue import Catalogue
-from recorder.collection_plan import CollectionPlan
+from recorder.collection_plan import CollectionPlan, Configuration
 from recorder.episode_writer import EpisodeWriter, SavedEpisode, warm_up
 from recorder.session_file import UNREADABLE, RecorderError, SessionFile
 from recorder.step import ArmReport, RecordedStep
@@ -156,6 +156,9 @@ class RecorderNode(Node):
         warm_up()  # the episode writers' fork server: the first episode's writer is ready at once
         per_config = int(p("plan_per_config"))
         self.plan = CollectionPlan(per_config) if per_config > 0 else None
+        # The plan's next configuration in words (its setup()), "complete" when done, "" without a plan: the status
+        # says it (plan_next), refreshed at start-up, at each start and after each save or discard
+        self.plan_next = ""
         if self.plan is not None and self.task:
             raise ValueError("plan_per_config and task are exclusive: the plan says which task each demo is")
         self._lock = threading.Lock()
@@ -331,7 +334,7 @@ class RecorderNode(Node):
                 res.success, res.message = False, f"already recording {self._writer.name}: save or discard it first"
                 return res
         if self.plan is not None:  # the plan's next configuration is this demo's task
-            config = self.plan.next(self.session.demo_attrs())
+            config = self._refresh_plan_next()
             if config is None:
                 res.success, res.message = False, "the collection plan is complete: every configuration has its demos"
                 return res
@@ -401,6 +404,7 @@ class RecorderNode(Node):
         writer.discard()
         res.success, res.message = True, f"discarded {writer.name} ({writer.steps} steps)"
         self.get_logger().info(res.message)
+        self._announce_next()
         self._publish_status()
         return res
 
@@ -421,10 +425,20 @@ class RecorderNode(Node):
         self._announce_next()
         self._publish_status()
 
+    def _refresh_plan_next(self) -> Configuration | None:
+        """The plan's next configuration (None: no plan, or the plan is complete), and ``plan_next`` from it."""
+        if self.plan is None:
+            self.plan_next = ""
+            return None
+        config = self.plan.next(self.session.demo_attrs())
+        self.plan_next = "complete" if config is None else config.setup()
+        return config
+
     def _announce_next(self) -> None:
+        """The plan's next configuration: in the log, and in the status (``plan_next``)."""
         if self.plan is None:
             return
-        config = self.plan.next(self.session.demo_attrs())
+        config = self._refresh_plan_next()
         text = "the collection plan is complete" if config is None else f"next, set up {config.setup()}"
         self.get_logger().info(f"plan: {text}")
 
@@ -526,6 +540,7 @@ class RecorderNode(Node):
         else:
             writer.discard()
             self.get_logger().info(f"discarded {writer.name} ({writer.steps} steps)")
+            self._announce_next()
         self._publish_status()
 
     def _follow_episodes(self, step: Step, phase: str) -> None:
@@ -585,7 +600,7 @@ class RecorderNode(Node):
             "num_demos": self.session.num_demos, "saved": [s.name for s in self.saved], "saving": self.saving,
             "error": self._last_error, "save_failures": self.save_failures, "bad_messages": dict(self.bad_messages),
             "set_aside": sorted(self.session.set_aside), "session_file": str(self.session.path),
-            "last_saved": self._last_saved(),
+            "last_saved": self._last_saved(), "plan_next": self.plan_next,
         }  # fmt: skip
         self._status_pub.publish(String(data=json.dumps(status)))
         self._publish_diagnostics(status)

@@ -12,7 +12,9 @@ writer makes the counter odd while writing; a reader retries until it sees
 the same even counter before and after its copy), so readers never see a
 torn state. The world stamps every state write with wall time: a backend
 that sees that stamp go stale knows the world is gone, the analogue of a
-lost connection.
+lost connection. The world also carries the simulated controller's safety report (``arm_fault``: a
+protective stop's reason, "" when none), which the arm's sim backend reports as a real ARCS controller's
+safety mode would be reported.
 
 The same class runs over a plain in-memory buffer for in-process tests, so
 the code under test is the same in both.
@@ -37,7 +39,8 @@ MAGIC: Final = 0x4C49424552304931  # "LIBER0I1"
 # imports alone can take many seconds (as long as the world itself waits for its participants: sim_world's
 # start_timeout)
 ATTACH_TIMEOUT: Final = 60.0
-LAYOUT_VERSION: Final = 2
+LAYOUT_VERSION: Final = 3
+ARM_FAULT_BYTES: Final = 160  # UTF-8 bytes of the simulated controller's protective-stop reason (longer is cut)
 MAX_WORKPIECES: Final = 8
 SHM_DIR: Final = Path("/dev/shm")
 READ_TIMEOUT: Final = 0.1  # s a reader waits for a section's writer to finish
@@ -61,6 +64,7 @@ LAYOUT: Final = np.dtype(
         ("belt_pos", np.float64),  # m, belt travel
         ("belt_speed", np.float64),  # m/s, actual
         ("belt_running", np.uint8),
+        ("arm_fault", f"S{ARM_FAULT_BYTES}"),  # UTF-8, NUL-padded: the controller's protective stop ("" none)
         # --- arm command, written by the arm backend -------------------
         ("arm_cmd_seq", _SEQ),
         ("arm_cmd_q", np.float64, 6),  # rad, servo target
@@ -100,6 +104,7 @@ class WorldState:
     belt_pos: float
     belt_speed: float
     belt_running: bool
+    arm_fault: str = ""  # the simulated controller's protective-stop reason ("" none), as fault_text leaves it
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,16 @@ _STATE_FIELDS: Final = (
     "belt_pos",
     "belt_speed",
     "belt_running",
+    "arm_fault",
 )
+
+
+def fault_text(text: object) -> str:
+    """``text`` as the link carries a fault reason: one line of printable characters (runs of whitespace and
+    control characters become one space), cut to at most :data:`ARM_FAULT_BYTES` bytes of UTF-8 on a character
+    boundary."""
+    line = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+    return line.encode("utf-8")[:ARM_FAULT_BYTES].decode("utf-8", errors="ignore").rstrip()
 
 
 def link_path(name: str) -> Path:
@@ -249,7 +263,9 @@ class SimLink:
 
     # ---- world side ---------------------------------------------------
     def write_state(self, state: WorldState) -> None:
-        self._write("state_seq", {f: getattr(state, f) for f in _STATE_FIELDS})
+        values = {f: getattr(state, f) for f in _STATE_FIELDS}
+        values["arm_fault"] = fault_text(state.arm_fault).encode("utf-8")
+        self._write("state_seq", values)
 
     def write_frame(
         self, camera_index: int, frame: int, sim_time: float, rgb: np.ndarray, fovy: float = float("nan")
@@ -287,6 +303,7 @@ class SimLink:
             belt_pos=float(v["belt_pos"]),
             belt_speed=float(v["belt_speed"]),
             belt_running=bool(v["belt_running"]),
+            arm_fault=v["arm_fault"].item().decode("utf-8", errors="replace"),
         )
 
     def read_fresh_state(self, stale_after: float) -> tuple[WorldState | None, str | None]:

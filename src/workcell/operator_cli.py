@@ -34,6 +34,7 @@ JOG_MAX_STEPS = 100  # 5 s at 20 Hz: a jog is a check, not a way to drive
 SERVICE_WAIT_S = 5.0  # for a service to be discovered on the graph's domain
 CALL_TIMEOUT_S = 30.0  # for its answer (homing answers at once; a save answers when the file is closed)
 POLICY_NODE = "policy_node"  # the node name policy_node.node registers
+SIM_WORLD_NODE, ARM_FAULT_PARAM = "sim_world", "arm_fault"  # the simulated controller's fault (sim_bridge.world_node)
 
 
 class OperatorError(RuntimeError):
@@ -82,6 +83,8 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], list[Step]]]] = {
     "episode": ("episode start | save | discard (the recorder)", lambda a: _episode(a)),
     "policy": ("policy start | stop | task TEXT (the instruction, before start on the physical cell)",
                lambda a: _policy(a)),
+    "sim": ('sim fault "REASON" | sim clear: put the simulated controller in a protective stop with REASON (the arm '
+            "faults), or end it (then reset and enable); sim graphs only", lambda a: _sim(a)),
     "jog": (f"jog AXIS VALUE [STEPS]: send one action STEPS times (default {JOG_STEPS}) at the control rate as the "
             f"arm's active source; AXIS one of {', '.join(ACTION_NAMES)}, VALUE in [-1, 1] (the first motion "
             "check, docs/bringup.md)", lambda a: _jog(a)),
@@ -147,6 +150,16 @@ def _policy(args: list[str]) -> list[Step]:
         return [Step(node=POLICY_NODE, param=TASK_PARAM, value=text)]
     verb = _one(args, ("start", "stop", "task"), "policy")
     return _triggers(Services.POLICY_START if verb == "start" else Services.POLICY_STOP)
+
+
+def _sim(args: list[str]) -> list[Step]:
+    if args[:1] == ["fault"]:
+        text = " ".join(args[1:]).strip()
+        if not text:
+            raise OperatorError('sim fault takes the reason: workcell call sim fault "protective stop: collision"')
+        return [Step(node=SIM_WORLD_NODE, param=ARM_FAULT_PARAM, value=text)]
+    _one(args, ("fault", "clear"), "sim")
+    return [Step(node=SIM_WORLD_NODE, param=ARM_FAULT_PARAM, value="")]
 
 
 def steps_of(command: str, args: Sequence[str]) -> list[Step]:

@@ -121,6 +121,11 @@ NOT_RUN: dict[str, str] = {
     r"^workcell call (belt (reset|start|stop)|stop|reset|source teleop)$":
         "the operator path test_operator_cli runs (enable, stop-all, source, jog, home), to services tested with "
         "their nodes (test_conveyor_driver, test_arm_driver, test_ros_graph); arguments checked here",
+    r"^workcell call sim (fault \"protective stop: collision at the tray\"|clear)$|"
+    r"^ros2 param set /sim_world arm_fault ":
+        "sets sim_world's arm_fault, the parameter test_ros_graph's fault rehearsal sets through the graph "
+        "(test_a_fault_set_in_the_simulated_controller_faults_the_arm_until_cleared_and_reset); `workcell call` "
+        "arguments checked here; `ros2 param` needs a system ROS 2",
     r"^\./run\.sh --help$": "run here (`workcell demo --help`)",
     r"^\.venv/bin/ray (start|status|stop)|^export RAY_":
         "Ray's own commands, run by hand (docs/cluster.md shows what they printed; several machines are not here); "

@@ -37,6 +37,8 @@ def registry(tmp_path, monkeypatch):
         ("source", ["robot"], "source takes one of: teleop, policy, expert, none"),
         ("episode", [], "episode takes one of: start, save, discard"),
         ("policy", ["go"], "policy takes one of: start, stop"),
+        ("sim", [], "sim takes one of: fault, clear"),
+        ("sim", ["fault", " "], "sim fault takes the reason"),
     ],
 )
 def test_a_bad_command_is_refused_before_anything_is_called(command, args, match):
@@ -57,6 +59,13 @@ def test_hold_and_disable_are_stop_and_policy_task_sets_the_instruction():
     assert (step.node, step.param, step.value) == ("policy_node", "policy.task", "pick up the parts")
     with pytest.raises(op.OperatorError, match="policy task takes the instruction"):
         op.steps_of("policy", ["task", " "])
+
+
+def test_sim_fault_sets_and_sim_clear_clears_the_simulated_controllers_fault():
+    (step,) = op.steps_of("sim", ["fault", "protective stop:", "collision at the tray"])
+    assert (step.node, step.param, step.value) == ("sim_world", "arm_fault", "protective stop: collision at the tray")
+    (step,) = op.steps_of("sim", ["clear"])
+    assert (step.node, step.param, step.value) == ("sim_world", "arm_fault", "")
 
 
 def test_stop_all_waits_to_discover_a_policy_that_joined_late_and_skips_one_its_graph_never_started(ros_env,

@@ -7,13 +7,17 @@ Every node its own process on loopback DDS, on sim time in lockstep: the recorde
 from __future__ import annotations
 
 import json
+import math
 
 import cv2
 import numpy as np
 import pytest
+from conftest import ros_probe
 from replay_fixtures import followable_demo_file
 
+from libero_workcell.contract import Qos, Topics
 from libero_workcell.libero_format import read_demos, read_frames
+from libero_workcell.ros_qos import qos
 from sim_bridge.replay import load_plan, recorded_placed, replay_in_process
 from workcell.bringup import Graph
 from workcell.launcher import NodeDiedError, launch
@@ -31,10 +35,24 @@ def demo_file(tmp_path_factory):
 
 def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(demo_file, tmp_path, ros_env) -> None:
     """The first STEPS steps (the first pick, for suite time; closed loop, below, runs a whole episode)."""
+    from std_msgs.msg import String
+
     demo = read_demos(demo_file).demos[0]
-    report = replay_graph(demo_file, "", "open_loop", tmp_path, ros_env, timeout=STEPS / 20 + 120,
-                          extra=[f"demo_replay.max_steps:={STEPS}"])  # fmt: skip
+    statuses: list[dict] = []  # /replay/status, as the operator's console receives it
+    with ros_probe("replay_status") as node:
+        node.create_subscription(String, Topics.REPLAY_STATUS, lambda m: statuses.append(json.loads(m.data)),
+                                 qos(Qos.LATCHED))  # fmt: skip
+        report = replay_graph(demo_file, "", "open_loop", tmp_path, ros_env, timeout=STEPS / 20 + 120,
+                              extra=[f"demo_replay.max_steps:={STEPS}"])  # fmt: skip
     assert "error" not in report, report
+    steps = [s["step"] for s in statuses if not s["done"]]
+    assert len(steps) >= 10 and steps == sorted(set(steps)), steps  # counting up (latched, depth 1: some are skipped)
+    assert all(s["steps"] == STEPS and s["mode"] == "open_loop" and s["demo"] == demo.name for s in statuses)
+    for s in statuses:
+        assert all(math.isfinite(s[k]) for k in ("pos_err_rms_mm", "pos_err_max_mm", "rot_err_rms_deg")), s
+    final = statuses[-1]
+    assert final["done"] and final["step"] == STEPS and final["outcome"] == report["outcome"]
+    assert final["pos_err_max_mm"] == report["tracking"]["pos_max_m"] * 1e3
     assert report["steps"] == STEPS and report["demo_steps"] == demo.num_samples and report["mode"] == "open_loop"
     outcome = report["outcome"]
     assert outcome["recorded_placed"] == recorded_placed(demo) and any(recorded_placed(demo))

@@ -395,3 +395,44 @@ def test_active_source_still_changes_at_run_time(probe: Probe) -> None:
         unchanged_while(probe, lambda: stream(probe, [0.3, 0, 0, 0, 0, 0, 0], 5))  # policy may not drive now
     finally:
         assert _set_parameter(probe, "aubo_bridge", "active_source", SOURCE_POLICY)[0]
+
+
+def test_a_fault_set_in_the_simulated_controller_faults_the_arm_until_cleared_and_reset(probe: Probe) -> None:
+    """sim_world's arm_fault (as `ros2 param set /sim_world arm_fault "..."` sets it): the simulated controller's
+    protective stop. The arm bridge latches FAULT with the reason on /aubo/mode and /diagnostics, refuses actions,
+    and its reset is refused until the fault is cleared; then reset and enable drive again."""
+    from std_msgs.msg import String
+
+    reason = "protective stop: collision at the tray"
+    modes: list[dict] = []
+    sub = probe.node.create_subscription(String, Topics.ARM_MODE, lambda m: modes.append(json.loads(m.data)),
+                                         qos(Qos.LATCHED))  # fmt: skip
+    belt_ran = probe.belt is not None and abs(probe.belt[1]) > 1e-3  # the cell interlock stops it: started after
+    try:
+        assert wait_for(lambda: modes and modes[-1]["mode"] == "enabled", 5), modes
+        ok, why = _set_parameter(probe, "sim_world", "arm_fault", reason)
+        assert ok, why
+        assert wait_for(lambda: modes[-1]["mode"] == "fault", 5), modes
+        assert modes[-1]["fault"] == f"controller protective stop: {reason}"
+        assert wait_for(lambda: reason in probe.diagnostics["aubo_bridge"]["fault"], 3), probe.diagnostics
+        assert probe.diagnostics["aubo_bridge"]["mode"] == "fault"
+        before = probe.counters().get("rejected_fault", 0)
+        unchanged_while(probe, lambda: stream(probe, [0.3, 0, 0, 0, 0, 0, 0], 5))
+        assert probe.counters().get("rejected_fault", 0) >= before + 5
+        ok, msg = probe.call(Services.ARM_RESET_FAULT)
+        assert not ok and "fault still present" in msg and reason in msg, msg
+        ok, msg = probe.call(Services.ARM_ENABLE)
+        assert not ok and reason in msg, msg
+    finally:
+        ok, why = _set_parameter(probe, "sim_world", "arm_fault", "")
+        assert ok, why
+        assert wait_for(lambda: probe.call(Services.ARM_RESET_FAULT)[0], 5), "reset refused after the fault cleared"
+        ok, msg = probe.call(Services.ARM_ENABLE)
+        assert ok, msg
+        if belt_ran:
+            assert probe.call(Services.CONVEYOR_START)[0]
+    assert wait_for(lambda: modes[-1] == {"mode": "enabled", "fault": ""}, 5), modes[-3:]
+    probe.node.destroy_subscription(sub)
+    p0 = settle(probe)
+    stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 5)
+    assert settle(probe)[1] - p0[1] == pytest.approx(5 * 0.2 * ACTION_POS_SCALE, abs=2e-3)

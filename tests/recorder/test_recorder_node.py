@@ -141,6 +141,8 @@ def test_discard_and_a_second_start_while_recording(graph, tmp_path) -> None:
     feed(pubs, spin, time.time())
     assert rec._srv_discard(Trigger.Request(), Trigger.Response()).success
     assert rec.session.num_demos == 0 and not list((tmp_path / "d2s_episodes").glob("*.partial"))
+    status = json_messages(rec, Topics.RECORDER_STATUS)
+    assert spin_until(spin, lambda: status, 5) and status[-1]["plan_next"] == ""  # no plan (plan_per_config 0)
 
 
 def test_with_the_plan_each_demo_records_the_configuration_to_set_up(graph, tmp_path) -> None:
@@ -150,13 +152,27 @@ def test_with_the_plan_each_demo_records_the_configuration_to_set_up(graph, tmp_
 
     rec, pubs, spin = graph(plan_per_config=1)
     plan = CollectionPlan(1)
+    status = json_messages(rec, Topics.RECORDER_STATUS)
+    # /recorder/status's plan_next: the next configuration's setup, from start-up on (latched)
+    assert spin_until(spin, lambda: status, 5)
+    assert status[-1]["plan_next"] == plan.configurations[0].setup()
     for n in range(2):
         assert rec._srv_start(Trigger.Request(), Trigger.Response()).success
+        current = plan.configurations[n].setup()
+        assert spin_until(spin, lambda: status[-1]["recording"], 5)
+        assert status[-1]["plan_next"] == current  # recording it: still the next until it is saved
         t0 = time.time()
         feed(pubs, spin, t0)
         feed(pubs, spin, t0 + 0.05)
         assert rec._srv_save(Trigger.Request(), Trigger.Response()).success
         wait_saved(rec, spin, n + 1)
+        nxt = plan.configurations[n + 1].setup()
+        assert spin_until(spin, lambda nxt=nxt: status[-1]["plan_next"] == nxt, 5), status[-1]
+    assert ok(rec._srv_start)
+    feed(pubs, spin, time.time())
+    rec.plan.configurations = rec.plan.configurations[:2]  # a plan of the two configurations recorded: complete
+    assert ok(rec._srv_discard)  # (a discard refreshes it too)
+    assert spin_until(spin, lambda: status[-1]["plan_next"] == "complete", 5), status[-1]
     demos = read_demos(tmp_path / "d2s.hdf5").demos
     assert [json.loads(d.attrs["slot_permutation"]) for d in demos] == [
         list(c.slot_permutation) for c in plan.configurations[:2]

@@ -20,11 +20,14 @@ from sim_bridge.replay import (
     CLOSED_LOOP,
     OPEN_LOOP,
     check_mode,
+    error_summary,
     load_plan,
     plan_from_demo,
     replay_in_process,
+    replay_status,
     side_by_side,
     strip_steps,
+    tracking_errors,
     tracking_summary,
 )
 
@@ -135,6 +138,39 @@ def test_tracking_summary_figures(short_demo_file) -> None:
     assert short["steps_compared"] == 10 and short["pos_max_m"] == pytest.approx(0.003)
     with pytest.raises(ValueError, match="no replayed steps"):
         tracking_summary(plan, pos[:0], rotvec[:0])
+
+
+def test_the_status_step_by_step_is_the_reports_tracking_so_far(short_demo_file) -> None:
+    """/replay/status (replay_node): each step's errors computed as the replay goes, summed up as the report
+    sums them up, in mm and deg; at the end the report's outcome."""
+    plan = load_plan(short_demo_file)
+    pos = plan.path.pos.copy()
+    pos[:, 0] += np.linspace(0.0, 0.004, plan.steps)  # drifts to 4 mm
+    rotvec = (Rotation.from_rotvec([np.radians(1.5), 0.0, 0.0]) * Rotation.from_matrix(plan.path.R)).as_rotvec()
+    errors: tuple[list[float], list[float]] = ([], [])
+    statuses = []
+    for k in range(plan.steps):  # as replay_node does: one row at a time
+        p, r = tracking_errors(plan, pos[k][None], rotvec[k][None], first=k)
+        errors[0].append(float(p[0]))
+        errors[1].append(float(r[0]))
+        statuses.append(replay_status(OPEN_LOOP, plan.steps, k + 1, error_summary(*errors)))
+    assert [s["step"] for s in statuses] == list(range(1, plan.steps + 1))
+    assert all(s["steps"] == plan.steps and s["mode"] == OPEN_LOOP and not s["done"] for s in statuses)
+    assert statuses[0]["pos_err_rms_mm"] == pytest.approx(0.0, abs=1e-9)
+    assert statuses[-1]["pos_err_max_mm"] == pytest.approx(4.0)
+    assert all(s["rot_err_rms_deg"] == pytest.approx(1.5) for s in statuses)
+    report = tracking_summary(plan, pos, rotvec)  # the same figures as the report's, for the whole replay
+    assert statuses[-1]["pos_err_rms_mm"] == pytest.approx(report["pos_rms_m"] * 1e3, rel=1e-12)
+    assert statuses[-1]["rot_err_max_deg"] == pytest.approx(report["rot_max_deg"], rel=1e-12)
+    assert error_summary(*tracking_errors(plan, pos, rotvec)) == report
+    outcome = {"recorded_placed": [True, False, False], "replayed_placed": [True, False, False], "same": True}
+    end = replay_status(OPEN_LOOP, plan.steps, plan.steps, report, done=True, outcome=outcome)
+    assert end["done"] and end["outcome"] == outcome and "error" not in end
+    assert end["pos_err_max_mm"] == pytest.approx(report["pos_max_m"] * 1e3)
+    failed = replay_status(CLOSED_LOOP, plan.steps, 0, None, done=True, error="sim reset refused: busy")
+    assert failed["pos_err_rms_mm"] is None and failed["error"] == "sim reset refused: busy" and failed["done"]
+    with pytest.raises(ValueError, match="do not fit"):
+        tracking_errors(plan, pos[:2], rotvec[:2], first=plan.steps - 1)
 
 
 def test_modes_are_checked() -> None:

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from transports.sim_link import READ_TIMEOUT, LinkError, SimLink
+from transports.sim_link import ARM_FAULT_BYTES, READ_TIMEOUT, LinkError, SimLink, WorldState, fault_text
 
 
 def test_reader_never_sees_a_torn_command_under_a_concurrent_writer() -> None:
@@ -61,3 +61,30 @@ def test_named_link_round_trip_between_two_mappings() -> None:
 def test_bad_link_name_rejected() -> None:
     with pytest.raises(LinkError, match="invalid sim link name"):
         SimLink.create("../etc")
+
+
+def _state(arm_fault: str = "", wall_time: float | None = None) -> WorldState:
+    z = np.zeros(6)
+    return WorldState(1.0, time.time() if wall_time is None else wall_time, 1, z, z, np.zeros(3),
+                      np.array([0.0, 0.0, 0.0, 1.0]), 0.0, 0.0, 0.0, False, arm_fault)  # fmt: skip
+
+
+def test_the_controllers_fault_reason_crosses_the_link_and_clears() -> None:
+    link = SimLink.in_memory()
+    link.write_state(_state("protective stop: collision at the tray"))
+    assert link.read_state()[1].arm_fault == "protective stop: collision at the tray"
+    assert link.read_world(None)[0].arm_fault == "protective stop: collision at the tray"  # lockstep reads it too
+    link.write_state(_state(""))
+    assert link.read_state()[1].arm_fault == ""
+
+
+def test_a_fault_reason_is_one_line_cut_to_the_fields_size_on_a_character_boundary() -> None:
+    assert fault_text("  protective\nstop:\t collision \x00at the tray  ") == "protective stop: collision at the tray"
+    long = "é" * ARM_FAULT_BYTES  # two bytes each: cut at ARM_FAULT_BYTES bytes, never half a character
+    assert fault_text(long) == "é" * (ARM_FAULT_BYTES // 2)
+    odd = "x" + long  # the cut falls inside a character: that character goes
+    assert fault_text(odd) == "x" + "é" * ((ARM_FAULT_BYTES - 1) // 2)
+    link = SimLink.in_memory()
+    link.write_state(_state("line one\nline two " + "y" * 500))
+    got = link.read_state()[1].arm_fault
+    assert got.startswith("line one line two y") and len(got.encode("utf-8")) == ARM_FAULT_BYTES
