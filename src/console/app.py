@@ -4,7 +4,8 @@
 - ``GET /api/state``, ``WS /ws/state``: :meth:`ConsoleModel.snapshot` with the cameras' figures (the socket pushes
   it ``state_hz`` times a second).
 - ``WS /ws/camera/{camera}?view=raw|policy``: JPEG frames, one at a time: the next is sent when the page says it
-  showed the last, and it is the newest then. A page that lags skips frames; nothing queues.
+  received the last (it decodes one at a time and keeps only the newest waiting), and it is the newest then. A page
+  that lags skips frames; nothing queues.
 - ``GET /api/camera/{camera}.jpg``: the newest frame once.
 - ``POST /api/control/{command}`` ``{"args": [...]}``: a button (console.controls), answered with its outcome.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
 from importlib import resources
 from typing import Any, Final
 
@@ -54,6 +56,7 @@ def create_app(model: ConsoleModel, frames: FrameStore, controls: Controls | Non
     """The application. ``controls`` None: a page that only shows (the evaluation's progress)."""
     access.check_bind(host, token)
     app = FastAPI(title="workcell console", docs_url=None, redoc_url=None, openapi_url=None)
+    closing = app.state.closing = threading.Event()  # set by ConsoleServer.stop: the live sockets end on their own
     if access.is_loopback(host) and not token:  # with a token, the token is what protects; names vary off loopback
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=sorted(access.allowed_hosts(host, port)))
     page = resources.files("console") / "page"
@@ -136,9 +139,10 @@ def create_app(model: ConsoleModel, frames: FrameStore, controls: Controls | Non
         if not await accept(ws):
             return
         try:
-            while ws.client_state == WebSocketState.CONNECTED:
+            while ws.client_state == WebSocketState.CONNECTED and not closing.is_set():
                 await ws.send_text(json.dumps(state()))
                 await asyncio.sleep(1.0 / state_hz)
+            await ws.close(code=1001)
         except (WebSocketDisconnect, RuntimeError):
             pass
 
@@ -152,8 +156,8 @@ def create_app(model: ConsoleModel, frames: FrameStore, controls: Controls | Non
             return
         sent = 0
         try:
-            while True:
-                while frames.seq(camera) <= sent:
+            while not closing.is_set():
+                while frames.seq(camera) <= sent and not closing.is_set():
                     await asyncio.sleep(FRAME_POLL_S)
                 encoded = await asyncio.to_thread(frames.jpeg, camera, view)
                 if encoded is None:
@@ -161,7 +165,13 @@ def create_app(model: ConsoleModel, frames: FrameStore, controls: Controls | Non
                     continue
                 sent = encoded[0]
                 await ws.send_bytes(encoded[1])
-                await ws.receive_text()  # the page showed it: only now the next (the newest then)
+                while not closing.is_set():  # the page has it: only now the next (the newest then)
+                    try:
+                        await asyncio.wait_for(ws.receive_text(), 0.5)
+                        break
+                    except TimeoutError:
+                        continue
+            await ws.close(code=1001)
         except (WebSocketDisconnect, RuntimeError):
             pass
 

@@ -36,7 +36,6 @@ from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 
-REPLAY_STATUS: Final = "/replay/status"
 DEFAULT_PORT: Final = 8080
 
 PARAMETERS: Final[dict[str, Any]] = {
@@ -58,7 +57,7 @@ JSON_TOPICS: Final = {
     Topics.SIM_EPISODE: ("episode", Qos.LATCHED),
     Topics.TELEOP_STATUS: ("teleop", Qos.STATE),
     Topics.POLICY_STATUS: ("policy", Qos.STATE),
-    REPLAY_STATUS: ("replay", Qos.STATE),
+    Topics.REPLAY_STATUS: ("replay", Qos.LATCHED),
 }
 NEWEST_ONLY: Final = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT,
                                 durability=DurabilityPolicy.VOLATILE)  # fmt: skip

@@ -24,6 +24,7 @@ class ConsoleServer:
 
     def __init__(self, app: FastAPI, host: str, port: int) -> None:
         self.host, self.port = host, int(port)
+        self._app = app
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._sock = socket.socket(family, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -54,6 +55,9 @@ class ConsoleServer:
             time.sleep(0.02)
 
     def stop(self) -> None:
+        closing = getattr(self._app.state, "closing", None)
+        if closing is not None:
+            closing.set()  # the live sockets close themselves (going away) before the server waits for them
         self._server.should_exit = True
         self._thread.join(timeout=5.0)
         self._sock.close()

@@ -180,6 +180,10 @@ class EpisodeWriter:
         is added; an action never recorded as a step is ignored at save)."""
         self._reports[action_time] = report
 
+    def stale_counts(self) -> dict[str, int]:
+        """Steps recorded so far with a stale frame, per camera image key."""
+        return dict(self._stale)
+
     def dropped_steps(self) -> int:
         """Control periods with no step recorded: from the gaps between the actions' send times (the source's
         loop runs on absolute deadlines; observation stamps jitter with the state's own publishing)."""

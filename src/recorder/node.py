@@ -597,6 +597,7 @@ class RecorderNode(Node):
         status = {
             "recording": w is not None, "episode": w.name if w else None, "steps": w.steps if w else 0,
             "duration": round(w.duration, 3) if w else 0.0, "dropped": w.dropped_steps() if w else 0,
+            "stale_frames": w.stale_counts() if w else {},
             "num_demos": self.session.num_demos, "saved": [s.name for s in self.saved], "saving": self.saving,
             "error": self._last_error, "save_failures": self.save_failures, "bad_messages": dict(self.bad_messages),
             "set_aside": sorted(self.session.set_aside), "session_file": str(self.session.path),

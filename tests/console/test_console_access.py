@@ -180,7 +180,7 @@ def test_with_a_token_every_route_but_the_page_files_needs_it(token_console) -> 
     assert asyncio.run(socket(f"/ws/state?token={TOKEN}")).startswith('open: {"t"')
 
 
-def test_the_camera_socket_sends_the_newest_frame_only_when_the_page_has_shown_the_last() -> None:
+def test_the_camera_socket_sends_the_newest_frame_only_when_the_page_has_the_last() -> None:
     server, _, frames = serve()
     try:
         async def run() -> list[int]:
@@ -188,7 +188,7 @@ def test_the_camera_socket_sends_the_newest_frame_only_when_the_page_has_shown_t
             async with websockets.connect(server.url.replace("http", "ws") + "/ws/camera/external") as ws:
                 await asyncio.wait_for(ws.recv(), 10)
                 seqs.append(frames.seq("external"))
-                for _ in range(5):  # five frames arrive while the page has not said it showed the first
+                for _ in range(5):  # five frames arrive while the page has not acknowledged the first
                     frames.put("external", 4, 6, "rgb8", np.full((4, 6, 3), 9, np.uint8).tobytes())
                 with pytest.raises(TimeoutError):
                     await asyncio.wait_for(ws.recv(), 0.5)  # nothing is pushed meanwhile

@@ -24,7 +24,7 @@ from workcell.launcher import launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 SHOTS = TEST_OUTPUT / "console"
-FAULT = "protective stop: collision at the tray (injected by the test)"
+FAULT = "collision at the tray (injected by the test)"
 WAIT_S = 120.0  # wall s for what a loaded machine may take (graph start, sim time at real-time factor 1)
 
 
@@ -110,8 +110,10 @@ def test_the_operator_watches_collects_holds_and_resets_a_fault_from_the_page(se
         before = {c: frames(page, c) for c in ("external", "wrist")}
         time.sleep(3.0)
         rates = {c: (frames(page, c) - before[c]) / 3.0 for c in before}
-        assert all(r > 3 for r in rates.values()), rates  # the graph's own rate is bounded by the machine's load
-        fps = {c: float(text(page, f"#fps-{c}").split()[0]) for c in before}
+        fps = {c: float(text(page, f"#fps-{c}").split()[0]) for c in before}  # what reaches the console
+        # the page keeps up with what the graph delivers (the graph's own rate is the machine's: bench.console
+        # measures it against the 10 fps target; a ratio in one run holds on any machine)
+        assert all(rates[c] > 0.5 * fps[c] for c in rates), (rates, fps)
 
         # the episode panel counts the steps the recorder records in the scripted session
         wait_page(page, graph, lambda: text(page, "#rec-recording").startswith("recording")

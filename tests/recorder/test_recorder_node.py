@@ -112,6 +112,9 @@ def test_teleop_actions_are_paired_and_stale_frames_counted(graph, tmp_path) -> 
              servo_tick=None if i in (3, 5) else 100 + 5 * i, refused=i == 5)  # fmt: skip
     feed(pubs, spin, t0 + 0.55, action_source=SOURCE_EXPERT, servo_tick=155)  # another source's: not recorded
     feed(pubs, spin, t0 + 0.60, state_age=0.5)  # no fresh state for this action: not recorded
+    status = json_messages(rec, Topics.RECORDER_STATUS)  # what the operator's console shows of the open episode
+    assert spin_until(spin, lambda: status and status[-1]["steps"] == 10, 5), status[-1:]
+    assert status[-1]["stale_frames"] == {"agentview_rgb": 0, "eye_in_hand_rgb": 4}
     res = rec._srv_save(Trigger.Request(), Trigger.Response())
     assert res.success and "10 steps" in res.message
     assert not rec._srv_save(Trigger.Request(), Trigger.Response()).success  # nothing open any more

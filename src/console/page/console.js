@@ -145,7 +145,8 @@ function renderDeployment(p, d) {
 function renderReplay(r) {
   $("replay-panel").hidden = !r;
   if (!r) return;
-  setText("rep-step", `${r.step} of ${r.steps}${r.done ? " (done)" : ""}`);
+  const outcome = r.outcome ? `, replayed placed ${JSON.stringify(r.outcome.replayed_placed)}` : "";
+  setText("rep-step", `${r.demo || ""} ${r.step} of ${r.steps}${r.done ? " (done" + outcome + ")" : ""}${r.error ? " error: " + r.error : ""}`);
   setText("rep-mode", r.mode || "-");
   setText("rep-error", `${fmt(r.pos_err_rms_mm, 1)} mm RMS (max ${fmt(r.pos_err_max_mm, 1)}), ${fmt(r.rot_err_rms_deg, 2)} deg RMS`);
 }
@@ -206,14 +207,29 @@ function openCamera(camera, view) {
   ws.binaryType = "blob";
   cameraSockets[key] = ws;
   img.dataset.frames = img.dataset.frames || "0";
-  ws.onmessage = (ev) => {
-    const url = URL.createObjectURL(ev.data);
-    img.onload = () => {
+  // One frame decoding at a time, and at most one waiting: a frame that arrives while another waits replaces it.
+  // The server sends the next only once this one is acknowledged, so nothing queues anywhere.
+  let decoding = false;
+  let waiting = null;
+  const show = (blob) => {
+    decoding = true;
+    const url = URL.createObjectURL(blob);
+    img.onload = img.onerror = () => {
       URL.revokeObjectURL(url);
       img.dataset.frames = String(Number(img.dataset.frames) + 1);
-      if (ws.readyState === WebSocket.OPEN) ws.send("shown");
+      decoding = false;
+      if (waiting) {
+        const next = waiting;
+        waiting = null;
+        show(next);
+      }
     };
     img.src = url;
+  };
+  ws.onmessage = (ev) => {
+    if (ws.readyState === WebSocket.OPEN) ws.send("received");
+    if (decoding) waiting = ev.data;
+    else show(ev.data);
   };
   ws.onclose = () => {
     delete cameraSockets[key];
