@@ -158,6 +158,7 @@ def create_app(model: ConsoleModel, frames: FrameStore, controls: Controls | Non
         try:
             while not closing.is_set():
                 while frames.seq(camera) <= sent and not closing.is_set():
+                    frames.want(camera)
                     await asyncio.sleep(FRAME_POLL_S)
                 encoded = await asyncio.to_thread(frames.jpeg, camera, view)
                 if encoded is None:

@@ -1,9 +1,10 @@
 """The newest frame of each camera, and its JPEG for the page, encoded once per frame and only when asked.
 
 Why newest-only: a page that cannot keep up (a slow link, a busy laptop) must show the newest picture late,
-never a queue of old ones, and a lagging page must cost the graph nothing. The node stores each frame (a copy
-of its bytes, nothing more) on its executor; the web server encodes the frame a client asks for, once, and
-every client of that camera shares the result.
+never a queue of old ones, and a lagging page must cost the graph nothing. Why on demand: a camera's frames are
+the console's largest cost, so it takes them only while a page watches (:meth:`FrameStore.want`). The node
+stores each frame (a copy of its bytes, nothing more) on its executor; the web server encodes the frame a client
+asks for, once, and every client of that camera shares the result.
 """
 
 from __future__ import annotations
@@ -48,7 +49,16 @@ class FrameStore:
         self._frames: dict[str, Frame] = {}
         self._arrivals: dict[str, deque[float]] = {c: deque(maxlen=256) for c in self.cameras}
         self._jpeg: dict[tuple[str, str], tuple[int, bytes]] = {}
+        self._wanted: dict[str, float] = {}  # camera -> when a page last asked for it
         self.rejected: dict[str, int] = dict.fromkeys(self.cameras, 0)
+
+    def want(self, camera: str) -> None:
+        """A page is watching ``camera`` now (its feed asks for frames): the node keeps its subscription."""
+        self._wanted[camera] = self._clock()
+
+    def wanted(self, camera: str, within: float) -> bool:
+        """Whether a page asked for ``camera`` in the last ``within`` s (no page: the console takes no frames)."""
+        return self._clock() - self._wanted.get(camera, -float("inf")) <= within
 
     def put(self, camera: str, height: int, width: int, encoding: str, data: bytes | memoryview) -> bool:
         """Store a frame from an image message's fields; False (and counted) for one that is not rgb8 of its
@@ -101,6 +111,7 @@ class FrameStore:
         """(seq, JPEG bytes) of the newest frame in ``view``; None before the first frame (or no policy view)."""
         if view not in VIEWS or (view == POLICY and self._policy is None):
             return None
+        self.want(camera)
         with self._lock:
             frame = self._frames.get(camera)
             cached = self._jpeg.get((camera, view))

@@ -1,7 +1,8 @@
 """console node: the operator's web page for the running graph (docs/console.md).
 
-It only listens (the arm's mode and pose, the gripper, the belt, the cameras, the jobs' status topics,
-``/diagnostics``) and, when a button is pressed, calls the same services and parameters ``workcell call`` does.
+It only listens (the arm's mode and pose, the gripper, the belt, the jobs' status topics, ``/diagnostics``, and
+each camera while a page watches it) and, when a button is pressed, calls the same services and parameters
+``workcell call`` does.
 It takes no part in sim lockstep and reads every topic with a reader that never slows its writer (cameras best
 effort, newest only): a console that is slow, or a page that lags, costs the graph nothing.
 """
@@ -16,6 +17,7 @@ from typing import Any, Final
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.srv import SetParameters
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -37,6 +39,7 @@ from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 
 DEFAULT_PORT: Final = 8080
+WATCHED_S: Final = 5.0  # a camera's subscription ends this long after the last page stopped asking for it
 
 PARAMETERS: Final[dict[str, Any]] = {
     "host": "127.0.0.1",  # any other address needs a token (console.access)
@@ -103,9 +106,8 @@ class ConsoleNode(Node):
     # ------------------------------------------------------------------ inputs
     def _subscribe(self) -> None:
         m = self.model
-        for camera in CAMERA_NAMES:
-            self.create_subscription(Image, Topics.image(camera), lambda msg, c=camera: self.frames.put(
-                c, msg.height, msg.width, msg.encoding, msg.data), NEWEST_ONLY)  # fmt: skip
+        self._cameras: dict[str, Any] = {}  # camera -> its subscription, while a page watches it
+        self.create_timer(0.2, self._follow_pages, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_subscription(String, Topics.ARM_MODE, lambda msg: m.update_arm_mode(_json(msg.data)),
                                  qos(Qos.LATCHED))  # fmt: skip
         self.create_subscription(String, Topics.ACTIVE_SOURCE, lambda msg: m.update_active_source(msg.data),
@@ -118,6 +120,19 @@ class ConsoleNode(Node):
         self.create_subscription(DiagnosticArray, Topics.DIAGNOSTICS, self._on_diagnostics, qos(Qos.DIAGNOSTICS))
         for topic, (key, spec) in JSON_TOPICS.items():
             self.create_subscription(String, topic, lambda msg, k=key: m.update_json(k, _json(msg.data)), qos(spec))
+
+    def _follow_pages(self) -> None:
+        """Take a camera's frames only while a page watches it: idle, the console costs the graph no images."""
+        for camera in CAMERA_NAMES:
+            watched = self.frames.wanted(camera, WATCHED_S)
+            if watched and camera not in self._cameras:
+                self._cameras[camera] = self.create_subscription(Image, Topics.image(camera), self._on_frame(camera),
+                                                                 NEWEST_ONLY)  # fmt: skip
+            elif not watched and camera in self._cameras:
+                self.destroy_subscription(self._cameras.pop(camera))
+
+    def _on_frame(self, camera: str) -> Callable[[Image], None]:
+        return lambda msg: self.frames.put(camera, msg.height, msg.width, msg.encoding, msg.data)
 
     def _on_tcp(self, msg: PoseStamped) -> None:
         p, o = msg.pose.position, msg.pose.orientation

@@ -145,3 +145,13 @@ def test_the_policy_view_is_what_the_policy_node_sends() -> None:
     np.testing.assert_array_equal(policy_transform("libero")(image), camera_input(image, "libero"))
     with pytest.raises(ValueError, match="policy_view"):
         policy_transform("sideways")
+
+
+def test_a_camera_is_wanted_only_while_a_page_asks_for_it() -> None:
+    clock = Clock()
+    store = FrameStore(("external", "wrist"), clock=clock)
+    assert not store.wanted("external", 5.0)  # no page: the node takes no frames
+    store.jpeg("external")  # a page asks (before any frame: nothing to send, but now it is watched)
+    assert store.wanted("external", 5.0) and not store.wanted("wrist", 5.0)
+    clock.t += 6.0
+    assert not store.wanted("external", 5.0)  # the page went away
