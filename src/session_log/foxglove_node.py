@@ -128,11 +128,11 @@ class FoxgloveBridgeNode(Node):
         self.forwarded = 0
         self.kept_out = 0  # camera frames not sent (image_hz)
         self.create_timer(REPORT_PERIOD, self._report, clock=self._wall)
-        self.follower = TopicFollower(self, self.wanted, self._take, self._forward, "forwarding",
-                                      float(p("discover_period")))  # fmt: skip
         self.url = f"ws://{host}:{self.server.port}"
         self.get_logger().info(f"serving {len(self.wanted)} topics at {self.url}: in Foxglove, Open connection > "
                                f"Foxglove WebSocket > {self.url}")  # fmt: skip
+        self.follower = TopicFollower(self, self.wanted, self._take, self._forward, "forwarding",
+                                      float(p("discover_period")))  # fmt: skip
 
     def _take(self, topic: str, type_name: str, cls: type) -> None:
         """A channel for ``topic``: ``cdr`` messages, the type's ``ros2msg`` schema (a DefinitionError if its

@@ -313,15 +313,17 @@ def test_the_simulated_graph_is_live_through_the_bridge(tmp_path, ros_env) -> No
         assert wait_for(lambda: client.pump(0.5) or len(client.payloads(1)) >= 40, timeout=120), \
             graph.log_text("foxglove_bridge")[-2000:]  # fmt: skip
         start = time.monotonic()
+        before = len(client.payloads(1))
         client.frames = [f for f in client.frames if f[0] != 2]
         client.pump(3.0)
+        in_window = len(client.payloads(1)) - before
         elapsed = time.monotonic() - start
     finally:
         codes = graph.stop(timeout=20)
     log = graph.log_text("foxglove_bridge")
     assert codes.get("foxglove_bridge") == 0 and "Callback failed" not in log, (codes, log[-2000:])
-    print(f"through the bridge in {elapsed:.1f} s: {len(client.payloads(2))} wrist frames; "
-          f"{len(client.payloads(1))} actions in all; advertised: {sorted(client.channels)}")  # fmt: skip
+    print(f"through the bridge in {elapsed:.1f} s: {len(client.payloads(2))} wrist frames, {in_window} actions; "
+          f"advertised: {len(client.channels)} topics: {sorted(client.channels)}")  # fmt: skip
     factory = DecoderFactory()
 
     def decoder(topic: str) -> Any:
