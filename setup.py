@@ -42,6 +42,7 @@ setup(
             "recorder = recorder.node:main",
             "session_log = session_log.node:main",
             "console = console.node:main",
+            "foxglove_bridge = session_log.foxglove_node:main",
             "policy_node = policy_node.node:main",
             "policy_server = sim_bridge.policy_server_node:main",
             "workcell = workcell.cli:main",

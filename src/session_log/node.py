@@ -13,7 +13,6 @@ record (its session file, name, first and last step's times).
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import signal
 from collections.abc import Callable, Iterator
@@ -21,18 +20,15 @@ from typing import Any, Final
 
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
 from libero_workcell.contract import Params, Topics
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
-from session_log.definitions import DefinitionError, split_type
+from session_log.follow import DISCOVER_PERIOD, TopicFollower, absolute_topics, starts_with_header
 from session_log.mcap_writer import CHUNK_SECONDS, CHUNK_SIZE, SessionLogWriter, header_stamp_ns
 from session_log.topics import DEFAULT_TOPICS, IMAGE_HZ, IMAGE_TYPE, RateGate
-
-DEPTH: Final = 50  # a reader's queue: a slow moment of this node drops nothing at 20-100 Hz
 
 # Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
 # (NODE.PARAM:=VALUE) and cell files are checked against.
@@ -42,38 +38,11 @@ PARAMETERS: Final[dict[str, Any]] = {
     "image_hz": IMAGE_HZ,  # camera frames kept per second of log time, per camera (0: every frame)
     "chunk_size": CHUNK_SIZE,  # bytes
     "chunk_seconds": CHUNK_SECONDS,  # wall s a chunk may stay open (what a crash may lose)
-    "discover_period": 0.5,  # wall s between looks for the topics not yet subscribed
+    "discover_period": DISCOVER_PERIOD,  # wall s between looks for the topics not yet subscribed
     Params.USE_SIM: True,
     Params.SIM_LINK: "workcell",
     Params.LOCKSTEP: False,
 }
-
-
-def message_class(type_name: str) -> type:
-    """The Python class of ``pkg/msg/Type``."""
-    package, name = split_type(type_name)
-    return getattr(importlib.import_module(f"{package}.msg"), name)
-
-
-def starts_with_header(cls: type) -> bool:
-    fields = list(cls.get_fields_and_field_types().items())  # type: ignore[attr-defined]
-    return bool(fields) and fields[0][1] == "std_msgs/Header"
-
-
-def offered(publishers: list[Any]) -> tuple[bool, bool]:
-    """(reliable, transient local): what every one of ``publishers`` offers, so a reader asking it matches all."""
-    reliable = all(p.qos_profile.reliability == ReliabilityPolicy.RELIABLE for p in publishers)
-    latched = all(p.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for p in publishers)
-    return reliable, latched
-
-
-def reader_qos(reliable: bool, latched: bool) -> QoSProfile:
-    return QoSProfile(
-        history=HistoryPolicy.KEEP_LAST,
-        depth=DEPTH,
-        reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
-    )
 
 
 class StopsBetweenWrites:
@@ -116,76 +85,31 @@ class SessionLogNode(Node):
         path = str(p("path"))
         if not path:
             raise ValueError("session_log needs a file: path (the graph's record_mcap:=PATH)")
-        self.wanted = [str(t) for t in p("topics")]
-        bad = [t for t in self.wanted if not t.startswith("/")]
-        if bad:
-            raise ValueError(f"topics are absolute names (/...): {bad}")
+        self.wanted = absolute_topics(p("topics"))
         self.image_hz = float(p("image_hz"))
         RateGate(self.image_hz)  # refused at start if negative
         self.log = SessionLogWriter(path, int(p("chunk_size")), float(p("chunk_seconds")))
         clock = "sim time (/clock)" if self.get_parameter("use_sim_time").value else "UNIX time"
         self.log.add_metadata("session_log", {"topics": self.wanted, "image_hz": self.image_hz, "clock": clock})
         self._stops = StopsBetweenWrites()
-        self._subs: dict[str, tuple[Any, tuple[bool, bool]]] = {}  # topic -> (subscription, its QoS)
         self._gates: dict[str, RateGate] = {}
         self._stamped: set[str] = set()  # topics whose type starts with a header: its stamp is the publish time
-        self._refused: set[str] = set()  # topics whose type cannot be logged (said once)
         self._demos: set[tuple[str, str]] = set()  # (session file, demo) already in the metadata
         self.kept_out = 0  # camera frames not kept (image_hz)
         steady = Clock(clock_type=ClockType.STEADY_TIME)  # the sim clock may stand still: the file's chunks may not
-        self.create_timer(float(p("discover_period")), self._discover, clock=steady)
         self.create_timer(0.1, self._tick, clock=steady)
         self.create_timer(10.0, self._report, clock=steady)
-        self._discover()
+        self.follower = TopicFollower(self, self.wanted, self._take, self._on_message, "logging",
+                                      float(p("discover_period")))  # fmt: skip
         self.get_logger().info(f"logging {len(self.wanted)} topics into {self.log.path}")
 
-    def _discover(self) -> None:
-        """Subscribe each wanted topic that has a publisher now (its type from the graph); ask less of a topic
-        whose new publisher offers less (a volatile one beside latched ones: its messages would not match)."""
-        types = dict(self.get_topic_names_and_types())
-        for topic in self.wanted:
-            if topic in self._refused or topic not in types:
-                continue
-            publishers = self.get_publishers_info_by_topic(topic)
-            if not publishers:
-                continue
-            if topic in self._subs:
-                self._downgrade(topic, offered(publishers))
-                continue
-            if len(types[topic]) != 1:
-                self._refuse(topic, f"it has {len(types[topic])} types on the graph: {types[topic]}")
-                continue
-            type_name = types[topic][0]
-            try:
-                cls = message_class(type_name)
-                self.log.add_topic(topic, type_name)
-            except (DefinitionError, ImportError, AttributeError) as exc:
-                self._refuse(topic, str(exc))
-                continue
-            if type_name == IMAGE_TYPE and self.image_hz > 0:
-                self._gates[topic] = RateGate(self.image_hz)
-            if starts_with_header(cls):
-                self._stamped.add(topic)
-            self._subscribe(topic, cls, offered(publishers))
-            self.get_logger().info(f"logging {topic} ({type_name})")
-
-    def _subscribe(self, topic: str, cls: type, qos: tuple[bool, bool]) -> None:
-        sub = self.create_subscription(cls, topic, lambda data, t=topic: self._on_message(t, data), reader_qos(*qos),
-                                       raw=True)  # fmt: skip
-        self._subs[topic] = (sub, qos)
-
-    def _downgrade(self, topic: str, now: tuple[bool, bool]) -> None:
-        sub, had = self._subs[topic]
-        less = (had[0] and now[0], had[1] and now[1])
-        if less != had:
-            cls = sub.msg_type
-            self.destroy_subscription(sub)
-            self._subscribe(topic, cls, less)
-            self.get_logger().warning(f"{topic}: a publisher offers less (reliable, latched: {now}): resubscribed")
-
-    def _refuse(self, topic: str, why: str) -> None:
-        self._refused.add(topic)
-        self.get_logger().error(f"not logging {topic}: {why}")
+    def _take(self, topic: str, type_name: str, cls: type) -> None:
+        """A channel in the log for ``topic`` (a DefinitionError if its type's definition is not installed)."""
+        self.log.add_topic(topic, type_name)
+        if type_name == IMAGE_TYPE and self.image_hz > 0:
+            self._gates[topic] = RateGate(self.image_hz)
+        if starts_with_header(cls):
+            self._stamped.add(topic)
 
     def _on_message(self, topic: str, data: bytes) -> None:
         now = self.get_clock().now().nanoseconds

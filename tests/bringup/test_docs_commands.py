@@ -81,6 +81,8 @@ RUN_BY: dict[str, str] = {
         "tests/session_log/test_session_log.py::test_a_session_log_killed_mid_session_leaves_its_closed_chunks_readable",
     r"-m session_log\.review":
         "tests/session_log/test_session_log_core.py::test_the_review_prints_topics_counts_and_whether_the_log_was_closed",
+    r"bringup expert:=true foxglove:=true$":
+        "tests/session_log/test_foxglove_bridge.py::test_the_simulated_graph_is_live_through_the_bridge",
 }  # fmt: skip
 
 # command (regex) -> why no test runs it (each is still checked above as far as it can be without running it)
@@ -137,6 +139,13 @@ NOT_RUN: dict[str, str] = {
                                  "test_session_log runs the node on the default list",
     r"teleop_collect_sim\.launch\.py record_mcap:=": "the colcon form of the logged teleop job (resolved here; "
                                                      "test_session_log runs it)",
+    r"--job teleop_collect_sim foxglove:=true record_mcap:=": "resolved here (--dry-run): the logged teleop job "
+        "(test_session_log runs it) with the bridge beside it (test_foxglove_bridge runs the bridge on the sim graph)",
+    r"foxglove_bridge\.topics:=\[": "resolved here (--dry-run); test_foxglove_bridge runs the bridge on a list of "
+                                     "topics and on the default one",
+    r"sim_workcell\.launch\.py expert:=true foxglove:=true$": "the colcon form of `workcell bringup expert:=true "
+                                                              "foxglove:=true` (resolved here; test_foxglove_bridge "
+                                                              "runs it)",
 }  # fmt: skip
 
 NO_HELP = {"tools.fit_osc_response", "libero_workcell.faults"}  # modules without options: --help would run them

@@ -36,6 +36,7 @@ NODE_SOURCES = {
     "policy_node": ROOT / "src" / "policy_node" / "node.py",
     "policy_server": ROOT / "sim_bridge" / "policy_server_node.py",
     "session_log": ROOT / "src" / "session_log" / "node.py",
+    "foxglove_bridge": ROOT / "src" / "session_log" / "foxglove_node.py",
 }
 NODE_MODULES = {
     "aubo_bridge": "aubo_bridge.node",
@@ -49,6 +50,7 @@ NODE_MODULES = {
     "policy_node": "policy_node.node",
     "policy_server": "sim_bridge.policy_server_node",
     "session_log": "session_log.node",
+    "foxglove_bridge": "session_log.foxglove_node",
 }
 
 
@@ -183,11 +185,12 @@ def _table_rows(section: str) -> list[dict[str, str]]:
 REFERENCED = {"see above", "as `gripper.*`", "`kinematics.HOME_Q`", "the default set (docs/session_log.md)"}
 
 
-def test_the_session_logs_default_topics_are_its_documented_set() -> None:
-    """session_log.topics' default, by reference: docs/session_log.md's table (test_session_log_core checks it)."""
+@pytest.mark.parametrize("node", ["session_log", "foxglove_bridge"])
+def test_the_session_logs_default_topics_are_its_documented_set(node: str) -> None:
+    """The topics' default, by reference: docs/session_log.md's table (test_session_log_core checks it)."""
     from session_log.topics import DEFAULT_TOPICS
 
-    assert _declared_defaults("session_log")["topics"] == list(DEFAULT_TOPICS)
+    assert _declared_defaults(node)["topics"] == list(DEFAULT_TOPICS)
 
 
 @pytest.mark.parametrize("node", sorted(NODE_SOURCES))
