@@ -43,7 +43,7 @@ def test_graph_loads_from_repo_config():
     assert graph.path == REPO / "config" / "workcell.yaml"
     assert graph.node_names() == [*SIM_NODES, "demo_replay", "scripted_expert", "teleop_pico", "recorder",
                                   "policy_server", "policy_node", "rollout_recorder", "session_log",
-                                  "foxglove_bridge"]
+                                  "console", "foxglove_bridge"]
     defaults = {name: a.default for name, a in graph.arguments.items()}
     assert defaults["replay"] is False  # the replay node runs only when asked for
     assert defaults["use_sim"] is True
