@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.request
 
 import pytest
 from conftest import json_messages, ros_probe, wait_for
@@ -20,11 +21,12 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
 def test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses(tmp_path, ros_env) -> None:
-    port = free_port()
+    port, console = free_port(), free_port()
     timing = tmp_path / "policy_timing.jsonl"
     overrides = {**{k: str(v) for k, v in launch_presets.DEPLOY_SIM.items()}, "sim_link": f"deploy_{os.getpid()}",
                  "policy_port": str(port), "policy_url": f"ws://127.0.0.1:{port}", "policy_timing": str(timing),
-                 "belt_speed": "0.03", "real_time_factor": "0"}  # fmt: skip
+                 "belt_speed": "0.03", "real_time_factor": "0", "console": "true",
+                 "console_port": str(console)}  # fmt: skip
     graph = launch(Graph.load().resolve(overrides), env=ros_env, log_dir=tmp_path / "logs")
     episodes: list[dict] = []
     try:
@@ -32,6 +34,8 @@ def test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses(tm
             episodes = json_messages(node, Topics.SIM_EPISODE)
             done = wait_for(lambda: episodes and episodes[-1].get("done"), timeout=240.0, interval=0.2)
             graph.check()
+            # the console's deployment panel, as the page reads it: the figures of the policy's steps
+            state = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{console}/api/state", timeout=10).read())
     finally:
         codes = graph.stop(timeout=15)
     assert done, episodes[-1] if episodes else "no episode report"
@@ -39,6 +43,10 @@ def test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses(tm
     # On sim time in lockstep the load of the machine changes nothing: the built-in expert places all three
     assert metrics["placed"] == [True, True, True] and metrics["SR"] == 1 and not metrics.get("aborted"), metrics
     assert not {n: c for n, c in codes.items() if c}, codes  # a node that crashed or had to be killed on stop
+    panel = state["deployment"]
+    assert "deployment" in state["jobs"] and state["policy"]["connected"] and panel["chunks"] > 50, panel
+    assert 0 < panel["round_trip_p50_ms"] <= panel["round_trip_p99_ms"] and panel["holds"] == {}, panel
+    assert state["arm"]["active_source"] == "policy" and state["faults"] == [], state["faults"]
     rows = [json.loads(line) for line in timing.read_text().splitlines()]
     kinds = [r["kind"] for r in rows]
     # openpi's start wait, then the policy at every step: with policy_latency 0 (LIBERO's protocol) the world

@@ -63,6 +63,8 @@ function renderArm(arm) {
   setText("arm-fault", arm.fault || "none");
   $("arm-fault").className = arm.fault ? "bad-text" : "";
   setText("arm-source", arm.active_source || "?");
+  const select = $("source-select");
+  if (arm.active_source && document.activeElement !== select && !select.dataset.touched) select.value = arm.active_source;
   const tcp = arm.tcp;
   setText("arm-tcp", tcp ? tcp.position.map((v) => fmt(v * 1000, 1)).join(", ") : "?");
   setText("arm-rpy", tcp ? tcp.rpy_deg.map((v) => fmt(v, 1)).join(", ") : "?");
@@ -265,7 +267,11 @@ document.addEventListener("click", (ev) => {
   if (!b) return;
   control(b.dataset.command, b.dataset.args ? b.dataset.args.split(" ") : []);
 });
-$("source-switch").addEventListener("click", () => control("source", [$("source-select").value]));
+$("source-select").addEventListener("change", () => { $("source-select").dataset.touched = "1"; });
+$("source-switch").addEventListener("click", () => {
+  delete $("source-select").dataset.touched;
+  control("source", [$("source-select").value]);
+});
 $("reset-fault").addEventListener("click", () => {
   const dialog = $("confirm");
   const fault = lastState && lastState.arm.fault;
