@@ -81,6 +81,16 @@ RUN_BY: dict[str, str] = {
         "tests/session_log/test_session_log.py::test_a_session_log_killed_mid_session_leaves_its_closed_chunks_readable",
     r"-m session_log\.review":
         "tests/session_log/test_session_log_core.py::test_the_review_prints_topics_counts_and_whether_the_log_was_closed",
+    r"bringup --job teleop_collect_sim console:=true$":
+        "tests/console/test_console_browser.py::test_the_operator_watches_collects_holds_and_resets_a_fault_from_the_page",
+    r"bringup --job deploy_sim console:=true$":
+        "tests/graph/test_deploy_graph.py::test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses",
+    r"console\.host:=0\.0\.0\.0":
+        "tests/console/test_console_access.py::test_bound_off_loopback_a_control_without_the_token_is_refused",
+    r"-m evaluation sim (--out eval/|\.\.\.) --console":
+        "tests/evaluation/test_evaluation_sim.py::test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates",
+    r"token_urlsafe\(24\)\)\" > ~/\.console_token":
+        "tests/console/test_console_access.py::test_the_token_comes_from_a_private_file_or_the_environment",
     r"bringup expert:=true foxglove:=true$":
         "tests/session_log/test_foxglove_bridge.py::test_the_simulated_graph_is_live_through_the_bridge",
 }  # fmt: skip
