@@ -30,6 +30,7 @@ DEFAULT_TOPICS: Final[tuple[str, ...]] = (
     Topics.RECORDER_STATUS,
     Topics.TELEOP_STATUS,
     Topics.POLICY_STATUS,
+    Topics.REPLAY_STATUS,
     *(Topics.image(c) for c in CAMERA_NAMES),
 )
 IMAGE_TYPE: Final = "sensor_msgs/msg/Image"

@@ -305,7 +305,8 @@ def test_the_simulated_graph_is_live_through_the_bridge(tmp_path, ros_env) -> No
     graph = launch(Graph.load().resolve(overrides), env=ros_env, log_dir=tmp_path / "logs")
     try:
         client = FoxgloveClient(served_port(graph, timeout=60))
-        published = set(DEFAULT_TOPICS) - {Topics.TELEOP_STATUS, Topics.RECORDER_STATUS, Topics.POLICY_STATUS}
+        published = set(DEFAULT_TOPICS) - {Topics.TELEOP_STATUS, Topics.RECORDER_STATUS, Topics.POLICY_STATUS,
+                                           Topics.REPLAY_STATUS}
         client.wait_advertised(published, timeout=90)
         client.subscribe(Topics.ACTION, 1)
         client.subscribe(Topics.image("wrist"), 2)

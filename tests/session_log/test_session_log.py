@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 SESSION_S = 54.0  # the shipped scripted session's length, sim s
 NS = 1_000_000_000
 # the default set minus what the teleop job does not publish (no policy)
-TELEOP_TOPICS = set(DEFAULT_TOPICS) - {Topics.POLICY_STATUS}
+TELEOP_TOPICS = set(DEFAULT_TOPICS) - {Topics.POLICY_STATUS, Topics.REPLAY_STATUS}
 
 
 @pytest.fixture(scope="module")
