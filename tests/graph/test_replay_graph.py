@@ -7,6 +7,7 @@ Every node its own process on loopback DDS, on sim time in lockstep: the recorde
 from __future__ import annotations
 
 import json
+import re
 
 import cv2
 import numpy as np
@@ -29,12 +30,16 @@ def demo_file(tmp_path_factory):
     return followable_demo_file(tmp_path_factory.mktemp("replay_graph"))
 
 
-def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(demo_file, tmp_path, ros_env) -> None:
+def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(demo_file, tmp_path, ros_env,
+                                                                             capsys) -> None:  # fmt: skip
     """The first STEPS steps (the first pick, for suite time; closed loop, below, runs a whole episode)."""
     demo = read_demos(demo_file).demos[0]
     report = replay_graph(demo_file, "", "open_loop", tmp_path, ros_env, timeout=STEPS / 20 + 120,
                           extra=[f"demo_replay.max_steps:={STEPS}"])  # fmt: skip
     assert "error" not in report, report
+    err = capsys.readouterr().err  # the progress: every node up, then every step replayed
+    assert re.search(r"^nodes up: 100%.* (\d+)/\1 ", err, re.M) and re.search(rf"^replaying: 100%.* {STEPS}/{STEPS} ",
+                                                                               err, re.M), err  # fmt: skip
     assert report["steps"] == STEPS and report["demo_steps"] == demo.num_samples and report["mode"] == "open_loop"
     outcome = report["outcome"]
     assert outcome["recorded_placed"] == recorded_placed(demo) and any(recorded_placed(demo))
