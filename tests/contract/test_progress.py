@@ -5,6 +5,9 @@ nothing when disabled; lines printed beside a bar come out whole."""
 from __future__ import annotations
 
 import io
+import re
+
+from conftest import REPO
 
 from libero_workcell.progress import LINE_INTERVAL_S, BesideBars, counted, progress_bar, write_beside
 
@@ -58,3 +61,16 @@ def test_lines_beside_a_bar_come_out_whole(capsys) -> None:
         bar.update()
     captured = capsys.readouterr()
     assert captured.out == "" and "1/1" in captured.err
+
+
+def test_every_bar_is_in_the_operators_table() -> None:
+    """docs/operator.md, "Progress on long commands", names what each bar shows: a new bar goes into the table
+    (its label as the code gives it; an f-string's fixed part)."""
+    doc = (REPO / "docs" / "operator.md").read_text().split("## Progress on long commands", 1)[1].split("\n## ")[0]
+    calls = [m for path in (*(REPO / "src").rglob("*.py"), *(REPO / "sim_bridge").rglob("*.py"),
+                            *(REPO / "tools").rglob("*.py"))
+             for m in re.findall(r"progress_bar\([^,]+, (f?)\"([^\"]+)\"", path.read_text())]  # fmt: skip
+    assert len(calls) >= 10, calls
+    for is_f, label in calls:
+        shown = re.sub(r"\{[^}]*\}", "", label).strip() if is_f else label
+        assert shown in doc, f"progress bar {label!r} is not in docs/operator.md's table"
