@@ -38,6 +38,7 @@ from libero_workcell.libero_format import (
     read_demos,
     write_demo_file,
 )
+from libero_workcell.progress import progress_bar
 from sim_bridge.aubo_demos import ENV_ARGS as AUBO_ENV_ARGS
 from sim_bridge.replay import recorded_placed
 from workcell.cluster import ClusterError
@@ -130,8 +131,6 @@ def run_batch(
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Convert every demo not yet converted; the summary rows of all (kept, converted, failed). ``on_ray``: as tasks
     on the Ray cluster this process has joined (workcell.cluster.connect), instead of in ``jobs`` processes."""
-    from tqdm import tqdm
-
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*/*.hdf5.partial"):  # a run that was killed mid-write
         stale.unlink()
@@ -140,7 +139,7 @@ def run_batch(
     for job in plan_jobs(inputs, out):
         done = already_done(job, lambda job=job: recorded_placed(sources.demo(job)))
         (rows.append(done) if done is not None else todo.append(job))
-    bar = tqdm(total=len(todo), unit="demo", desc="converting", disable=not progress, file=sys.stderr)
+    bar = progress_bar(len(todo), "converting", "demo", enabled=progress)
     if on_ray:
         from sim_bridge.convert_cluster import ray_rows
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from libero_workcell.image_convention import ROBOSUITE_RAW, check_convention, stored
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, Demo, aubo_robot_states, write_demo_file
+from libero_workcell.progress import progress_bar
 from libero_workcell.task import TaskSpec
 from sim_bridge.world import SimWorld
 
@@ -71,19 +72,28 @@ class DemoRecorder:
 
 
 def write_episodes(
-    path: Path, specs: Sequence[TaskSpec], record: Callable[[TaskSpec, str], tuple[Demo, dict]], env_args: dict
-) -> list[dict]:
+    path: Path, specs: Sequence[TaskSpec], record: Callable[[TaskSpec, str], tuple[Demo, dict]], env_args: dict,
+    bar: Any = None,
+) -> list[dict]:  # fmt: skip
     """One recorded episode per spec (``record(spec, name) -> (demo, metrics)``) into a new LIBERO-layout
-    file, complete or absent (libero_format.write_demo_file); each episode's metrics."""
+    file, complete or absent (libero_format.write_demo_file); each episode's metrics. Progress: ``bar`` (a
+    libero_workcell.progress bar, one step per episode), else a bar of this file's episodes on stderr."""
     outcomes: list[dict] = []
+    own = bar is None
+    bar = progress_bar(len(specs), "episodes", "episode") if own else bar
 
     def demos():
         for i, spec in enumerate(specs):
             demo, metrics = record(spec, f"demo_{i}")
             outcomes.append(metrics)
+            bar.update()
             yield demo
 
-    write_demo_file(path, demos(), {"language_instruction": specs[0].language_instruction}, env_args)
+    try:
+        write_demo_file(path, demos(), {"language_instruction": specs[0].language_instruction}, env_args)
+    finally:
+        if own:
+            bar.close()
     return outcomes
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from libero_workcell.config_files import find_config_file
 from libero_workcell.libero_format import Demo
+from libero_workcell.progress import counted, progress_bar
 from libero_workcell.task import TaskSpec
 from preferences.catalogue import Catalogue, Condition, Preference
 from preferences.labels import CALIBRATION_FILE, Calibration, calibrate
@@ -66,12 +67,16 @@ def _record_job(job: tuple[int, str | None]) -> tuple[Demo, dict]:
     return record(*job)
 
 
-def record_many(jobs: Sequence[tuple[int, str | None]], workers: int = 2) -> list[tuple[Demo, dict]]:
-    """Many demos, in ``workers`` processes (each episode is independent and deterministic)."""
-    if workers <= 1 or len(jobs) <= 1:
-        return [_record_job(j) for j in jobs]
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        return pool.map(_record_job, jobs, chunksize=1)
+def record_many(
+    jobs: Sequence[tuple[int, str | None]], workers: int = 2, progress: bool = False
+) -> list[tuple[Demo, dict]]:
+    """Many demos, in ``workers`` processes (each episode is independent and deterministic), in the order of
+    ``jobs``; ``progress``: a bar of the demos recorded on stderr."""
+    with progress_bar(len(jobs), "demos", "demo", enabled=progress) as bar:
+        if workers <= 1 or len(jobs) <= 1:
+            return [_record_job(j) for j in counted(jobs, bar)]
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            return list(counted(pool.imap(_record_job, jobs, chunksize=1), bar))
 
 
 def calibrated_preferences(catalogue: Catalogue) -> dict[str, Preference]:
@@ -113,9 +118,9 @@ def calibration_from(values: dict[str, list[float]], catalogue: Catalogue, seeds
     return Calibration(bins, described, values)
 
 
-def run_calibration(seeds: Sequence[int] = CALIBRATION_SEEDS, workers: int = 2) -> Calibration:
+def run_calibration(seeds: Sequence[int] = CALIBRATION_SEEDS, workers: int = 2, progress: bool = True) -> Calibration:
     catalogue = Catalogue.load()
-    recorded = record_many([(s, None) for s in seeds], workers)
+    recorded = record_many([(s, None) for s in seeds], workers, progress)
     failed = [s for s, (_, m) in zip(seeds, recorded, strict=True) if m["SR"] < 1.0]
     if failed:
         raise RuntimeError(f"calibration demos of seeds {failed} failed the task: they cannot calibrate anything")
@@ -126,13 +131,15 @@ def write_pairs(out: Path, preferences: Sequence[str], seeds: Sequence[int], ren
     """``none.hdf5`` and ``<preference>.hdf5`` in ``out``: demo i of each file from seeds[i]."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for specs in (None, *preferences):
-        path = out / f"{(specs or 'none').replace('+', '__').replace(':', '_')}.hdf5"
-        tasks = [condition_for(s, specs, Catalogue.load())[0] for s in seeds]
-        seed_of = {id(t): s for t, s in zip(tasks, seeds, strict=True)}
-        write_episodes(path, tasks, lambda t, name, sp=specs, so=seed_of: record(so[id(t)], sp, name, render),
-                       ENV_ARGS)  # fmt: skip
-        paths.append(path)
+    conditions = (None, *preferences)
+    with progress_bar(len(conditions) * len(seeds), "demos", "demo") as bar:  # every file's, one bar
+        for specs in conditions:
+            path = out / f"{(specs or 'none').replace('+', '__').replace(':', '_')}.hdf5"
+            tasks = [condition_for(s, specs, Catalogue.load())[0] for s in seeds]
+            seed_of = {id(t): s for t, s in zip(tasks, seeds, strict=True)}
+            write_episodes(path, tasks, lambda t, name, sp=specs, so=seed_of: record(so[id(t)], sp, name, render),
+                           ENV_ARGS, bar)  # fmt: skip
+            paths.append(path)
     return paths
 
 

@@ -13,8 +13,9 @@ episode. After the last step it lets the scene settle (``settle_time`` of sim ti
   sim seconds per wall second;
 - ``replay_strip.png``: recorded (top) and replayed (below) frames of both cameras at a few steps;
 
-and exits, which ends the graph (``ros2 launch`` and ``workcell replay`` alike). Simulation in lockstep
-only: the node refuses to start with ``use_sim:=false`` or ``lockstep:=false``.
+and exits, which ends the graph (``ros2 launch`` and ``workcell replay`` alike). While replaying it logs
+"replayed K of N steps" about twenty times (``workcell replay``'s progress bar reads these lines). Simulation in
+lockstep only: the node refuses to start with ``use_sim:=false`` or ``lockstep:=false``.
 
 Meanwhile it publishes its progress on ``/replay/status`` (std_msgs/String JSON, latched, for the operator's
 console; :func:`sim_bridge.replay.replay_status`): at each replayed step ``step`` of ``steps``, ``mode``, the
@@ -67,7 +68,7 @@ from sim_bridge.replay import (
     tracking_summary,
 )
 from transports.stepping import StampedInputs, Step, StepRunner
-from workcell.replay_run import REPORT_FILE
+from workcell.replay_run import PROGRESS, PROGRESS_LINES, REPORT_FILE
 
 STRIP_FILE = "replay_strip.png"
 START_POSE_TOL = 5e-3  # m: after the reset the arm must be this close to the demo's first TCP pose
@@ -258,6 +259,8 @@ class ReplayNode(Node):
         self._pub.publish(ros_msgs.action_msg(action, SOURCE_POLICY, ros_msgs.stamp_from_ns(step.time_ns)))
         self._stamps.append(step.time_ns)
         self._publish_status(replay_status(self.mode, self.steps, k + 1, error_summary(*self._errors)))
+        if (k + 1) % max(1, self.steps // PROGRESS_LINES) == 0 or k == self.steps - 1:
+            self.get_logger().info(PROGRESS.format(done=k + 1, total=self.steps))  # `workcell replay`'s bar
         if k == self.steps - 1:
             self.phase = Phase.SETTLING
             self._t_wall = (time.monotonic() - self._t_wall[0], step.time - self._t_wall[1])

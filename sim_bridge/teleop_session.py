@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.contract import CONTROL_HZ_DEFAULT
+from libero_workcell.progress import progress_bar
 from libero_workcell.task import TaskSpec
 from sim_bridge.aubo_demos import followable_expert
 from sim_bridge.episode import expert_source, run_episode
@@ -63,10 +65,14 @@ def session_from_path(
 
 
 def session_from_expert(
-    spec: TaskSpec, control_hz: float = CONTROL_HZ_DEFAULT, expert: ScriptedExpert | None = None
-) -> tuple[SessionScript, dict]:
-    """The expert's episode of ``spec`` as a session; also the episode's metrics."""
-    result = run_episode(spec, expert_source(expert), record=True)
+    spec: TaskSpec, control_hz: float = CONTROL_HZ_DEFAULT, expert: ScriptedExpert | None = None,
+    progress: bool = False,
+) -> tuple[SessionScript, dict]:  # fmt: skip
+    """The expert's episode of ``spec`` as a session; also the episode's metrics. ``progress``: a bar of the
+    episode's sim seconds (of its horizon) on stderr."""
+    with progress_bar(math.ceil(spec.horizon), "expert episode sim s", "s", enabled=progress) as bar:
+        result = run_episode(spec, expert_source(expert), record=True,
+                             on_step=lambda rig, *_: bar.update(int(rig.world.sim_time) - bar.n))  # fmt: skip
     states = np.array(result.states)
     actions = np.array(result.actions)
     R = Rotation.from_rotvec(states[:, 3:6]).as_matrix()
@@ -89,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     spec = TaskSpec.from_seed(args.seed, belt_speed=args.speed, arrival_interval=args.arrival_interval)
-    script, metrics = session_from_expert(spec, expert=followable_expert())
+    script, metrics = session_from_expert(spec, expert=followable_expert(), progress=True)
     args.out.write_text(json.dumps(script.to_json(), separators=(",", ":")) + "\n")
     print(f"{args.out}: {len(script.times)} keyframes, {script.duration:.1f} s; the expert placed {metrics['placed']}")
     return 0

@@ -10,11 +10,14 @@ per-sequence figures; ``libero_workcell/action_response.py`` keeps the fitted de
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.optimize import minimize
 
 from libero_workcell.action_response import Goal, OscGains, OscResponse, RefState, next_goal
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, action_to_delta
+from libero_workcell.progress import progress_bar
 from sim_bridge.response_reference import ReferenceSequence, ResponseError, compare, load_reference, table
 
 SUBSTEPS = 5  # integration steps per control step (the model is exact per step: any count gives the same)
@@ -39,7 +42,7 @@ def errors(seqs: list[ReferenceSequence], gains: OscGains) -> list[ResponseError
     return [compare(s, *model_trajectory(s, gains)) for s in seqs]
 
 
-def fit(seqs: list[ReferenceSequence]) -> OscGains:
+def fit(seqs: list[ReferenceSequence], progress: bool = False) -> OscGains:
     translation = [s for s in seqs if s.commands_translation and not s.commands_rotation]
     rotation = [s for s in seqs if s.commands_rotation and not s.commands_translation]
 
@@ -49,15 +52,22 @@ def fit(seqs: list[ReferenceSequence]) -> OscGains:
     def worst_rot(x: np.ndarray) -> float:
         return max(e.rot_ratio for e in errors(rotation, OscGains(150.0, 1.0, x[0], x[1])))
 
-    pos = minimize(worst_pos, [150.0, 1.0], method="Nelder-Mead", options={"xatol": 0.01, "fatol": 1e-5}).x
-    rot = minimize(worst_rot, [150.0, 1.0], method="Nelder-Mead", options={"xatol": 0.01, "fatol": 1e-5}).x
+    pos, rot = (_minimize(worst, f"fitting {what} gains", progress)
+                for worst, what in ((worst_pos, "position"), (worst_rot, "rotation")))  # fmt: skip
     return OscGains(float(pos[0]), float(pos[1]), float(rot[0]), float(rot[1]))
+
+
+def _minimize(worst: Callable[[np.ndarray], float], desc: str, progress: bool) -> np.ndarray:
+    """Nelder-Mead from robosuite's nominal gains; ``progress``: its iterations counted on stderr (no total)."""
+    with progress_bar(None, desc, "it", enabled=progress) as bar:
+        return minimize(worst, [150.0, 1.0], method="Nelder-Mead", options={"xatol": 0.01, "fatol": 1e-5},
+                        callback=lambda _x: bar.update()).x  # fmt: skip
 
 
 def main() -> None:
     seqs = load_reference()
     for label, gains in (("robosuite's nominal gains (kp 150, damping 1)", OscGains(150.0, 1.0, 150.0, 1.0)),
-                         ("fitted", fit(seqs))):  # fmt: skip
+                         ("fitted", fit(seqs, progress=True))):  # fmt: skip
         print(f"{label}: {gains}")
         print(table(errors(seqs, gains)), end="\n\n")
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from evaluation.protocol import Trial
 from evaluation.results import append_result, error_text, failed_row, finished_indices, latest_results
+from libero_workcell.progress import progress_bar, write_beside
 
 MAX_ATTEMPTS = 3  # per trial: the first and two retries
 CHILD_STOP_TIMEOUT = 30.0  # s an interrupted worker has to stop its graph before it is killed
@@ -111,15 +112,13 @@ def run_trials(
     as it comes. A failed attempt goes to a fresh host, up to ``max_attempts`` in all, then the trial's line says
     why (:func:`evaluation.results.failed_row`). ``stop_on_failure`` (the physical cell): the first failure ends
     the run instead, that trial unrecorded, its exception raised. Returns each trial's latest row."""
-    from tqdm import tqdm
-
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
     out_dir.mkdir(parents=True, exist_ok=True)
     done = finished_indices(out_dir)
     queue = deque(t for t in trials if t.index not in done)
-    bar = tqdm(total=len(trials), initial=len(trials) - len(queue), desc="trials", unit="trial", disable=not progress)
-    say = say or (lambda text: bar.write(text, file=sys.stderr))  # beside the bar, never through it
+    bar = progress_bar(len(trials), "trials", "trial", enabled=progress, initial=len(trials) - len(queue))
+    say = say or (lambda text: write_beside(text, sys.stderr))  # beside the bar, never through it
     reasons: dict[int, list[str]] = {}
     try:
         while queue or pool.busy():

@@ -1,6 +1,7 @@
 """The one ``main()`` every node runs: init, construct, spin, clean shutdown.
 
-Construction errors (bad parameters, a missing sim world, a refused device)
+Once the node is built it prints one line starting with ``processes.NODE_UP`` (the launcher counts the nodes
+up). Construction errors (bad parameters, a missing sim world, a refused device)
 end the process with exit code 2 and one clear line; Ctrl-C or SIGTERM at
 any point, including while a node is still waiting for its device, ends it
 cleanly with exit code 0 after the node's own ``shutdown()`` ran.
@@ -25,6 +26,8 @@ from rclpy.node import Node
 from rclpy.task import Future
 from std_srvs.srv import Trigger
 
+from libero_workcell.processes import NODE_UP
+
 T = TypeVar("T")
 
 
@@ -47,6 +50,7 @@ def run_node(
     node = None
     try:
         node = factory()
+        print(f"{NODE_UP} {node.get_name()} built, spinning", flush=True)  # the launcher counts these
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         while rclpy.ok() and not getattr(node, "finished", False):

@@ -20,9 +20,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, Final
+
+from libero_workcell.progress import counted, progress_bar
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 MARKER: Final = "PREFLIGHT "  # a child probe's answer: this, then one line of JSON
@@ -82,8 +84,9 @@ def _checker(module: str) -> Callable[[str, Mapping[str, Any], Context], list[Ch
     return importlib.import_module(name).check
 
 
-def run(nodes: Sequence[Any], ctx: Context) -> list[Check]:
-    """Every node's checks (``nodes``: bringup.NodeSpec), the nodes at once, the results in node order."""
+def run(nodes: Sequence[Any], ctx: Context, progress: bool = False) -> list[Check]:
+    """Every node's checks (``nodes``: bringup.NodeSpec), the nodes at once, the results in node order.
+    ``progress``: a bar of the nodes checked on stderr (a device that does not answer takes its probes' timeouts)."""
     jobs = [(spec.name, fn, spec.parameters) for spec in nodes if (fn := _checker(spec.module)) is not None]
 
     def one(job: tuple[str, Callable[..., list[Check]], Mapping[str, Any]]) -> list[Check]:
@@ -94,8 +97,12 @@ def run(nodes: Sequence[Any], ctx: Context) -> list[Check]:
             return [Check(node, "preflight", FAIL, f"the check itself failed: {type(exc).__name__}: {exc}",
                           "report this with the output above")]  # fmt: skip
 
-    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
-        return [c for checks in pool.map(one, jobs) for c in checks]
+    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool, \
+            progress_bar(len(jobs), "checking", "node", enabled=progress and bool(jobs)) as bar:  # fmt: skip
+        futures = [pool.submit(one, job) for job in jobs]
+        for _ in counted(as_completed(futures), bar):
+            pass
+        return [c for f in futures for c in f.result()]
 
 
 def report(checks: Iterable[Check]) -> str:

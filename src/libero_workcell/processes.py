@@ -6,8 +6,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from typing import Final
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when the thread that started it ends
+# How a node process says it is up: node_main.run_node prints a line starting so once its node is built (parameters
+# read, device or sim world opened) and spinning; the launcher counts them (``workcell bringup``'s "nodes up").
+NODE_UP: Final = "node up:"
 
 
 def pid_alive(pid: int) -> bool:

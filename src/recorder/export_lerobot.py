@@ -44,6 +44,7 @@ from libero_workcell import libero_format
 from libero_workcell.contract import STATE_DIM, format_prompt
 from libero_workcell.image_convention import POLICY_LIBERO, POLICY_VIEWS, convention_of, policy_image
 from libero_workcell.libero_format import demo_order
+from libero_workcell.progress import progress_bar
 
 IMAGE_OUT: Final = POLICY_VIEWS
 ROBOT_TYPE: Final = "aubo_i5h"
@@ -141,16 +142,29 @@ def executed_steps(demo: h5py.Group) -> np.ndarray:
     return accepted != 0
 
 
-def _episodes(
-    path: Path, images: str, everything: bool, summary: dict[str, Any]
-) -> Iterator[tuple[str, float, Iterator[dict[str, Any]]]]:
-    """(task text, fps, frames) per demo of ``path`` to export, frames produced one by one; what is skipped or
-    dropped goes into ``summary`` (``skipped``, ``dropped``, ``no_outcome``)."""
+def _open(path: Path) -> h5py.File:
     try:
-        f = libero_format.open_demo_file(path)  # a file from elsewhere: nothing read from outside its folder
+        return libero_format.open_demo_file(path)  # a file from elsewhere: nothing read from outside its folder
     except (OSError, libero_format.LiberoFormatError) as exc:
         raise ExportError(f"{path}: {exc}") from None
-    with f:
+
+
+def count_demos(files: Sequence[Path]) -> int:
+    """How many demos the files hold (the progress bar's total)."""
+    total = 0
+    for path in files:
+        with _open(path) as f:
+            total += len(f["data"])
+    return total
+
+
+def _episodes(
+    path: Path, images: str, everything: bool, summary: dict[str, Any], bar: Any
+) -> Iterator[tuple[str, float, Iterator[dict[str, Any]]]]:
+    """(task text, fps, frames) per demo of ``path`` to export, frames produced one by one; what is skipped or
+    dropped goes into ``summary`` (``skipped``, ``dropped``, ``no_outcome``). ``bar`` steps for each demo skipped
+    (the caller steps it for each demo exported)."""
+    with _open(path) as f:
         data = f["data"]
         env_args = json.loads(data.attrs["env_args"])
         problem = json.loads(data.attrs.get("problem_info", "{}"))
@@ -162,10 +176,12 @@ def _episodes(
             success, outcome = demo_outcome(a)
             if success is False and not everything:
                 summary["skipped"].append(f"{where}: not successful ({outcome}); --all exports it")
+                bar.update()
                 continue
             keep = executed_steps(g)
             if not keep.any():
                 summary["skipped"].append(f"{where}: the arm refused every action")
+                bar.update()
                 continue
             summary["no_outcome"] += success is None
             if not keep.all():
@@ -209,10 +225,11 @@ def _arrays(path: Path, name: str, g: h5py.Group) -> tuple[np.ndarray, np.ndarra
 
 def export(
     sources: Sequence[str | Path], root: str | Path, repo_id: str = "local/d2s", images: str = "libero",
-    image_writer_threads: int = 2, everything: bool = False,
+    image_writer_threads: int = 2, everything: bool = False, progress: bool = True,
 ) -> ExportSummary:  # fmt: skip
     """Write the successful demos of ``sources`` (``everything``: every demo) as a LeRobot dataset at ``root``
-    (which must not exist), without the steps whose action the arm refused."""
+    (which must not exist), without the steps whose action the arm refused. ``progress``: a bar of the demos
+    done (exported or skipped) on stderr."""
     if images not in IMAGE_OUT:
         raise ExportError(f"images must be one of {IMAGE_OUT}, got {images!r}")
     root = Path(root)
@@ -224,24 +241,26 @@ def export(
     ds = None
     episodes = frames = 0
     summary: dict[str, Any] = {"skipped": [], "dropped": [], "no_outcome": 0}
-    for path in files:
-        for prompt, fps, steps in _episodes(path, images, everything, summary):
-            if ds is None:
-                ds = dataset_class.create(
-                    repo_id=repo_id, root=root, fps=round(fps), robot_type=ROBOT_TYPE, features=FEATURES,
-                    use_videos=False, image_writer_threads=image_writer_threads, image_writer_processes=0,
-                )  # fmt: skip
-                task_argument = "task" in inspect.signature(ds.add_frame).parameters
-            elif round(fps) != ds.fps:
-                raise ExportError(f"{path}: demos at {fps:g} Hz and at {ds.fps} Hz cannot share one dataset")
-            for frame in steps:
-                if task_argument:
-                    ds.add_frame(frame, task=prompt)
-                else:  # LeRobot's v2.1 / v3.0 API: the task in the frame
-                    ds.add_frame({**frame, "task": prompt})
-                frames += 1
-            ds.save_episode()
-            episodes += 1
+    with progress_bar(count_demos(files), "exporting", "demo", enabled=progress) as bar:
+        for path in files:
+            for prompt, fps, steps in _episodes(path, images, everything, summary, bar):
+                if ds is None:
+                    ds = dataset_class.create(
+                        repo_id=repo_id, root=root, fps=round(fps), robot_type=ROBOT_TYPE, features=FEATURES,
+                        use_videos=False, image_writer_threads=image_writer_threads, image_writer_processes=0,
+                    )  # fmt: skip
+                    task_argument = "task" in inspect.signature(ds.add_frame).parameters
+                elif round(fps) != ds.fps:
+                    raise ExportError(f"{path}: demos at {fps:g} Hz and at {ds.fps} Hz cannot share one dataset")
+                for frame in steps:
+                    if task_argument:
+                        ds.add_frame(frame, task=prompt)
+                    else:  # LeRobot's v2.1 / v3.0 API: the task in the frame
+                        ds.add_frame({**frame, "task": prompt})
+                    frames += 1
+                ds.save_episode()
+                episodes += 1
+                bar.update()
     if ds is not None and hasattr(ds, "finalize"):
         ds.finalize()
     return ExportSummary(root, episodes, frames, time.monotonic() - started, tuple(summary["skipped"]),

@@ -13,7 +13,7 @@ import io
 import os
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
@@ -21,6 +21,8 @@ from typing import IO, Any, Final
 from mcap.exceptions import EndOfFile, McapError
 from mcap.reader import DecodedMessageTuple, make_reader
 from mcap_ros2.decoder import DecoderFactory
+
+from libero_workcell.progress import progress_bar
 
 MAGIC: Final = b"\x89MCAP0\r\n"
 MAGIC_SIZE: Final = len(MAGIC)
@@ -31,8 +33,8 @@ class _Forward(io.RawIOBase):
     """A file read front to back, up to ``limit`` bytes: mcap's make_reader then reads it record by record,
     needing no footer, and meets the end of the stream at a record's boundary."""
 
-    def __init__(self, f: IO[bytes], limit: int) -> None:
-        self._f, self._left = f, limit
+    def __init__(self, f: IO[bytes], limit: int, on_read: Callable[[int], object] | None = None) -> None:
+        self._f, self._left, self._on_read = f, limit, on_read
 
     def readable(self) -> bool:
         return True
@@ -44,6 +46,8 @@ class _Forward(io.RawIOBase):
         data = self._f.read(min(len(buffer), self._left))
         self._left -= len(data)
         buffer[: len(data)] = data
+        if self._on_read is not None:
+            self._on_read(len(data))
         return len(data)
 
 
@@ -76,12 +80,16 @@ def has_summary(path: str | Path) -> bool:
             return False
 
 
-def messages(path: str | Path, decode: bool = True) -> Iterator[DecodedMessageTuple]:
+def messages(
+    path: str | Path, decode: bool = True, on_read: Callable[[int], object] | None = None
+) -> Iterator[DecodedMessageTuple]:
     """Every message of the log in file order (decoded with mcap_ros2 if ``decode``, else ``decoded_message``
-    is None), whether or not the recording was closed: a file cut short ends after its last whole chunk."""
+    is None), whether or not the recording was closed: a file cut short ends after its last whole chunk.
+    ``on_read(n)``: called with each read's byte count (up to :func:`whole_records_end` in all)."""
     end = whole_records_end(path)
     with open(path, "rb") as f:
-        reader = make_reader(_Forward(f, end), decoder_factories=[DecoderFactory()])  # never seeks for the footer
+        forward = _Forward(f, end, on_read)
+        reader = make_reader(forward, decoder_factories=[DecoderFactory()])  # never seeks for the footer
         it = reader.iter_decoded_messages(log_time_order=False) if decode else (
             DecodedMessageTuple(s, c, m, None) for s, c, m in reader.iter_messages(log_time_order=False))
         try:
@@ -128,16 +136,18 @@ class LogInfo:
         return 0.0 if self.start_ns is None or self.end_ns is None else (self.end_ns - self.start_ns) / 1e9
 
 
-def info(path: str | Path, decode: bool = False) -> LogInfo:
-    """What the log holds: topics with their types and counts, the log-time span, the metadata."""
+def info(path: str | Path, decode: bool = False, progress: bool = False) -> LogInfo:
+    """What the log holds: topics with their types and counts, the log-time span, the metadata. ``progress``: a
+    bar of the bytes read on stderr (a long session's log takes a while, decoded longer)."""
     path = Path(path)
     out = LogInfo(path, path.stat().st_size, has_summary(path), metadata=metadata(path))
-    for schema, channel, message, _ in messages(path, decode=decode):
-        topic = out.topics.setdefault(channel.topic, TopicInfo(schema.name if schema else ""))
-        topic.count += 1
-        t = message.log_time
-        out.start_ns = t if out.start_ns is None else min(out.start_ns, t)
-        out.end_ns = t if out.end_ns is None else max(out.end_ns, t)
+    with progress_bar(whole_records_end(path), "reading", "B", unit_scale=True, enabled=progress) as bar:
+        for schema, channel, message, _ in messages(path, decode=decode, on_read=bar.update):
+            topic = out.topics.setdefault(channel.topic, TopicInfo(schema.name if schema else ""))
+            topic.count += 1
+            t = message.log_time
+            out.start_ns = t if out.start_ns is None else min(out.start_ns, t)
+            out.end_ns = t if out.end_ns is None else max(out.end_ns, t)
     return out
 
 
@@ -167,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", help="an MCAP session log (record_mcap:=PATH)")
     parser.add_argument("--decode", action="store_true", help="decode every message with mcap_ros2 (slower)")
     args = parser.parse_args(argv)
-    print(report(info(args.path, decode=args.decode)))
+    print(report(info(args.path, decode=args.decode, progress=True)))
     return 0
 
 

@@ -20,7 +20,9 @@ from typing import Any
 
 from libero_workcell import dds, run_registry
 from libero_workcell.cell_file import redact
+from libero_workcell.progress import BesideBars
 from workcell import bringup
+from workcell.launcher import NodesUp
 
 DESCRIPTION = "LIBERO-Industry workcell: run the simulated workcell graph and the demo."
 
@@ -79,18 +81,21 @@ def cmd_bringup(args: argparse.Namespace) -> int:
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in handlers:  # Ctrl-C and SIGTERM stop the graph, even when this process was started with SIGINT
         signal.signal(sig, _raise_keyboard_interrupt)  # ignored (a background job, a test worker)
-    running = bringup.launch(nodes, env=env, log_dir=log_dir, echo=sys.stdout)
+    running = bringup.launch(nodes, env=env, log_dir=log_dir, echo=BesideBars(sys.stdout))  # the lines above the bar
+    nodes_up = NodesUp(running)  # "nodes up k/N" on stderr until all are
     if "ROS_DOMAIN_ID" in env:  # where `workcell call` / `status` in another shell find this graph
         record = run_registry.GraphRecord(int(env["ROS_DOMAIN_ID"]), os.getpid(), time.time(),
                                           bool(values.get("use_sim", True)), args.job or "",
                                           str(values.get("cell", "")), tuple(n.name for n in nodes))  # fmt: skip
         run_registry.announce(record)
     try:
-        exits = running.wait()
+        exits = running.wait(nodes_up=nodes_up)
     except KeyboardInterrupt:
         exits = []
+        nodes_up.close()
         print("workcell: stopping", flush=True)
     finally:
+        nodes_up.close()
         for sig in handlers:  # a second Ctrl-C must not cut the orderly shutdown short
             signal.signal(sig, signal.SIG_IGN)
         running.stop()
@@ -112,7 +117,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     names = tuple(n.name for n in nodes)
     print(f"workcell check: graph {graph.path}" + (f", job {args.job}" if args.job else "") +
           f"; nodes {', '.join(names)}", flush=True)  # fmt: skip
-    checks = preflight.run(nodes, preflight.Context(names, preflight.ports_busy(), args.timeout))
+    checks = preflight.run(nodes, preflight.Context(names, preflight.ports_busy(), args.timeout), progress=True)
     print(preflight.report(checks), flush=True)
     return preflight.exit_code(checks)
 

@@ -26,9 +26,10 @@ import cv2
 from libero_workcell import dds, ros_msgs
 from libero_workcell.contract import CAMERA_NAMES, Qos, Topics
 from libero_workcell.loopback import free_port
+from libero_workcell.progress import progress_bar, write_beside
 from policy_node.clients import local_url
 from workcell.bringup import Graph
-from workcell.launcher import NodeDiedError, launch
+from workcell.launcher import NodeDiedError, NodesUp, launch
 
 SOURCES = ("expert", "policy")
 CONSOLE_PORT = 8080  # the graph's console_port default (config/workcell.yaml)
@@ -121,8 +122,11 @@ def source_overrides(source: str, port: int) -> list[str]:
 
 
 def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], timeout: float | None,
-                      source: str = "expert", real_time_factor: float = 1.0, console: int = 0) -> dict:  # fmt: skip
-    """One episode through the whole graph; returns the final /sim/episode report."""
+                      source: str = "expert", real_time_factor: float = 1.0, label: str = "episode",
+                      console: int = 0) -> dict:  # fmt: skip
+    """One episode through the whole graph; returns the final /sim/episode report. Progress on stderr: the nodes
+    up while the graph comes up, then the episode's sim seconds of its horizon (the bar's ``label``). ``console``:
+    the console's port (0: no console)."""
     tag = f"v{speed:g}_seed{seed}"
     overrides = [
         *source_overrides(source, free_port() if source == "policy" else 0),
@@ -139,18 +143,24 @@ def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], t
     log_dir = out / tag
     graph = launch(Graph.load().resolve(overrides), env=env, log_dir=log_dir)
     watcher = _Watcher()
+    nodes_up, sim_s = NodesUp(graph), None
     try:
         t0 = time.monotonic()
         last_print = -1
         while time.monotonic() - t0 < timeout:
             graph.check()
+            nodes_up.poll()
             ep = watcher.episode
             if ep is not None:
                 t = int(ep.get("sim_time", 0))
+                if sim_s is None and nodes_up.done:  # one bar at a time: the episode's once the graph is up
+                    sim_s = progress_bar(int(ep.get("horizon", t)), f"{label} sim s", "s")  # whole seconds
+                if sim_s is not None:
+                    sim_s.update(min(t, sim_s.total) - sim_s.n)
                 if t // 5 != last_print:
                     last_print = t // 5
                     m = ep.get("metrics", {})
-                    print(f"  [{tag}] t={ep.get('sim_time', 0):5.1f}s placed {m.get('num_placed', 0)}/3", flush=True)
+                    write_beside(f"  [{tag}] t={ep.get('sim_time', 0):5.1f}s placed {m.get('num_placed', 0)}/3")
                 if ep.get("done"):
                     break
             time.sleep(0.2)
@@ -161,6 +171,9 @@ def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], t
             cv2.imwrite(str(log_dir / f"{cam}_last.png"), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
         return watcher.episode
     finally:
+        nodes_up.close()
+        if sim_s is not None:
+            sim_s.close()
         watcher.close()
         graph.stop(timeout=10)
 
@@ -177,20 +190,20 @@ def run_demo(argv: Sequence[str]) -> int:
     if port:
         print(f"console: http://127.0.0.1:{port} (the cameras, the arm and the episode; --no-console: none)")
     rows = []
-    for speed in args.speeds:
-        for seed in args.seeds:
-            print(f"episode: belt {speed} m/s, seed {seed}", flush=True)
-            try:
-                report = run_episode_graph(speed, seed, args.out, env, args.timeout, args.source,
-                                           args.real_time_factor, port)  # fmt: skip
-            except (NodeDiedError, TimeoutError) as exc:
-                print(f"episode failed: {exc}")
-                return 1
-            spec, m = report["spec"], report["metrics"]
-            if m.get("aborted"):
-                print(f"episode aborted: {m['aborted']}")
-                return 1
-            rows.append((speed, seed, spec["workpieces"], spec["slot_permutation"], m))
+    episodes = [(speed, seed) for speed in args.speeds for seed in args.seeds]
+    for k, (speed, seed) in enumerate(episodes, 1):
+        print(f"episode: belt {speed} m/s, seed {seed}", flush=True)
+        try:
+            report = run_episode_graph(speed, seed, args.out, env, args.timeout, args.source,
+                                       args.real_time_factor, f"episode {k}/{len(episodes)}", port)  # fmt: skip
+        except (NodeDiedError, TimeoutError) as exc:
+            print(f"episode failed: {exc}")
+            return 1
+        spec, m = report["spec"], report["metrics"]
+        if m.get("aborted"):
+            print(f"episode aborted: {m['aborted']}")
+            return 1
+        rows.append((speed, seed, spec["workpieces"], spec["slot_permutation"], m))
     print()
     header = ("belt m/s", "seed", "workpieces", "slots", "SR", "PCR_T", "PCR_S", "init")
     print("{:>8} {:>4}  {:<44} {:<9} {:>4} {:>6} {:>6} {:>5}".format(*header))

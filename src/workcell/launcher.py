@@ -6,7 +6,9 @@ Each node runs as ``python -m <module> --ros-args -r __node:=<name>
 launcher, which then shuts the nodes down in order: SIGINT (rclpy's clean
 shutdown), then SIGTERM, then SIGKILL. Output goes to one log file per node
 and, optionally, to a stream with a ``[name]`` prefix per line. A node that
-dies is reported with its exit code and last log lines.
+dies is reported with its exit code and last log lines. A node is up once it
+printed its ``processes.NODE_UP`` line (built and spinning): :class:`NodesUp`
+shows the count while a graph comes up.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import Any, Protocol, TextIO
 
 import yaml
 
-from libero_workcell.processes import die_with_parent
+from libero_workcell.processes import NODE_UP, die_with_parent
+from libero_workcell.progress import progress_bar
 
 TAIL_LINES = 30
 
@@ -83,6 +86,7 @@ class _Child:
         self.name = spec.name
         self.log_path = log_path
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.up = False  # it printed its NODE_UP line
         self._echo, self._echo_lock = echo, echo_lock
         self._log = open(log_path, "w", encoding="utf-8", buffering=1) if log_path else None  # noqa: SIM115
         # Started from the main thread (bring-up, an evaluation worker), a node ends with its launcher however the
@@ -99,6 +103,7 @@ class _Child:
         for raw in self.proc.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             self.tail.append(line)
+            self.up = self.up or line.startswith(NODE_UP)
             if self._log:
                 self._log.write(line + "\n")
             if self._echo:
@@ -141,6 +146,14 @@ class RunningGraph:
     def pids(self) -> dict[str, int]:
         return {c.name: c.proc.pid for c in self._children}
 
+    def up(self) -> list[str]:
+        """The nodes that are up: built and spinning (each printed its NODE_UP line)."""
+        return [c.name for c in self._children if c.up]
+
+    def tail(self, name: str) -> list[str]:
+        """The node's last output lines (up to TAIL_LINES), oldest first."""
+        return list(next(c for c in self._children if c.name == name).tail)
+
     def alive(self) -> bool:
         """True while every node is still running."""
         return all(c.proc.poll() is None for c in self._children)
@@ -154,10 +167,13 @@ class RunningGraph:
         if exits := self.exited():
             raise NodeDiedError(exits)
 
-    def wait(self, timeout: float | None = None, poll: float = 0.1) -> list[NodeExit]:
-        """Block until a node ends (returns the ended ones) or ``timeout`` s pass (returns [])."""
+    def wait(self, timeout: float | None = None, poll: float = 0.1, nodes_up: NodesUp | None = None) -> list[NodeExit]:
+        """Block until a node ends (returns the ended ones) or ``timeout`` s pass (returns []); ``nodes_up``
+        polled meanwhile."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            if nodes_up is not None:
+                nodes_up.poll()
             if exits := self.exited():
                 return exits
             if deadline is not None and time.monotonic() >= deadline:
@@ -197,6 +213,40 @@ class RunningGraph:
     def __exit__(self, *exc: object) -> None:
         if not self._stopped:
             self.stop()
+
+
+class NodesUp:
+    """A progress bar of the graph's nodes up, "nodes up k/N" (libero_workcell.progress: stderr), while the graph
+    comes up: :meth:`poll` it from the loop that waits on the graph; it closes itself once every node is up (then
+    polling costs nothing), or at :meth:`close` (a node died, Ctrl-C), showing how many were up."""
+
+    def __init__(self, graph: RunningGraph, file: TextIO | None = None, enabled: bool = True) -> None:
+        self._graph = graph
+        self._bar: Any = progress_bar(len(graph.names), "nodes up", "node", file=file, enabled=enabled)
+
+    @property
+    def done(self) -> bool:
+        """Every node is up (or the bar was closed)."""
+        return self._bar is None
+
+    def poll(self) -> None:
+        if self._bar is None:
+            return
+        up = len(self._graph.up())
+        self._bar.update(up - self._bar.n)
+        if up >= self._bar.total:
+            self.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> NodesUp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def node_command(spec: NodeLike, params_file: Path, python: str = sys.executable) -> list[str]:

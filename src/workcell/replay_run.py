@@ -11,17 +11,55 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from libero_workcell import dds
+from libero_workcell.progress import progress_bar
 from workcell.bringup import Graph, GraphError
-from workcell.launcher import NodeDiedError, launch
+from workcell.launcher import NodeDiedError, NodesUp, RunningGraph, launch
 
 REPLAY_NODE = "demo_replay"
 REPORT_FILE = "replay_report.json"  # what the demo_replay node (sim_bridge.replay_node) writes
+# The demo_replay node's progress, a line of its log about PROGRESS_LINES times a replay and at its last step; the
+# replay's bar reads the newest (replayed_steps).
+PROGRESS = "replayed {done} of {total} steps"
+PROGRESS_LINES = 20
+_PROGRESS_RE = re.compile(r"replayed (\d+) of (\d+) steps")
+
+
+def replayed_steps(lines: Sequence[str]) -> tuple[int, int] | None:
+    """(steps replayed, of how many) from the newest PROGRESS line among ``lines``, or None."""
+    for line in reversed(lines):
+        if m := _PROGRESS_RE.search(line):
+            return int(m.group(1)), int(m.group(2))
+    return None
+
+
+class ReplayProgress:
+    """The replay's progress bars on stderr: the nodes up while the graph comes up, then the steps replayed."""
+
+    def __init__(self, graph: RunningGraph) -> None:
+        self._graph, self.nodes_up, self._steps = graph, NodesUp(graph), None
+
+    def poll(self) -> None:
+        self.nodes_up.poll()
+        if not self.nodes_up.done or REPLAY_NODE not in self._graph.names:
+            return  # one bar at a time
+        progress = replayed_steps(self._graph.tail(REPLAY_NODE))
+        if progress is not None:
+            done, total = progress
+            if self._steps is None:
+                self._steps = progress_bar(total, "replaying", "step")
+            self._steps.update(done - self._steps.n)
+
+    def close(self) -> None:
+        self.nodes_up.close()
+        if self._steps is not None:
+            self._steps.close()
 
 
 def replay_overrides(demo_path: Path, demo: str, mode: str, out: Path, extra: Sequence[str] = ()) -> list[str]:
@@ -49,9 +87,11 @@ def replay_graph(
     report_path.unlink(missing_ok=True)  # a report left by an earlier run must not pass for this one
     graph = launch(Graph.load().resolve(replay_overrides(demo_path, demo, mode, out, extra)), env=env,
                    log_dir=out / "logs")  # fmt: skip
+    progress = ReplayProgress(graph)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            progress.poll()
             exits = graph.exited()
             if exits:
                 others = [e for e in exits if e.name != REPLAY_NODE or e.returncode not in (0, 1)]
@@ -61,7 +101,9 @@ def replay_graph(
             time.sleep(0.2)
         else:
             raise TimeoutError(f"the replay did not finish within {timeout:g} s; logs in {out / 'logs'}")
+        progress.poll()  # its last lines
     finally:
+        progress.close()
         graph.stop(timeout=10)
     if not report_path.is_file():
         raise RuntimeError(f"the replay node wrote no report; logs in {out / 'logs'}")

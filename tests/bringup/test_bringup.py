@@ -13,10 +13,12 @@ import importlib.util
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,9 +29,10 @@ import yaml
 from conftest import REPO, wait_for
 
 from libero_workcell import dds
+from libero_workcell.processes import NODE_UP
 from workcell import bringup, cli, launch_presets
 from workcell.bringup import Graph, GraphError, NodeSpec, launch_text, node_parameters
-from workcell.launcher import NodeDiedError, launch, ros_params_yaml
+from workcell.launcher import NodeDiedError, NodesUp, launch, ros_params_yaml
 
 SIM_NODES = ["sim_world", "aubo_bridge", "conveyor_driver", "external_camera", "wrist_camera"]
 LAUNCH_FILE = REPO / "launch" / "sim_workcell.launch.py"
@@ -345,6 +348,8 @@ FAKE_NODE = textwrap.dedent(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print("ready")
+    if mode != "unready":  # as run_node says it once the node is built
+        print("NODE_UP built, spinning", flush=True)
     try:
         while True:
             time.sleep(0.05)
@@ -357,7 +362,7 @@ FAKE_NODE = textwrap.dedent(
 
 @pytest.fixture
 def fake_env(tmp_path, ros_env) -> dict[str, str]:
-    (tmp_path / "fake_node.py").write_text(FAKE_NODE)
+    (tmp_path / "fake_node.py").write_text(FAKE_NODE.replace("NODE_UP", NODE_UP))
     env = dict(ros_env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path), env.get("PYTHONPATH")) if p)
     return env
@@ -401,6 +406,24 @@ def test_launcher_escalates_to_sigkill(fake_env):
         assert time.monotonic() - started < 5
 
 
+def test_nodes_up_counts_the_nodes_built_and_spinning_and_closes_once_all_are(fake_env):
+    shown = io.StringIO()
+    with launch([_fake("alpha"), _fake("beta", "unready")], env=fake_env) as running:
+        up = NodesUp(running, file=shown)
+        assert wait_for(lambda: (up.poll(), running.up() == ["alpha"])[1], 20)
+        assert wait_for(lambda: "ready" in running.log_text("beta"), 20)
+        up.poll()
+        assert not up.done  # beta never said it was up
+        up.close()
+    first, *_, last = shown.getvalue().splitlines()
+    assert re.search(r"^nodes up: .* 0/2 ", first) and re.search(r"^nodes up: .* 1/2 ", last), shown.getvalue()
+    shown = io.StringIO()
+    with launch([_fake("alpha"), _fake("beta")], env=fake_env) as running:
+        up = NodesUp(running, file=shown)
+        assert wait_for(lambda: (up.poll(), up.done)[1], 20)
+    assert re.search(r"^nodes up: 100%.* 2/2 ", shown.getvalue().splitlines()[-1]), shown.getvalue()
+
+
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "workcell.cli", *args], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -421,6 +444,27 @@ def test_cli_bringup_stops_cleanly_on_ctrl_c(tmp_path, fake_env):
         proc.kill()
     assert proc.returncode == 0, err
     assert "[alpha] ready" in out and "[beta] clean shutdown" in out and "workcell: stopping" in out
+
+
+def test_cli_bringup_shows_the_nodes_coming_up_on_stderr_and_leaves_stdout_as_it_was(tmp_path, fake_env):
+    graph = tmp_path / "graph.yaml"
+    graph.write_text("nodes:\n  - {name: alpha, executable: x, module: fake_node, parameters: {mode: run}}\n"
+                     "  - {name: beta, executable: x, module: fake_node, parameters: {mode: run}}\n")
+    proc = _cli(["bringup", "--graph", str(graph)], fake_env)
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)
+    reader.start()
+    try:
+        assert wait_for(lambda: any(re.search(r"^nodes up: 100%.* 2/2 ", line) for line in err), 30), err
+        proc.send_signal(signal.SIGINT)
+        out = proc.stdout.read()
+        proc.wait(timeout=20)
+        reader.join(5)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert re.search(r"^nodes up: .* 0/2 ", err[0]) and sum("nodes up" in line for line in err) == 2, err
+    assert "nodes up" not in out and "[alpha] ready" in out and f"[beta] {NODE_UP} built, spinning" in out
 
 
 def test_cli_bringup_exits_nonzero_when_a_node_dies(tmp_path, fake_env):

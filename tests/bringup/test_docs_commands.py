@@ -123,7 +123,8 @@ NOT_RUN: dict[str, str] = {
     r"\[--domain-id N\]| --job JOB.*|)$|^\.venv/bin/workcell \.\.\.$|^workcell call enable \| .*":
         "a form, not a command (its parts are checked)",
     r"^ros2 launch( libero_workcell (\.\.\.|JOB\.launch\.py.*))?$": "a form, not a command",
-    r"^python -m (evaluation|sim_bridge\.aubo_demos)$|^python -m evaluation \{sim,real\}|^python -m evaluation sim$":
+    r"^python -m (evaluation|sim_bridge\.aubo_demos|preferences)$|^python -m evaluation \{sim,real\}|"
+    r"^python -m evaluation sim$":
         "names the command (its runs are above)",
     r"sim_workcell\.launch\.py expert:=true$": "the colcon form of `workcell bringup expert:=true` (resolved here)",
     r"teleop_collect_sim\.launch\.py teleop_repeats:=2": "the colcon form of the teleop job (resolved here; "

@@ -27,6 +27,10 @@ def test_run_sh_runs_the_full_stack_on_the_simulated_workcell(tmp_path, ros_env)
                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "(loopback)" in run.stdout and "placed 3/3" in run.stdout
+    # the progress, on stderr only: the graph's nodes up, then the episode's sim seconds (done before its horizon)
+    assert re.search(r"^nodes up: 100%.* (\d+)/\1 ", run.stderr, re.M), run.stderr[-3000:]
+    assert re.search(r"^episode 1/1 sim s: .* \d+/\d+ ", run.stderr, re.M), run.stderr[-3000:]
+    assert "nodes up" not in run.stdout and "sim s:" not in run.stdout
     table = [line.split() for line in run.stdout.splitlines() if line.strip().startswith("0.05")]
     assert len(table) == 1 and table[0][-4:] == ["1", "1.00", "1.00", "0.00"], run.stdout  # SR PCR_T PCR_S init
     (episode,) = json.loads((tmp_path / "metrics.json").read_text())

@@ -6,6 +6,7 @@ xrobotoolkit-sdk, an openpi server; a lab's cell file and the same arguments as 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -188,6 +189,13 @@ def test_the_sim_profile_has_nothing_to_check_and_bad_arguments_exit_2(registry,
     assert code == 2 and "aubo_bridge has no parameter 'no_such'" in out
     code, out = check(capsys, "--job", "nope")
     assert code == 2 and "jobs are" in out
+
+
+def test_the_nodes_checked_show_on_stderr_and_the_report_stays_on_stdout(registry, capsys, tmp_path) -> None:
+    assert cli.main(["check", "--job", "teleop_collect_sim", f"record_path:={tmp_path / 'd.hdf5'}"]) == 0
+    captured = capsys.readouterr()
+    assert re.search(r"^checking: 100%.* (\d+)/\1 ", captured.err, re.M), captured.err
+    assert "checking" not in captured.out and "2 passed, 0 failed" in captured.out
 
 
 def test_a_relay_belt_is_read_through_the_controller_and_a_tool_gripper_is_left_to_the_bridge(cell) -> None:

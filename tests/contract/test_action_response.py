@@ -16,6 +16,8 @@ dynamics, not the action's meaning, and have their own documented bound (docs/in
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from arm_rig import IdealArm, IdealGripper, ManualClock, run_control_period
@@ -121,3 +123,14 @@ def test_the_simulated_workcell_answers_as_robosuite_does() -> None:
         ):
             failures.append(e)
     assert not failures, failures
+
+
+def test_the_fit_counts_its_iterations_on_stderr(capsys) -> None:
+    """`python -m tools.fit_osc_response` (two Nelder-Mead fits, ~20 s): each fit's iterations on stderr (no total
+    is known), its tables on stdout."""
+    from tools.fit_osc_response import _minimize
+
+    x = _minimize(lambda x: float((x[0] - 140.0) ** 2 + (x[1] - 0.9) ** 2), "fitting position gains", progress=True)
+    np.testing.assert_allclose(x, [140.0, 0.9], atol=0.05)
+    out, err = capsys.readouterr()
+    assert out == "" and re.search(r"^fitting position gains: [1-9]\d*it ", err.splitlines()[-1]), err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import cv2
 import numpy as np
@@ -33,7 +34,8 @@ def demo_file(tmp_path_factory):
     return followable_demo_file(tmp_path_factory.mktemp("replay_graph"))
 
 
-def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(demo_file, tmp_path, ros_env) -> None:
+def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(demo_file, tmp_path, ros_env,
+                                                                             capsys) -> None:  # fmt: skip
     """The first STEPS steps (the first pick, for suite time; closed loop, below, runs a whole episode)."""
     from std_msgs.msg import String
 
@@ -53,6 +55,9 @@ def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(d
     final = statuses[-1]
     assert final["done"] and final["step"] == STEPS and final["outcome"] == report["outcome"]
     assert final["pos_err_max_mm"] == report["tracking"]["pos_max_m"] * 1e3
+    err = capsys.readouterr().err  # the progress: every node up, then every step replayed
+    assert re.search(r"^nodes up: 100%.* (\d+)/\1 ", err, re.M) and re.search(rf"^replaying: 100%.* {STEPS}/{STEPS} ",
+                                                                               err, re.M), err  # fmt: skip
     assert report["steps"] == STEPS and report["demo_steps"] == demo.num_samples and report["mode"] == "open_loop"
     outcome = report["outcome"]
     assert outcome["recorded_placed"] == recorded_placed(demo) and any(recorded_placed(demo))

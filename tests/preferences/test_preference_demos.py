@@ -6,9 +6,11 @@ statistics come out as stored, and the report renders them in a real browser."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
+import demo_files
 import numpy as np
 import pytest
 
@@ -163,3 +165,21 @@ def test_the_report_of_the_paired_demos_renders_with_its_tables_and_curves(demos
     out.mkdir(exist_ok=True)
     shutil.copy(png, out / "preference_report_paired_demos.png")
     assert png.stat().st_size > 50_000
+
+
+def test_the_calibration_set_and_the_pairs_show_their_demos_recorded_on_stderr(tmp_path, monkeypatch, capsys):
+    """What `preference_demos calibrate` (record_many) and `pairs` (one bar over every file's demos) show while
+    recording; stdout keeps the files written. The episodes stand in (real ones: the tests above)."""
+    import sim_bridge.preference_demos as pd
+
+    monkeypatch.setattr(pd, "_record_job", lambda job: job)
+    jobs = [(s, None) for s in (0, 1, 2)]
+    assert record_many(jobs, workers=1, progress=True) == jobs
+    assert re.search(r"^demos: 100%.* 3/3 ", capsys.readouterr().err, re.M)
+
+    monkeypatch.setattr(pd, "record", lambda seed, specs, name, render: (demo_files.demo(name, images=False),
+                                                                          {"SR": 1.0}))  # fmt: skip
+    assert pd.main(["pairs", str(tmp_path), "--preferences", "keep_high", "--seeds", "0", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert re.search(r"^demos: 100%.* 4/4 ", err, re.M), err  # 2 files x 2 seeds
+    assert out == f"wrote {tmp_path / 'none.hdf5'}\nwrote {tmp_path / 'keep_high.hdf5'}\n"

@@ -6,6 +6,8 @@ convention the upright image is mirrored left to right (HARDWARE.md, "Image conv
 
 from __future__ import annotations
 
+import re
+
 import h5py
 import numpy as np
 import pytest
@@ -107,7 +109,9 @@ def test_only_successful_demos_are_exported_and_steps_the_arm_refused_are_droppe
     with h5py.File(tmp_path / "demos.hdf5", "r+") as f:  # demo_3 as the recorder stores the arm's reports
         f["data/demo_3"].create_dataset("action_accepted", data=np.array([1, 0, 1, -1, 0, 1], np.int8))
     assert main([str(tmp_path / "demos.hdf5"), "--out", str(tmp_path / "ok"), "--images", "upright"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert re.search(r"^exporting: 100%.* 4/4 ", err, re.M), err  # every demo done, exported or skipped: stderr
+    assert "exporting" not in out
     assert "skipped demos.hdf5:demo_1: not successful (SR 0); --all exports it" in out
     assert "skipped demos.hdf5:demo_2: not successful (placed 2 of 3)" in out
     assert "dropped demos.hdf5:demo_3: 2 of 6 steps dropped: the arm refused their actions" in out

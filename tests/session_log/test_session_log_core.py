@@ -23,6 +23,7 @@ from mcap_ros2.decoder import DecoderFactory
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
+from tqdm import tqdm
 
 from session_log import review
 from session_log.definitions import DefinitionError, full_definition, used_types
@@ -266,7 +267,10 @@ def test_the_review_prints_topics_counts_and_whether_the_log_was_closed(tmp_path
     path = tmp_path / "s.mcap"
     write_session(path)
     assert review.main([str(path), "--decode"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    size = re.escape(tqdm.format_sizeof(path.stat().st_size))  # a closed log is read whole: its bytes, on stderr
+    assert re.search(rf"^reading: 100%.* {size}/{size} ", err, re.M), err
+    assert "reading" not in out and out.startswith("Files:")
     assert "Closed:            yes" in out and "Messages:          107" in out
     assert re.search(r"Topic: /workcell/action\s+\| Type: sensor_msgs/msg/JointState \| Count: 100 \|", out)
     assert "Duration:          6.000 s" in out  # 100 s + 1 us .. 106 s of log time

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,7 +48,8 @@ def test_a_folder_converts_in_parallel_with_a_summary_per_demo(tmp_path, capsys)
     src.mkdir()
     _source_file(src / "panda_a.hdf5", with_a_bad_one=True)
     out = tmp_path / "out"
-    rows = run_batch([src], out, jobs=2, render=False, progress=False)
+    rows = run_batch([src], out, jobs=2, render=False)
+    assert re.search(r"^converting: 100%.* 4/4 ", capsys.readouterr().err, re.M)  # the bar, on stderr
     assert [(r["demo"], r["status"]) for r in rows] == [
         ("demo_0", "converted"), ("demo_1", "converted"), ("demo_2", "converted"), ("demo_9", "failed"),
     ]  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import h5py
 import numpy as np
 import pytest
@@ -25,10 +27,12 @@ def test_the_raw_image_convention_is_a_vertical_flip() -> None:
     assert raw.flags["C_CONTIGUOUS"]
 
 
-def test_a_short_panda_demo_reads_back_in_libero_layout(tmp_path) -> None:
+def test_a_short_panda_demo_reads_back_in_libero_layout(tmp_path, capsys) -> None:
     path = tmp_path / "panda.hdf5"
     outcomes = write_panda_demos(path, [TaskSpec.from_seed(0)], max_steps=6)
     assert len(outcomes) == 1 and "PCR_T" in outcomes[0]
+    captured = capsys.readouterr()  # the episodes' bar (sim_bridge.demo_recorder.write_episodes) on stderr only
+    assert re.search(r"^episodes: 100%.* 1/1 ", captured.err, re.M) and captured.out == ""
     f = read_demos(path, images=True)
     d = f.demos[0]
     assert d.num_samples == 6 and f.env_args == ENV_ARGS

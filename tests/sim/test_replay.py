@@ -6,6 +6,8 @@ tests/sim/test_lab_demos.py.
 
 from __future__ import annotations
 
+import re
+
 import h5py
 import numpy as np
 import pytest
@@ -234,3 +236,38 @@ def test_held_ticks_trusts_only_differences_a_recording_can_vouch_for() -> None:
     np.testing.assert_array_equal(held_ticks([10, 14, 20], 2, 5), [4, 5])  # only the replayed steps
     np.testing.assert_array_equal(held_ticks([10], 1, 5), [5])
     np.testing.assert_array_equal(held_ticks([10, 20], 2, 5), [10, 5])  # twice nominal is still believed
+
+
+def test_the_replays_bar_follows_the_replay_nodes_progress_lines_once_the_graph_is_up(capsys) -> None:
+    """`workcell replay`'s progress (workcell.replay_run.ReplayProgress): the nodes up, then the steps replayed
+    as the demo_replay node logs them (PROGRESS), one bar at a time, on stderr. A stand-in for the graph."""
+    from workcell.replay_run import PROGRESS, REPLAY_NODE, ReplayProgress, replayed_steps
+
+    class Graph:
+        def __init__(self) -> None:
+            self.names, self.is_up, self.lines = ["sim_world", REPLAY_NODE], [], []
+
+        def up(self) -> list[str]:
+            return self.is_up
+
+        def tail(self, name: str) -> list[str]:
+            assert name == REPLAY_NODE
+            return self.lines
+
+    def logged(done: int) -> str:
+        return f"[INFO] [12.5] [demo_replay]: {PROGRESS.format(done=done, total=40)}"
+
+    assert replayed_steps(["x", logged(2), logged(10), "[INFO] [13.0] [demo_replay]: settling"]) == (10, 40)
+    assert replayed_steps(["replaying demos.hdf5:demo_0 (40 steps, open_loop)"]) is None
+    graph = Graph()
+    progress = ReplayProgress(graph)
+    graph.lines = [logged(2)]
+    progress.poll()  # the replay's line before every node is up: still the nodes' bar alone
+    graph.is_up = list(graph.names)
+    for done in (2, 20, 40):
+        graph.lines.append(logged(done))
+        progress.poll()
+    progress.close()
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[0] for line in err] == ["nodes up", "nodes up", "replaying", "replaying"], err
+    assert re.search(r" 2/2 ", err[1]) and re.search(r"^replaying: 100%.* 40/40 ", err[3]), err

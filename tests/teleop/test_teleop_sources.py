@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,6 +13,7 @@ from scipy.spatial.transform import Rotation
 
 from libero_workcell import layout
 from libero_workcell.contract import make_state
+from libero_workcell.task import TaskSpec
 from teleop_pico.core import Button, Status, TeleopCore
 from teleop_pico.sources import SESSION_FORMAT, HeadsetSource, ScriptedSource, SessionFileError, load_session
 
@@ -179,3 +182,27 @@ def test_the_shipped_scripted_session_does_the_whole_d2s_task_in_its_world() -> 
     finally:
         rig.world.close()
     assert placed == [True, True, True] and presses == [Button.A, Button.A]  # record ... save
+
+
+def test_making_a_session_shows_the_experts_sim_seconds_on_stderr(tmp_path, monkeypatch, capsys) -> None:
+    """`python -m sim_bridge.teleop_session` (an expert episode, ~10 s): the episode's sim seconds of its horizon
+    on stderr, its one line on stdout. A straight path stands in for the expert's episode."""
+    import sim_bridge.teleop_session as ts
+    from sim_bridge.episode import EpisodeResult
+
+    def episode(spec, source, record, on_step):
+        result = EpisodeResult(spec, {"placed": [True, True, True]}, 0, 0)
+        rig = SimpleNamespace(world=SimpleNamespace(sim_time=0.0))
+        for k in range(200):  # 10 s at 20 Hz
+            rig.world.sim_time = k / 20
+            result.states.append(make_state([0.4 + k * 1e-3, 0.0, 0.3], [np.pi, 0.0, 0.0], 0.0))
+            result.actions.append(np.zeros(7))
+            on_step(rig, result.actions[-1], result.states[-1])
+        return result
+
+    monkeypatch.setattr(ts, "run_episode", episode)
+    assert ts.main([str(tmp_path / "s.json"), "--seed", "0"]) == 0
+    out, err = capsys.readouterr()
+    horizon = math.ceil(TaskSpec.from_seed(0, arrival_interval=ts.SESSION_ARRIVAL_INTERVAL).horizon)
+    assert re.search(rf"^expert episode sim s: .* 9/{horizon} ", err.splitlines()[-1]), err
+    assert out == f"{tmp_path / 's.json'}: 220 keyframes, 10.9 s; the expert placed [True, True, True]\n"
