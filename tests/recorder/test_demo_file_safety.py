@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import pytest
 from demo_files import demo, make_file
+from tqdm import tqdm
 
 from libero_workcell.libero_format import (
     MAX_STEPS,
@@ -194,7 +195,7 @@ def test_the_export_the_batch_conversion_and_the_recorder_refuse_it_too(demos, s
         f["data/demo_0/obs"].create_dataset("agentview_rgb", shape=(6, 8, 8, 3), dtype=np.uint8,
                                             external=[(str(secret), 0, 6 * 8 * 8 * 3)])  # fmt: skip
     with pytest.raises(ExportError, match="external files"):
-        next(_episodes(path, "libero", True, {}))
+        next(_episodes(path, "libero", True, {}, tqdm(disable=True)))
     with pytest.raises(LiberoFormatError, match="external files"):
         list(plan_jobs([path], tmp_path / "out"))
     (demos / "junk.hdf5").write_bytes(b"not hdf5")
