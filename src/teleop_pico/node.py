@@ -21,6 +21,7 @@ import time
 from typing import Any, Final
 
 import numpy as np
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
@@ -48,6 +49,7 @@ CONFIG_PARAMS = prefixed("teleop", TELEOP_DEFAULTS)  # teleop.<TeleopConfig fiel
 STATE = "state"
 WORLD_NODE = "sim_world"
 COMMAND_TIMEOUT = 10.0  # s (wall) a lockstep step waits for the recorder to take a command
+STATUS_REPEAT_S = 1.0  # wall s: /teleop/status is sent on each change and repeated this often
 COMMAND_SERVICES = {
     SessionCommand.START: Services.RECORDER_START,
     SessionCommand.SAVE: Services.RECORDER_SAVE,
@@ -111,6 +113,8 @@ class TeleopNode(Node):
         self.done = threading.Event()
         self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, self.lockstep))
         self._status_pub = self.create_publisher(String, Topics.TELEOP_STATUS, qos(Qos.STATE))
+        self._status_text: str | None = None  # the last status sent: repeated every STATUS_REPEAT_S of wall time
+        self.create_timer(STATUS_REPEAT_S, self._repeat_status, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, self.lockstep))
         self.create_subscription(String, Topics.RECORDER_STATUS, self._on_recorder, qos(Qos.LATCHED))
         if self._script is not None and self._script.task is not None:
@@ -221,12 +225,19 @@ class TeleopNode(Node):
         self._report(out)
         return out.action is not None
 
+    def _repeat_status(self) -> None:
+        """The status again, changed or not: a console or a session log that joined after the last change sees it
+        (the topic is volatile: a late reader gets nothing of the past)."""
+        if self._status_text is not None:
+            self._status_pub.publish(String(data=self._status_text))
+
     def _report(self, out: Outgoing) -> None:
         """The step's button presses to the recorder; a changed status to /teleop/status and, once, the log."""
         self._handle(out.step.presses)
         if not out.changed:
             return
-        self._status_pub.publish(String(data=json.dumps(self.output.status())))
+        self._status_text = json.dumps(self.output.status())
+        self._status_pub.publish(String(data=self._status_text))
         said = self.output.transition()
         if said is not None:
             level, text = said

@@ -81,24 +81,28 @@ def cmd_bringup(args: argparse.Namespace) -> int:
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in handlers:  # Ctrl-C and SIGTERM stop the graph, even when this process was started with SIGINT
         signal.signal(sig, _raise_keyboard_interrupt)  # ignored (a background job, a test worker)
-    running = bringup.launch(nodes, env=env, log_dir=log_dir, echo=BesideBars(sys.stdout))  # the lines above the bar
-    nodes_up = NodesUp(running)  # "nodes up k/N" on stderr until all are
-    if "ROS_DOMAIN_ID" in env:  # where `workcell call` / `status` in another shell find this graph
-        record = run_registry.GraphRecord(int(env["ROS_DOMAIN_ID"]), os.getpid(), time.time(),
-                                          bool(values.get("use_sim", True)), args.job or "",
-                                          str(values.get("cell", "")), tuple(n.name for n in nodes))  # fmt: skip
-        run_registry.announce(record)
-    try:
+    running = nodes_up = None
+    try:  # a Ctrl-C from here on, however early, stops what was started and exits cleanly
+        running = bringup.launch(nodes, env=env, log_dir=log_dir, echo=BesideBars(sys.stdout))  # lines above the bar
+        nodes_up = NodesUp(running)  # "nodes up k/N" on stderr until all are
+        if "ROS_DOMAIN_ID" in env:  # where `workcell call` / `status` in another shell find this graph
+            record = run_registry.GraphRecord(int(env["ROS_DOMAIN_ID"]), os.getpid(), time.time(),
+                                              bool(values.get("use_sim", True)), args.job or "",
+                                              str(values.get("cell", "")), tuple(n.name for n in nodes))  # fmt: skip
+            run_registry.announce(record)
         exits = running.wait(nodes_up=nodes_up)
     except KeyboardInterrupt:
         exits = []
-        nodes_up.close()
+        if nodes_up is not None:
+            nodes_up.close()
         print("workcell: stopping", flush=True)
     finally:
-        nodes_up.close()
+        if nodes_up is not None:
+            nodes_up.close()
         for sig in handlers:  # a second Ctrl-C must not cut the orderly shutdown short
             signal.signal(sig, signal.SIG_IGN)
-        running.stop()
+        if running is not None:
+            running.stop()
         run_registry.withdraw()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)

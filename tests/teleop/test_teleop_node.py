@@ -81,6 +81,14 @@ def test_a_bad_headset_sample_or_robot_state_holds_and_is_reported_never_publish
         n, deadline = len(actions), time.monotonic() + WAIT
         while len(actions) < n + 3 and time.monotonic() < deadline:  # the hold is published while the state is bad
             ex.spin_once(timeout_sec=0.02)
+        # a reader that joins after the last change (a console, a session log) still gets the status: repeated
+        late: list[dict] = []
+        feeder.create_subscription(String, Topics.TELEOP_STATUS, lambda m: late.append(json.loads(m.data)),
+                                   qos(Qos.STATE))  # fmt: skip
+        deadline = time.monotonic() + WAIT
+        while not late and time.monotonic() < deadline:
+            ex.spin_once(timeout_sec=0.05)
+        assert late and late[-1]["status"] == "bad_state", late
     finally:
         node.shutdown()
         ex.shutdown()
