@@ -2,11 +2,13 @@
 
 ``.venv/bin/python -m bench.policy_server [--requests 300] [--seconds 20]``:
 
-1. observation-to-action overhead, excluding inference (target p99 <= 4 ms): from the newest camera frames
-   and state to a validated chunk, for policy_node's path (policy_node.clients.openpi_ws: adapter + TimedPolicyClient +
-   parse), minus the server's own ``infer_ms``; next to it, in the same run and against the same server,
-   openpi's own LIBERO client loop (its ``[::-1, ::-1]`` + ``image_tools.resize_with_pad``, then
-   ``WebsocketClientPolicy.infer``), measured the same way;
+1. observation-to-action overhead, excluding inference (targets: p99 <= 0.6 x openpi's own loop's, and
+   <= 2 ms): from the control tick to a validated chunk, for policy_node's real path (frames preprocessed
+   as they arrive, policy_node.observation.LatestInputs with the protocol's frame_input, as the image
+   callbacks do; at the tick its snapshot, the adapter, TimedPolicyClient, parse), minus the server's own
+   ``infer_ms``; next to it, in the same run and against the same server, openpi's own LIBERO client loop
+   (its ``[::-1, ::-1]`` + ``image_tools.resize_with_pad`` at the tick, then ``WebsocketClientPolicy.infer``),
+   measured the same way; the preprocessing on arrival is shown beside them;
 2. the action stream at 20 Hz with prefetching under 100 ms inference (policy_node.runner against the local
    server with ``delay_ms`` 100): period error of the handed-out actions and the longest pause, next to
    the synchronous mode.
@@ -25,31 +27,42 @@ import numpy as np
 
 from bench.common import fmt, percentiles
 
-OVERHEAD_TARGET_MS = 4.0
+OVERHEAD_TARGET_MS = 2.0  # p99, absolute
+OVERHEAD_TARGET_RATIO = 0.6  # p99, of openpi's own client loop's in the same run
 
 
 def overhead(requests: int) -> None:
     from openpi_client import image_tools
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
+    from libero_workcell.contract import CAMERA_NAMES
     from policy_node.builtin_policies import ReachPolicy
+    from policy_node.clients import kind_for
     from policy_node.clients.openpi_ws.adapter import openpi_observation
     from policy_node.clients.openpi_ws.client import TimedPolicyClient
-    from policy_node.observation import Snapshot
+    from policy_node.observation import LatestInputs
     from policy_node.serve import LocalPolicyServer
 
     rng = np.random.default_rng(0)
     frames = [rng.integers(0, 255, (256, 256, 3), dtype=np.uint8) for _ in range(8)]
     state = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
-    ours, theirs = [], []
+    ours, theirs, arrival = [], [], []
     with LocalPolicyServer(ReachPolicy([0.45, 0.0, 0.35])) as srv:
         client = TimedPolicyClient(srv.url, timeout=2.0)
         openpi = WebsocketClientPolicy(srv.host, srv.port)
+        # policy_node's path: its LatestInputs, fed as its image callbacks feed it (each frame preprocessed on
+        # arrival, the protocol's frame_input), then at the tick the snapshot, the adapter, the client
+        inputs = LatestInputs(CAMERA_NAMES, kind_for(srv.url).frame_input, "libero")
         for k in range(requests):
             img, wrist = frames[k % 8], frames[(k + 3) % 8]
             now = time.time()
-            t0 = time.perf_counter()
-            obs = openpi_observation(Snapshot(state, now, img, now, wrist, now), "libero", "contract", "pick")
+            t0 = time.perf_counter()  # the frames arrive (image callbacks): off the tick
+            inputs.put_state(now, state)
+            inputs.put_frame("external", inputs.frame(now, img))
+            inputs.put_frame("wrist", inputs.frame(now, wrist))
+            arrival.append((time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()  # the control tick
+            obs = openpi_observation(inputs.snapshot(), "libero", "contract", "pick")
             reply = client.infer_reply(obs)
             ours.append((time.perf_counter() - t0) * 1e3 - (reply.server_infer_ms or 0.0))
             t0 = time.perf_counter()
@@ -67,17 +80,17 @@ def overhead(requests: int) -> None:
             _ = np.asarray(out["actions"])
             theirs.append((time.perf_counter() - t0) * 1e3 - float(out["server_timing"]["infer_ms"]))
         client.close()
-    a, b = percentiles(ours), percentiles(theirs)
-    verdict = "PASS" if a["p99"] <= OVERHEAD_TARGET_MS else "MISS"
+    a, b, c = percentiles(ours), percentiles(theirs), percentiles(arrival)
+    ratio = a["p99"] / b["p99"]
     print(f"1. observation-to-action overhead, inference excluded ({requests} requests, 2 x 256x256 -> 224)")
-    print(
-        f"   policy_node:  p50 {fmt(a['p50'])} ms, p99 {fmt(a['p99'])} ms, max {fmt(a['max'])} ms "
-        f"(target p99 <= {OVERHEAD_TARGET_MS:g}: {verdict})"
-    )
-    print(
-        f"   openpi's own: p50 {fmt(b['p50'])} ms, p99 {fmt(b['p99'])} ms, max {fmt(b['max'])} ms "
-        f"(ratio of p50s {a['p50'] / b['p50']:.2f})"
-    )
+    print(f"   policy_node (frames preprocessed on arrival, the tick assembles and sends): p50 {fmt(a['p50'])} ms, "
+          f"p99 {fmt(a['p99'])} ms, max {fmt(a['max'])} ms")  # fmt: skip
+    print(f"   openpi's own client loop (preprocessing at the tick):                    p50 {fmt(b['p50'])} ms, "
+          f"p99 {fmt(b['p99'])} ms, max {fmt(b['max'])} ms")  # fmt: skip
+    print(f"   off the tick, in the image callbacks: p50 {fmt(c['p50'])} ms, p99 {fmt(c['p99'])} ms per pair of frames")
+    print(f"   ratio of the p99s {ratio:.2f} (target <= {OVERHEAD_TARGET_RATIO:g}: "
+          f"{'PASS' if ratio <= OVERHEAD_TARGET_RATIO else 'MISS'}); p99 {fmt(a['p99'])} ms (target <= "
+          f"{OVERHEAD_TARGET_MS:g} ms: {'PASS' if a['p99'] <= OVERHEAD_TARGET_MS else 'MISS'})")
 
 
 def stream(seconds: float) -> None:

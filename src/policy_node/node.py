@@ -51,7 +51,7 @@ from libero_workcell.ros_qos import qos
 from policy_node.cadence import WARNING, Cadence
 from policy_node.config import TASK_PARAM, PolicyConfig
 from policy_node.inputs import InputDrops, image_from_msg, state_from_msg
-from policy_node.observation import Snapshot
+from policy_node.observation import LatestInputs, Snapshot, snapshot_of
 from policy_node.runner import PolicyRunner, StepRecord
 from transports.stepping import StampedInputs, Step, StepRunner
 
@@ -95,8 +95,6 @@ class PolicyNode(Node):
         self.drops = InputDrops(self.get_logger())
         self.cadence = Cadence(self.config.control_hz)
         self.episode_report = ""  # the last episode's cadence report (policy_node.cadence)
-        self._state: tuple[float, np.ndarray] | None = None
-        self._frames: dict[str, tuple[float, np.ndarray]] = {}
         # On the physical cell the policy never drives by itself: only an explicit /policy/start (logged) starts
         # it, whatever autostart says (enabling the arm must not hand it to a policy already streaming).
         self.autostart = bool(self.get_parameter("autostart").value) and bool(p(Params.USE_SIM))
@@ -108,7 +106,9 @@ class PolicyNode(Node):
         self._now = 0.0  # lockstep: the step's sim time, the runner's clock
         self.runner = PolicyRunner(self.config, clock=lambda: self._now, sim=True) if self.lockstep else \
             PolicyRunner(self.config)
-        self.inputs = StampedInputs((STATE, *CAMERA_NAMES))
+        self.inputs = StampedInputs((STATE, *CAMERA_NAMES))  # lockstep: by stamp (frames as FrameInput)
+        # wall clock: the newest, each frame preprocessed for the policy in its callback (the tick only assembles)
+        self.latest = LatestInputs(CAMERA_NAMES, self.runner.frame_input, self.config.image_view)
         self._instructions: dict[int, str] = {}  # sim: each world episode's instruction
         self._episode = -1
         self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, self.lockstep))
@@ -152,15 +152,19 @@ class PolicyNode(Node):
         state = self.drops.decode(STATE, state_from_msg, msg)
         if state is not None:
             self.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), state)
-            with self._lock:
-                self._state = (ros_msgs.wall_from_stamp(msg.header.stamp), state)
+            self.latest.put_state(ros_msgs.wall_from_stamp(msg.header.stamp), state)
 
     def _on_image(self, camera: str, msg: Image) -> None:
+        """The frame is made ready for the policy here, as it arrives (the protocol's transform; about 1.7 ms
+        for openpi's resize-with-pad), and stored with its own stamp as one FrameInput."""
         rgb = self.drops.decode(camera, image_from_msg, msg)
         if rgb is not None:
-            self.inputs.put(camera, ros_msgs.ns_from_stamp(msg.header.stamp), rgb)
-            with self._lock:
-                self._frames[camera] = (ros_msgs.wall_from_stamp(msg.header.stamp), rgb)
+            frame = self.drops.decode(camera, lambda m: self.latest.frame(ros_msgs.wall_from_stamp(m.header.stamp),
+                                                                          rgb), msg)  # fmt: skip
+            if frame is None:
+                return
+            self.inputs.put(camera, ros_msgs.ns_from_stamp(msg.header.stamp), frame)
+            self.latest.put_frame(camera, frame)
 
     def _on_episode(self, msg: String) -> None:
         episode = self.drops.decode("episode", _episode_instruction, msg)
@@ -173,12 +177,7 @@ class PolicyNode(Node):
             self.task = instruction
 
     def snapshot(self) -> Snapshot | None:
-        with self._lock:
-            state, frames = self._state, dict(self._frames)
-        if state is None or set(frames) != set(CAMERA_NAMES):
-            return None
-        (ts, s7), (te, ext), (tw, wri) = state, frames["external"], frames["wrist"]
-        return Snapshot(s7, ts, ext, te, wri, tw)
+        return self.latest.snapshot()
 
     # ------------------------------------------------------------------ the control loop
     def _lockstep_snapshot(self, step: Step) -> Snapshot | None:
@@ -186,8 +185,8 @@ class PolicyNode(Node):
         got = self.inputs.wait({STATE: step.time_ns, **step.frames_ns}, self.steps.stopping)
         if got is None:
             return None
-        ext, wri = step.frames_ns["external"] * 1e-9, step.frames_ns["wrist"] * 1e-9
-        return Snapshot(got[STATE], step.time, got["external"], ext, got["wrist"], wri)
+        # each FrameInput carries its own stamp (the one it was stored by: this step's frame, sim time)
+        return snapshot_of(got[STATE], step.time, got["external"], got["wrist"])
 
     def _episode_task(self, step: Step) -> str:
         """Lockstep: this world episode's instruction (its report is published before its first tick)."""

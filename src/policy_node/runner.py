@@ -122,6 +122,8 @@ class PolicyRunner:
         kind = kind_for(config.url)
         self._connect: Connect = connect or kind.connect
         self._observation = kind.observation
+        # the protocol's per-frame transform (frame, view), made as frames arrive (policy_node.observation.FrameInput)
+        self.frame_input = kind.frame_input
         self.queue = ChunkQueue(config.replan_steps, config.blend_old)
         self.counters: Counter[str] = Counter()
         self.last_error = ""
