@@ -21,7 +21,11 @@ Not a test: a missed target never fails the run. The machine is small and shared
 from __future__ import annotations
 
 import argparse
+import contextlib
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -31,29 +35,50 @@ OVERHEAD_TARGET_MS = 2.0  # p99, absolute
 OVERHEAD_TARGET_RATIO = 0.6  # p99, of openpi's own client loop's in the same run
 
 
-def overhead(requests: int) -> None:
+@contextlib.contextmanager
+def server_process(delay_ms: float = 0.0) -> Iterator[tuple[str, int]]:
+    """``python -m policy_node.serve`` (the reach policy) in its own process, as a deployed server is on its own
+    machine: its work never takes the client's GIL. (host, port); ended on exit."""
+    from libero_workcell.loopback import LOOPBACK, free_port
+    from policy_node.serve import healthy
+
+    port = free_port(LOOPBACK)
+    proc = subprocess.Popen([sys.executable, "-m", "policy_node.serve", "--port", str(port), "--delay-ms",
+                             str(delay_ms)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not healthy(LOOPBACK, port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the policy server process did not come up")
+            time.sleep(0.05)
+        yield LOOPBACK, port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def overhead(requests: int, warmup: int = 20) -> None:
     from openpi_client import image_tools
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
     from libero_workcell.contract import CAMERA_NAMES
-    from policy_node.builtin_policies import ReachPolicy
-    from policy_node.clients import kind_for
+    from policy_node.clients import kind_for, local_url
     from policy_node.clients.openpi_ws.adapter import openpi_observation
     from policy_node.clients.openpi_ws.client import TimedPolicyClient
     from policy_node.observation import LatestInputs
-    from policy_node.serve import LocalPolicyServer
 
     rng = np.random.default_rng(0)
     frames = [rng.integers(0, 255, (256, 256, 3), dtype=np.uint8) for _ in range(8)]
     state = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
     ours, theirs, arrival = [], [], []
-    with LocalPolicyServer(ReachPolicy([0.45, 0.0, 0.35])) as srv:
-        client = TimedPolicyClient(srv.url, timeout=2.0)
-        openpi = WebsocketClientPolicy(srv.host, srv.port)
+    with server_process() as (host, port):
+        url = local_url(port, host)
+        client = TimedPolicyClient(url, timeout=2.0)
+        openpi = WebsocketClientPolicy(host, port)
         # policy_node's path: its LatestInputs, fed as its image callbacks feed it (each frame preprocessed on
         # arrival, the protocol's frame_input), then at the tick the snapshot, the adapter, the client
-        inputs = LatestInputs(CAMERA_NAMES, kind_for(srv.url).frame_input, "libero")
-        for k in range(requests):
+        inputs = LatestInputs(CAMERA_NAMES, kind_for(url).frame_input, "libero")
+        for k in range(warmup + requests):
             img, wrist = frames[k % 8], frames[(k + 3) % 8]
             now = time.time()
             t0 = time.perf_counter()  # the frames arrive (image callbacks): off the tick
@@ -80,6 +105,7 @@ def overhead(requests: int) -> None:
             _ = np.asarray(out["actions"])
             theirs.append((time.perf_counter() - t0) * 1e3 - float(out["server_timing"]["infer_ms"]))
         client.close()
+    ours, theirs, arrival = ours[warmup:], theirs[warmup:], arrival[warmup:]  # the first: connections warming
     a, b, c = percentiles(ours), percentiles(theirs), percentiles(arrival)
     ratio = a["p99"] / b["p99"]
     print(f"1. observation-to-action overhead, inference excluded ({requests} requests, 2 x 256x256 -> 224)")
