@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, Final
@@ -58,6 +59,7 @@ from transports.stepping import StampedInputs, Step, StepRunner
 POLICY_DEFAULTS = {k: v for k, v in PolicyConfig.parameter_defaults().items() if k != Params.CONTROL_HZ}
 CONFIG_PARAMS = prefixed("policy", POLICY_DEFAULTS)  # policy.<PolicyConfig field>
 STATE = "state"
+RESULT_WAIT_S: Final = 1.0  # wall s a step's timing line waits for its action's result (servo_t) before it is written
 
 
 # Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
@@ -88,6 +90,10 @@ class PolicyNode(Node):
         self.task = self.config.task
         timing = str(self.get_parameter("timing_path").value)
         self._timing: IO[str] | None = None
+        # timing lines waiting for their action's result (/workcell/action_result): [key, row, deadline], in step
+        # order; rows_by_key: the rows not joined yet, by their action's stamp (microseconds)
+        self._unjoined: deque[tuple[int | None, dict[str, Any], float]] = deque()
+        self._rows_by_key: dict[int, dict[str, Any]] = {}
         if timing:
             Path(timing).parent.mkdir(parents=True, exist_ok=True)
             self._timing = open(timing, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 (closed at shutdown)
@@ -116,6 +122,7 @@ class PolicyNode(Node):
         self._diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, self.lockstep))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND, self.lockstep))
         sensor = qos(Qos.SENSOR_LOCKSTEP, True) if self.lockstep else qos(Qos.SENSOR)
         for cam in CAMERA_NAMES:
             self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), sensor)
@@ -165,6 +172,42 @@ class PolicyNode(Node):
                 return
             self.inputs.put(camera, ros_msgs.ns_from_stamp(msg.header.stamp), frame)
             self.latest.put_frame(camera, frame)
+
+    def _on_action_result(self, msg: String) -> None:
+        """The arm bridge's result of one of this node's actions: when its first servo target went out (``servo_t``)
+        joins that step's timing line, with the end-to-end latency from the camera frames' exposure."""
+        outcome = self.drops.decode("action_result", ros_msgs.action_result_from_msg, msg)
+        if outcome is None or outcome.source != SOURCE_POLICY or outcome.servo_time is None:
+            return
+        with self._lock:
+            row = self._rows_by_key.pop(round(outcome.stamp * 1e6), None)
+            if row is not None:
+                row["servo_t"] = outcome.servo_time
+                if row.get("exposure_t") is not None:
+                    row["e2e_ms"] = (outcome.servo_time - row["exposure_t"]) * 1e3
+        self._flush_timing()
+
+    def _timing_row(self, row: dict[str, Any]) -> None:
+        """Queue a step's timing line: written once its action's result joined it (or RESULT_WAIT_S passed; at
+        once with no action), in step order."""
+        if self._timing is None:
+            return
+        key = None if row["sent_t"] is None else round(row["sent_t"] * 1e6)
+        with self._lock:
+            self._unjoined.append((key, row, time.monotonic() + RESULT_WAIT_S))
+            if key is not None:
+                self._rows_by_key[key] = row
+        self._flush_timing()
+
+    def _flush_timing(self, force: bool = False) -> None:
+        with self._lock:
+            while self._unjoined and self._timing is not None:
+                key, row, deadline = self._unjoined[0]
+                if key is not None and key in self._rows_by_key and not force and time.monotonic() < deadline:
+                    return
+                self._unjoined.popleft()
+                self._rows_by_key.pop(key, None)
+                self._timing.write(json.dumps(row) + "\n")
 
     def _on_episode(self, msg: String) -> None:
         episode = self.drops.decode("episode", _episode_instruction, msg)
@@ -225,14 +268,15 @@ class PolicyNode(Node):
         if (change := self.cadence.add(record, time.monotonic())) is not None:
             level, text = change
             (self.get_logger().warning if level == WARNING else self.get_logger().info)(text)
+        sent = None  # the action's stamp: when it went on the wire (the step's sim time in lockstep)
         if record.action is not None:
-            stamp = ros_msgs.stamp_from_ns(step.time_ns) if self.lockstep else None
+            stamp = ros_msgs.stamp_from_ns(step.time_ns if self.lockstep else time.time_ns())
             self._pub.publish(ros_msgs.action_msg(record.action, SOURCE_POLICY, stamp))
-        row = record.as_dict()
+            sent = ros_msgs.wall_from_stamp(stamp)
+        row = {**record.as_dict(), "sent_t": sent, "servo_t": None, "e2e_ms": None}
         if self.lockstep:
             row["episode"] = self._episode  # the world's: a warm evaluation graph runs trial after trial
-        if self._timing is not None:
-            self._timing.write(json.dumps(row) + "\n")
+        self._timing_row(row)
         self.records = [*self.records[-199:], record]
         status = {"running": True, "connected": self.runner.connected, "task": self.task, "step": row}
         self._status.publish(String(data=json.dumps({**status, **self._status_extras()})))
@@ -314,8 +358,11 @@ class PolicyNode(Node):
         self._end_episode("shutdown")
         self.inputs.notify()
         self.runner.close()
+        self._flush_timing(force=True)
         if self._timing is not None:
-            self._timing.close()
+            with self._lock:
+                self._timing.close()
+                self._timing = None
 
 
 def _episode_instruction(msg: String) -> tuple[int, str]:
