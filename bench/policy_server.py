@@ -13,6 +13,11 @@
    server with ``delay_ms`` 100): period error of the handed-out actions and the longest pause, next to
    the synchronous mode.
 
+3. end-to-end latency (``--timing FILE``: of a deploy run's policy_node timing record, e.g. the deploy graph's
+   ``policy_timing:=FILE``; otherwise policy_node itself at 20 Hz against a server process with 30 ms of
+   inference, frames stamped as published, the action results answered as aubo_bridge's 500 Hz servo loop):
+   camera exposure to the action on the wire to its first servo target, p50 / p99 / max.
+
 Evaluation throughput is bench.scale's.
 
 Not a test: a missed target never fails the run. The machine is small and shared: read the ratios.
@@ -22,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 
@@ -152,13 +159,103 @@ def stream(seconds: float) -> None:
             )
 
 
+def e2e_summary(rows: list[dict]) -> None:
+    """End-to-end latency of the steps that carried a policy action (policy_node's timing record): camera
+    exposure to the action on the wire to its first servo target."""
+    joined = [r for r in rows if r.get("kind") == "chunk" and r.get("servo_t") is not None
+              and r.get("exposure_t") is not None]  # fmt: skip
+    chunked = sum(r.get("kind") == "chunk" for r in rows)
+    parts = {
+        "exposure -> first servo target (e2e_ms)": [r["e2e_ms"] for r in joined],
+        "exposure -> action on the wire": [(r["sent_t"] - r["exposure_t"]) * 1e3 for r in joined],
+        "on the wire -> first servo target": [(r["servo_t"] - r["sent_t"]) * 1e3 for r in joined],
+    }
+    print(f"   {len(joined)} of {chunked} policy actions joined to their action result")
+    for name, values in parts.items():
+        p = percentiles(values)
+        print(f"   {name:<42} p50 {fmt(p['p50'], 1)} ms, p99 {fmt(p['p99'], 1)} ms, max {fmt(p['max'], 1)} ms")
+
+
+def end_to_end(seconds: float, delay_ms: float = 30.0) -> list[dict]:
+    """policy_node itself (rclpy, its real client, frames preprocessed on arrival) against a server process
+    with ``delay_ms`` of inference, fed 256x256 frames at 20 Hz stamped when they are published (a camera whose
+    exposure is its publication), the action results answered as aubo_bridge's servo loop at 500 Hz in this
+    process would (``servo_time``: the next 2 ms deadline after the action came). Its timing record's rows."""
+    import tempfile
+    from pathlib import Path
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import Image, JointState
+    from std_msgs.msg import String
+
+    from libero_workcell import ros_msgs
+    from libero_workcell.contract import CAMERA_NAMES, Qos, Topics
+    from libero_workcell.ros_qos import qos
+    from policy_node.clients import local_url
+    from policy_node.node import PolicyNode
+
+    servo_ns = 2_000_000
+    with server_process(delay_ms) as (host, port), tempfile.TemporaryDirectory() as tmp:
+        timing = Path(tmp) / "timing.jsonl"
+        rclpy.init(args=["--ros-args", "-p", f"policy.url:={local_url(port, host)}", "-p", "policy.task:=pick",
+                         "-p", "policy.start_wait_steps:=0", "-p", f"timing_path:={timing}"])  # fmt: skip
+        node, feeder = PolicyNode(), rclpy.create_node("e2e_feeder")
+        try:
+            pub_state = feeder.create_publisher(JointState, Topics.ROBOT_STATE, qos(Qos.STATE))
+            pub_img = {c: feeder.create_publisher(Image, Topics.image(c), qos(Qos.SENSOR)) for c in CAMERA_NAMES}
+            pub_result = feeder.create_publisher(String, Topics.ACTION_RESULT, qos(Qos.COMMAND))
+
+            def on_action(msg: JointState) -> None:
+                now = time.time_ns()
+                servo = ros_msgs.stamp_from_ns((now // servo_ns + 1) * servo_ns)
+                values, source = ros_msgs.action_from_msg(msg)
+                pub_result.publish(ros_msgs.action_result_msg(msg.header.stamp, source, True, "ok", 0, values, servo))
+
+            feeder.create_subscription(JointState, Topics.ACTION, on_action, qos(Qos.COMMAND))
+            ex = SingleThreadedExecutor()
+            ex.add_node(node)
+            ex.add_node(feeder)
+            state = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
+            frames = [np.random.default_rng(k).integers(0, 255, (256, 256, 3), dtype=np.uint8) for k in range(4)]
+            end, next_feed, k = time.monotonic() + seconds, 0.0, 0
+            while time.monotonic() < end:
+                if time.monotonic() >= next_feed:
+                    t = time.time()
+                    pub_state.publish(ros_msgs.state_msg(state, t))
+                    for c in CAMERA_NAMES:
+                        pub_img[c].publish(ros_msgs.image_msg(frames[k % 4], t, c))
+                    next_feed, k = time.monotonic() + 0.05, k + 1
+                ex.spin_once(timeout_sec=0.002)
+            ex.shutdown()
+        finally:
+            node.shutdown()
+            node.destroy_node()
+            feeder.destroy_node()
+            rclpy.try_shutdown()
+        return [json.loads(line) for line in timing.read_text().splitlines()]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.policy_server")
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--timing", type=Path, default=None,
+                    help="summarise a deploy run's policy_node timing record (JSON lines) for 3. instead of running it")
+    ap.add_argument("--only", choices=("overhead", "stream", "e2e"), default=None)
     a = ap.parse_args(argv)
-    overhead(a.requests)
-    stream(a.seconds)
+    if a.only in (None, "overhead"):
+        overhead(a.requests)
+    if a.only in (None, "stream"):
+        stream(a.seconds)
+    if a.only in (None, "e2e"):
+        if a.timing is not None:
+            print(f"\n3. end-to-end latency in {a.timing}")
+            e2e_summary([json.loads(line) for line in a.timing.read_text().splitlines() if line.strip()])
+        else:
+            print(f"\n3. end-to-end latency, policy_node at 20 Hz, 30 ms inference ({a.seconds:g} s; camera stamps = "
+                  "publication, servo results from a 500 Hz stand-in of aubo_bridge's loop)")
+            e2e_summary(end_to_end(a.seconds))
     return 0
 
 

@@ -126,7 +126,7 @@ def action_result_from_msg(msg: String) -> ActionOutcome:
                 raise ValueError(f"applied must be {len(ACTION_NAMES)} finite numbers")
         servo = body.get("servo_time")  # (absent from an older arm bridge's results: not known)
         if servo is not None:
-            servo = wall_from_stamp(Time(sec=int(servo[0]), nanosec=int(servo[1])))
+            servo = ns_from_stamp(Time(sec=int(servo[0]), nanosec=int(servo[1]))) * 1e-9  # as Step.time reads ns
         return ActionOutcome(stamp, str(body["source"]), bool(body["accepted"]), str(body["reason"]), tick, applied,
                              servo)  # fmt: skip
     except (ValueError, KeyError, TypeError) as exc:

@@ -16,8 +16,11 @@ workcell in lockstep a step is the world's control step, taken on that step's ex
 reply's delay counts in sim time (``policy.latency``: 0, milliseconds or measured; policy_node.runner).
 ``/policy/status`` (JSON, every step) and ``/diagnostics`` (1 Hz) say what it is doing; ``timing_path`` (a
 JSON-lines file, one line per step: which action of which chunk, the round trip, the server's inference time,
-the observation's age, the delay in steps) keeps the evidence. Settings: ``policy.<field>`` of
-:class:`policy_node.config.PolicyConfig`; ``policy.task`` empty takes the simulated world's instruction.
+the observation's age, the delay in steps, and end to end the frames' exposure, the action's send and its first
+servo target, joined from aubo_bridge's /workcell/action_result) keeps the evidence. Camera frames are
+preprocessed for the policy in their callback (policy_node.observation.FrameInput): the tick only assembles.
+Settings: ``policy.<field>`` of :class:`policy_node.config.PolicyConfig`; ``policy.task`` empty takes the
+simulated world's instruction.
 
 The log says when the arm starts holding on a fault and why, and when the policy recovers (once per change,
 rate-limited), and ends each episode with a cadence report (policy_node.cadence). A bad input message (a frame
@@ -166,11 +169,11 @@ class PolicyNode(Node):
         for openpi's resize-with-pad), and stored with its own stamp as one FrameInput."""
         rgb = self.drops.decode(camera, image_from_msg, msg)
         if rgb is not None:
-            frame = self.drops.decode(camera, lambda m: self.latest.frame(ros_msgs.wall_from_stamp(m.header.stamp),
-                                                                          rgb), msg)  # fmt: skip
+            stamp_ns = ros_msgs.ns_from_stamp(msg.header.stamp)  # the stamp it is stored by, in s as Step.time reads it
+            frame = self.drops.decode(camera, lambda _m: self.latest.frame(stamp_ns * 1e-9, rgb), msg)
             if frame is None:
                 return
-            self.inputs.put(camera, ros_msgs.ns_from_stamp(msg.header.stamp), frame)
+            self.inputs.put(camera, stamp_ns, frame)
             self.latest.put_frame(camera, frame)
 
     def _on_action_result(self, msg: String) -> None:
@@ -180,19 +183,18 @@ class PolicyNode(Node):
         if outcome is None or outcome.source != SOURCE_POLICY or outcome.servo_time is None:
             return
         with self._lock:
-            row = self._rows_by_key.pop(round(outcome.stamp * 1e6), None)
+            row = self._rows_by_key.pop(_result_key(outcome.stamp), None)
             if row is not None:
                 row["servo_t"] = outcome.servo_time
                 if row.get("exposure_t") is not None:
                     row["e2e_ms"] = (outcome.servo_time - row["exposure_t"]) * 1e3
         self._flush_timing()
 
-    def _timing_row(self, row: dict[str, Any]) -> None:
-        """Queue a step's timing line: written once its action's result joined it (or RESULT_WAIT_S passed; at
-        once with no action), in step order."""
+    def _timing_row(self, row: dict[str, Any], key: int | None) -> None:
+        """Queue a step's timing line: written once its action's result (``key``: _result_key of its stamp) joined
+        it (or RESULT_WAIT_S passed; at once with no action), in step order."""
         if self._timing is None:
             return
-        key = None if row["sent_t"] is None else round(row["sent_t"] * 1e6)
         with self._lock:
             self._unjoined.append((key, row, time.monotonic() + RESULT_WAIT_S))
             if key is not None:
@@ -268,15 +270,16 @@ class PolicyNode(Node):
         if (change := self.cadence.add(record, time.monotonic())) is not None:
             level, text = change
             (self.get_logger().warning if level == WARNING else self.get_logger().info)(text)
-        sent = None  # the action's stamp: when it went on the wire (the step's sim time in lockstep)
+        sent, key = None, None  # the action's stamp: when it went on the wire (the step's sim time in lockstep)
         if record.action is not None:
-            stamp = ros_msgs.stamp_from_ns(step.time_ns if self.lockstep else time.time_ns())
+            sent_ns = step.time_ns if self.lockstep else time.time_ns()
+            stamp = ros_msgs.stamp_from_ns(sent_ns)
             self._pub.publish(ros_msgs.action_msg(record.action, SOURCE_POLICY, stamp))
-            sent = ros_msgs.wall_from_stamp(stamp)
+            sent, key = sent_ns * 1e-9, _result_key(ros_msgs.wall_from_stamp(stamp))
         row = {**record.as_dict(), "sent_t": sent, "servo_t": None, "e2e_ms": None}
         if self.lockstep:
             row["episode"] = self._episode  # the world's: a warm evaluation graph runs trial after trial
-        self._timing_row(row)
+        self._timing_row(row, key)
         self.records = [*self.records[-199:], record]
         status = {"running": True, "connected": self.runner.connected, "task": self.task, "step": row}
         self._status.publish(String(data=json.dumps({**status, **self._status_extras()})))
@@ -363,6 +366,11 @@ class PolicyNode(Node):
             with self._lock:
                 self._timing.close()
                 self._timing = None
+
+
+def _result_key(stamp_s: float) -> int:
+    """An action's key between its step and its result: its stamp as ActionOutcome reads it, in us."""
+    return round(stamp_s * 1e6)
 
 
 def _episode_instruction(msg: String) -> tuple[int, str]:
