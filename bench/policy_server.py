@@ -77,7 +77,7 @@ def overhead(requests: int, warmup: int = 20) -> None:
     rng = np.random.default_rng(0)
     frames = [rng.integers(0, 255, (256, 256, 3), dtype=np.uint8) for _ in range(8)]
     state = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
-    ours, theirs, arrival = [], [], []
+    ours, theirs, arrival, wire = [], [], [], []
     with server_process() as (host, port):
         url = local_url(port, host)
         client = TimedPolicyClient(url, timeout=2.0)
@@ -97,6 +97,7 @@ def overhead(requests: int, warmup: int = 20) -> None:
             obs = openpi_observation(inputs.snapshot(), "libero", "contract", "pick")
             reply = client.infer_reply(obs)
             ours.append((time.perf_counter() - t0) * 1e3 - (reply.server_infer_ms or 0.0))
+            wire.append(reply.round_trip_ms - (reply.server_infer_ms or 0.0))
             t0 = time.perf_counter()
             element = {  # openpi's examples/libero/main.py
                 "observation/image": image_tools.convert_to_uint8(
@@ -112,14 +113,16 @@ def overhead(requests: int, warmup: int = 20) -> None:
             _ = np.asarray(out["actions"])
             theirs.append((time.perf_counter() - t0) * 1e3 - float(out["server_timing"]["infer_ms"]))
         client.close()
-    ours, theirs, arrival = ours[warmup:], theirs[warmup:], arrival[warmup:]  # the first: connections warming
-    a, b, c = percentiles(ours), percentiles(theirs), percentiles(arrival)
+    ours, theirs, arrival, wire = ours[warmup:], theirs[warmup:], arrival[warmup:], wire[warmup:]  # warming up
+    a, b, c, w = percentiles(ours), percentiles(theirs), percentiles(arrival), percentiles(wire)
     ratio = a["p99"] / b["p99"]
     print(f"1. observation-to-action overhead, inference excluded ({requests} requests, 2 x 256x256 -> 224)")
     print(f"   policy_node (frames preprocessed on arrival, the tick assembles and sends): p50 {fmt(a['p50'])} ms, "
           f"p99 {fmt(a['p99'])} ms, max {fmt(a['max'])} ms")  # fmt: skip
     print(f"   openpi's own client loop (preprocessing at the tick):                    p50 {fmt(b['p50'])} ms, "
           f"p99 {fmt(b['p99'])} ms, max {fmt(b['max'])} ms")  # fmt: skip
+    print(f"   of policy_node's, the websocket round trip (send to reply, the server's unpacking and packing, "
+          f"inference excluded): p50 {fmt(w['p50'])} ms, p99 {fmt(w['p99'])} ms")
     print(f"   off the tick, in the image callbacks: p50 {fmt(c['p50'])} ms, p99 {fmt(c['p99'])} ms per pair of frames")
     print(f"   ratio of the p99s {ratio:.2f} (target <= {OVERHEAD_TARGET_RATIO:g}: "
           f"{'PASS' if ratio <= OVERHEAD_TARGET_RATIO else 'MISS'}); p99 {fmt(a['p99'])} ms (target <= "
