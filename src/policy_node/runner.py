@@ -81,6 +81,9 @@ class StepRecord:
     queued: int = 0  # actions left after this one
     delay_steps: float | None = None  # control steps from the observation its chunk answered to this step
     reason: str = ""  # why the arm holds on a fault (server lost, stale observation, a refused reply); "" otherwise
+    # when the camera frames of the observation its chunk answered were taken (the older frame's stamp: exposure,
+    # the world's render time in sim; same clock as ``t``); the node adds when it went out and its first servo target
+    exposure_t: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "action"}
@@ -100,6 +103,7 @@ class _Request:
     obs_age_ms: float
     t_obs: float = 0.0  # the clock's time of the observation (sim time in lockstep)
     sent: float = 0.0  # time.monotonic() when it was handed to the worker
+    exposure: float | None = None  # the observation's older camera frame's stamp (Snapshot.exposure)
 
 
 class PolicyRunner:
@@ -122,6 +126,8 @@ class PolicyRunner:
         kind = kind_for(config.url)
         self._connect: Connect = connect or kind.connect
         self._observation = kind.observation
+        # the protocol's per-frame transform (frame, view), made as frames arrive (policy_node.observation.FrameInput)
+        self.frame_input = kind.frame_input
         self.queue = ChunkQueue(config.replan_steps, config.blend_old)
         self.counters: Counter[str] = Counter()
         self.last_error = ""
@@ -132,7 +138,7 @@ class PolicyRunner:
         self._requests: queue.Queue[_Request | None] = queue.Queue(maxsize=1)
         self._replies: queue.Queue[tuple[_Request, Reply | Exception]] = queue.Queue()
         self._in_flight: _Request | None = None
-        self._chunk_info: dict[int, tuple[float, float, float | None]] = {}  # chunk -> (obs age, rtt, infer)
+        self._chunk_info: dict[int, tuple] = {}  # chunk -> (obs age, rtt, infer, t_obs, exposure)
         self._rtt_ms: deque[float] = deque(maxlen=RTT_WINDOW)
         self._waited = 0
         self._client: PolicyClient | None = None
@@ -181,11 +187,11 @@ class PolicyRunner:
             self.counters[f"idle_{kind}"] += 1
             return StepRecord(now, None, kind, reason=self._hold_reason(kind, fresh_age))
         validate_action(x.action)  # never hand out what was not checked (the chunk was; this is the last gate)
-        age, rtt, infer, t_obs = self._chunk_info.get(x.chunk, (None, None, None, None))
+        age, rtt, infer, t_obs, exposure = self._chunk_info.get(x.chunk, (None,) * 5)
         self.counters["actions"] += 1
         delay = None if t_obs is None else round((now - t_obs) / self.config.control_period, 6)
         return StepRecord(now, x.action, "chunk", x.chunk, x.index, x.blended, age, rtt, infer, self.queue.remaining,
-                          delay)  # fmt: skip
+                          delay, exposure_t=exposure)  # fmt: skip
 
     def _hold_reason(self, kind: str, age: float) -> str:
         """Why nothing is handed out on a fault; "" while a chunk is merely on its way."""
@@ -215,7 +221,7 @@ class PolicyRunner:
         obs = self._observation(snap, self.config.image_view, self.config.state_format, task,
                                 self.config.preference_text, sim_clock_ns=round(now * 1e9) if self.sim else None)
         chunk, at = self.queue.request()
-        req = _Request(chunk, at, obs, age * 1e3, now, time.monotonic())
+        req = _Request(chunk, at, obs, age * 1e3, now, time.monotonic(), snap.exposure())
         self._in_flight = req
         self._requests.put(req)
 
@@ -269,7 +275,8 @@ class PolicyRunner:
             self._refused = ""
             self._rtt_ms.append(result.round_trip_ms)
             joined = self.queue.join(req.chunk, result.actions, req.requested_at)
-            self._chunk_info[req.chunk] = (req.obs_age_ms, result.round_trip_ms, result.server_infer_ms, req.t_obs)
+            self._chunk_info[req.chunk] = (req.obs_age_ms, result.round_trip_ms, result.server_infer_ms, req.t_obs,
+                                           req.exposure)  # fmt: skip
             self._chunk_info.pop(req.chunk - 8, None)
             self.counters["chunks"] += 1
             if joined.queued == 0:

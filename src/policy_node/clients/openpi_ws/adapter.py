@@ -5,6 +5,10 @@ frame as the checkpoint was trained to see it, ``libero_workcell.image_conventio
 call the training export makes; then openpi's own ``image_tools.resize_with_pad`` to 224 and uint8),
 ``observation/state`` (float32, in the configured state format: ``policy_node.observation.state_vector``) and
 ``prompt``. In sim lockstep, :data:`SIM_CLOCK_KEY` too.
+
+The camera transform (:func:`camera_input`, about 1.7 ms per frame) is made when each frame arrives
+(policy_node.observation.FrameInput, ``ClientKind.frame_input`` is this function): the request takes the snapshot's
+preprocessed frames when they were made for its view, and transforms the raw frames only otherwise.
 """
 
 from __future__ import annotations
@@ -36,9 +40,12 @@ def camera_input(frame: np.ndarray, view: str, size: int = POLICY_IMAGE_SIZE) ->
 def openpi_observation(snap: Snapshot, view: str, state_format: str, task: str, preference: str = "", *,
                        sim_clock_ns: int | None = None) -> dict[str, Any]:  # fmt: skip
     """The request's dict (numpy arrays and a string: what msgpack-numpy sends)."""
+    prepared = snap.input_view == view  # made on arrival for this view (policy_node.observation.FrameInput)
     obs: dict[str, Any] = {
-        IMAGE_KEY: camera_input(snap.external, view),
-        WRIST_IMAGE_KEY: camera_input(snap.wrist, view),
+        IMAGE_KEY: snap.external_input if prepared and snap.external_input is not None
+        else camera_input(snap.external, view),
+        WRIST_IMAGE_KEY: snap.wrist_input if prepared and snap.wrist_input is not None
+        else camera_input(snap.wrist, view),
         STATE_KEY: state_vector(snap.state7, state_format),
         PROMPT_KEY: format_prompt(task, preference or None),
     }
