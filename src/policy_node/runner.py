@@ -45,7 +45,7 @@ import numpy as np
 from libero_workcell.contract import GRIPPER_OPEN, validate_action
 from policy_node.chunks import ChunkQueue, prefetch_steps
 from policy_node.clients import kind_for
-from policy_node.config import MODE_SYNC, PolicyConfig
+from policy_node.config import MODE_SYNC, SPLICE_BOUNDED, PolicyConfig
 from policy_node.observation import Snapshot
 from policy_node.protocol import (
     Connect,
@@ -122,7 +122,10 @@ class PolicyRunner:
         kind = kind_for(config.url)
         self._connect: Connect = connect or kind.connect
         self._observation = kind.observation
-        self.queue = ChunkQueue(config.replan_steps, config.blend_old)
+        self.queue = ChunkQueue(config.replan_steps, config.blend_old, config.splice == SPLICE_BOUNDED,
+                                config.min_splice_step)  # fmt: skip
+        self._delays: deque[int] = deque(maxlen=RTT_WINDOW)  # steps executed while each chunk was computed
+        self._cold = True  # the next chunk is the first of a connection or episode: its delay is not counted
         self.counters: Counter[str] = Counter()
         self.last_error = ""
         self._refused = ""  # the last reply refused, until a valid chunk comes: why the arm holds meanwhile
@@ -155,11 +158,23 @@ class PolicyRunner:
             rtt = max(self._rtt_ms) / 1e3 if self._rtt_ms else self.config.timeout / 2
         return prefetch_steps(self.config.replan_steps, rtt / self.config.control_period, self.config.prefetch_share)
 
+    def inference_delay(self) -> int:
+        """d: the control steps a chunk requested now is expected to take to arrive, from the delays measured
+        in actions executed while earlier chunks were computed (the largest of the recent ones, the first,
+        cold inference excluded); before any, the round-trip estimate's."""
+        if self._delays:
+            return max(self._delays)
+        if self.sim and self.config.latency_s is not None:
+            return math.ceil(self.config.latency_s / self.config.control_period - 1e-9)
+        rtt = max(self._rtt_ms) / 1e3 if self._rtt_ms else 0.0
+        return math.ceil(rtt / self.config.control_period)
+
     def step(self, snap: Snapshot | None, task: str) -> StepRecord:
         now = self._clock()
         self._join_replies(now)
         if self._lost.is_set():
             self._lost.clear()
+            self._cold = True
             if self.queue.clear():
                 self.counters["dropped_on_loss"] += 1
         fresh_age = snap.age(now) if snap is not None else math.inf
@@ -202,6 +217,7 @@ class PolicyRunner:
         """A new episode: drop what is queued and wait the start steps again."""
         self.queue.clear()
         self._waited = 0
+        self._cold = True
 
     def _wants_request(self, waiting: bool) -> bool:
         if self._in_flight is not None:
@@ -212,8 +228,10 @@ class PolicyRunner:
         return self.queue.remaining <= ahead and self.config.start_wait_steps - self._waited <= ahead
 
     def _request(self, snap: Snapshot, task: str, age: float, now: float) -> None:
+        rtc = {"committed": self.queue.committed(self.inference_delay())} if self.config.rtc else {}
         obs = self._observation(snap, self.config.image_view, self.config.state_format, task,
-                                self.config.preference_text, sim_clock_ns=round(now * 1e9) if self.sim else None)
+                                self.config.preference_text, sim_clock_ns=round(now * 1e9) if self.sim else None,
+                                **rtc)  # fmt: skip
         chunk, at = self.queue.request()
         req = _Request(chunk, at, obs, age * 1e3, now, time.monotonic())
         self._in_flight = req
@@ -269,6 +287,9 @@ class PolicyRunner:
             self._refused = ""
             self._rtt_ms.append(result.round_trip_ms)
             joined = self.queue.join(req.chunk, result.actions, req.requested_at)
+            if not self._cold:
+                self._delays.append(joined.dropped_past)
+            self._cold = False
             self._chunk_info[req.chunk] = (req.obs_age_ms, result.round_trip_ms, result.server_infer_ms, req.t_obs)
             self._chunk_info.pop(req.chunk - 8, None)
             self.counters["chunks"] += 1
