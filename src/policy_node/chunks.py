@@ -18,14 +18,16 @@ The rule, in both modes (``ChunkQueue``):
   close would be a half-closed command no policy asked for). Old actions beyond the new chunk's window are
   dropped: the newer observation wins.
 - **Bounded splice** (``bound_splice``, the node's default, ``policy.splice: bounded``). Each pose component
-  of an executed action differs from the one executed before it by at most S, where S is the largest
-  step-to-step change (over the six pose components) within the chunks involved: the chunk the last executed
-  action came from and the new one (both as the server sent them), and never less than ``min_splice_step``
-  (so two constant chunks that disagree still meet). At a join the queued actions are, from the last executed
-  action L: e_i = e_(i-1) + clip(t_i - e_(i-1), -S, S), t_i being the aligned (and overlap-blended) action; once
-  caught up (|t_i - e_(i-1)| <= S) this is t_i itself. So the jump at a splice is never larger than a step
-  the policy itself takes within a chunk (or ``min_splice_step``), and the new chunk is followed exactly as
-  soon as it is reached. The first chunk of an episode (nothing executed before it) is taken as it is.
+  c of an executed action differs from the one executed before it by at most S_c, the largest step-to-step
+  change of that component within the chunks involved: the chunk the last executed action came from and the
+  new one (both as the server sent them), and never less than ``min_splice_step`` (so two chunks that hold a
+  component still, at different values, still meet). At a join the queued actions are, from the last executed
+  action L: e_i = e_(i-1) + clip(t_i - e_(i-1), -S, S) per component, t_i being the aligned (and
+  overlap-blended) action; once caught up (|t_i - e_(i-1)| <= S) this is t_i itself. So the jump at a splice
+  is never larger than a step the policy itself takes within a chunk (or ``min_splice_step``), and the new
+  chunk is followed exactly as soon as it is reached. The first chunk of an episode, or after the queue was
+  dropped (nothing executed just before it), is taken as it is. Time alignment holds either way: no action
+  whose step has passed is ever executed.
 - **Synchronous** (openpi's own client): the next request goes out when the queue is empty, so the arm
   executes exactly ``replan_steps`` actions of each chunk and stands still during inference (k = 0, nothing
   blended). **Asynchronous** (prefetch): the request goes out while ``prefetch_steps`` actions are still
@@ -108,7 +110,7 @@ class ChunkQueue:
         self.min_splice_step = float(min_splice_step)
         self.executed = 0  # actions handed out so far
         self.last: ChunkAction | None = None  # the last action handed out (None at start and after clear)
-        self._step_of: dict[int, float] = {}  # chunk -> its largest step-to-step pose change (as sent)
+        self._step_of: dict[int, np.ndarray] = {}  # chunk -> its largest step of each pose component (as sent)
         self._queue: deque[ChunkAction] = deque()
         self._next_chunk = 0
 
@@ -147,7 +149,7 @@ class ChunkQueue:
         limited = 0
         self._step_of[chunk] = max_step(actions)
         if self.bound_splice and self.last is not None:
-            bound = max(self._step_of.get(self.last.chunk, 0.0), self._step_of[chunk], self.min_splice_step)
+            bound = self.splice_bound(self.last.chunk, chunk)
             prev = self.last.action[POSE]
             for i, x in enumerate(fresh):
                 pose = prev + np.clip(x.action[POSE] - prev, -bound, bound)
@@ -161,6 +163,12 @@ class ChunkQueue:
             del self._step_of[c]
         self._queue = deque(fresh)
         return Joined(chunk, k, min(len(old), len(window)), len(fresh), limited)
+
+    def splice_bound(self, old: int, new: int) -> np.ndarray:
+        """S: per pose component, the largest step between consecutive actions of chunk ``old`` or ``new`` (as
+        the server sent them), at least ``min_splice_step``."""
+        zero = np.zeros(6)
+        return np.maximum(np.maximum(self._step_of.get(old, zero), self._step_of.get(new, zero)), self.min_splice_step)
 
     def next(self) -> ChunkAction | None:
         """The action for this control step, or None when none is queued (the arm holds)."""
@@ -178,10 +186,10 @@ class ChunkQueue:
         return n
 
 
-def max_step(actions: np.ndarray) -> float:
-    """The largest change of any pose component between consecutive actions of a chunk (0 for one action)."""
+def max_step(actions: np.ndarray) -> np.ndarray:
+    """Per pose component, the largest change between consecutive actions of a chunk (zeros for one action)."""
     a = np.asarray(actions, dtype=np.float64)[:, POSE]
-    return float(np.max(np.abs(np.diff(a, axis=0)))) if len(a) > 1 else 0.0
+    return np.max(np.abs(np.diff(a, axis=0)), axis=0) if len(a) > 1 else np.zeros(6)
 
 
 def splice_jump(before: np.ndarray, after: np.ndarray) -> float:
