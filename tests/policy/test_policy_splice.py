@@ -75,9 +75,8 @@ def test_the_jump_at_every_splice_is_within_the_largest_step_inside_the_chunks_i
             bound = np.maximum(np.maximum(max_step(cs[prev.chunk]), max_step(cs[x.chunk])), FLOOR)
             jump = np.abs(x.action[POSE] - prev.action[POSE])
             assert np.all(jump <= bound + 1e-12), (jump, bound)
-        if not x.limited:  # once reached, the chunk's (overlap-blended) action itself
-            if not x.blended:
-                np.testing.assert_array_equal(x.action, cs[x.chunk][x.index])
+        if not x.limited and not x.blended:  # once reached, the chunk's action itself
+            np.testing.assert_array_equal(x.action, cs[x.chunk][x.index])
         assert x.action[6] == cs[x.chunk][x.index][6]  # the gripper is never limited nor blended
         prev = x
 
