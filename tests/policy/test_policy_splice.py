@@ -24,7 +24,7 @@ from policy_node.chunks import POSE, ChunkQueue, max_step
 from policy_node.config import PolicyConfig, PolicyConfigError
 from policy_node.observation import Snapshot
 from policy_node.runner import PolicyRunner
-from policy_node.serve import LocalPolicyServer
+from policy_node.serve import LocalPolicyServer, _parse, make_policy
 
 HZ = 20.0
 IMG = np.zeros((256, 256, 3), np.uint8)
@@ -213,3 +213,9 @@ def test_config_refuses_a_bad_splice_or_rtc() -> None:
         PolicyConfig(rtc="yes")
     with pytest.raises(PolicyConfigError, match="min_splice_step"):
         PolicyConfig(min_splice_step=0.0)
+
+
+def test_the_local_server_selects_reach_rtc_like_the_other_builtins() -> None:
+    policy = make_policy(_parse(["--policy", "reach-rtc", "--noise", "0.2", "--delay-ms", "100"]))
+    assert isinstance(policy, SampledReachPolicy) and (policy.noise, policy.delay_ms) == (0.2, 100.0)
+    assert type(make_policy(_parse([]))) is ReachPolicy
