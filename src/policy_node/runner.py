@@ -1,8 +1,8 @@
 """The deployment loop without ROS: observation in, at most one validated action out, every control step.
 
 :class:`PolicyRunner.step` is called at ``control_hz`` with the newest inputs. It joins chunks that came back
-(policy_node.chunks: time alignment, blending, the bounded splice), decides whether to request the next one (synchronous or
-prefetching), and hands out the action for this step, or None: then nothing is published and the arm
+(policy_node.chunks: time alignment, blending, the bounded splice), decides whether to request the next one
+(synchronous or prefetching), and hands out the action for this step, or None: then nothing is published and the arm
 driver's watchdog holds the arm (1.5 control periods), which is how every fault ends here:
 
 - the server is unreachable, closes the connection, times out (``timeout``), or answers with a traceback or a
@@ -19,8 +19,8 @@ The server is reached only through policy_node.protocol: the URL's scheme select
 observation adapter that builds each request (policy_node.clients; ``ws://``: openpi's websocket). Requests run
 on a worker thread (the clients are synchronous); a request carries the executed count it answers, so a late
 chunk is aligned or dropped, never executed out of time. With ``policy.rtc`` a request also carries the actions
-committed for the next d steps (d: :meth:`PolicyRunner.inference_delay`, measured in executed actions). Each step's record
-(:class:`StepRecord`) says which action of which chunk ran and how old its observation was, or why the arm
+committed for the next d steps (d: :meth:`PolicyRunner.inference_delay`, measured in executed actions). Each
+step's record (:class:`StepRecord`) says which action of which chunk ran and how old its observation was, or why the arm
 holds (``reason``).
 
 On the simulated workcell in lockstep (``sim``: the clock is the world's) a reply counts at a sim time of its
