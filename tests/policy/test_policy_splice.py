@@ -183,6 +183,39 @@ def test_rtc_fields_reach_openpi_server_and_the_rtc_server_starts_its_chunks_wit
     assert checked >= 4
 
 
+def test_on_the_wall_clock_with_150_ms_inference_no_action_whose_step_has_passed_is_executed() -> None:
+    """Paced at 20 Hz on the wall clock, the server really taking 150 ms: each chunk's delay is 3 steps or more
+    (a loaded machine adds some), and its executed indices start at the delay."""
+    with LocalPolicyServer(ReachPolicy(TARGET, 10, delay_ms=150)) as srv:
+        runner = PolicyRunner(PolicyConfig(url=srv.url, start_wait_steps=2, timeout=2.0))
+        joins: dict[int, int] = {}
+        real = runner.queue.join
+
+        def spy(chunk, actions, at):
+            j = real(chunk, actions, at)
+            joins[chunk] = j.dropped_past
+            return j
+
+        runner.queue.join = spy  # type: ignore[method-assign]
+        try:
+            deadline = time.monotonic() + 5.0
+            while not runner.connected:
+                assert time.monotonic() < deadline, runner.last_error
+                time.sleep(0.01)
+            records, t0 = [], time.perf_counter()
+            for k in range(60):
+                now = time.time()
+                records.append(runner.step(Snapshot(STATE.copy(), now, IMG, now, IMG, now), "reach"))
+                time.sleep(max(0.0, t0 + (k + 1) / HZ - time.perf_counter()))
+        finally:
+            runner.close()
+    executed = [r for r in records if r.kind == "chunk"]
+    assert len(executed) >= 30 and len(joins) >= 4
+    assert all(joins[c] >= 3 for c in joins if c > 0), joins
+    for r in executed:
+        assert r.index >= joins[r.chunk]
+
+
 def test_a_server_that_ignores_the_rtc_fields_still_works() -> None:
     policy = ReachPolicy(TARGET, 10)
     with LocalPolicyServer(policy) as srv:
