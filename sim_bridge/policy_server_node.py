@@ -3,7 +3,8 @@
 openpi-server's ``WebsocketPolicyServer`` (policy_node.serve.LocalPolicyServer) on ``host``:``port``
 (127.0.0.1 unless ``host`` says otherwise), serving ``policy``: ``expert`` (sim_bridge.expert_policy: the
 scripted expert's chunks, from the observed state and the world's ground truth, which this node reads from
-``/sim/ground_truth``) or ``reach`` (policy_node.builtin_policies: toward a fixed TCP position). The
+``/sim/ground_truth``), ``reach`` (policy_node.builtin_policies: toward a fixed TCP position) or ``reach-rtc``
+(the same as a sampled policy that does real-time chunking with policy_node's ``policy.rtc`` fields). The
 policy_node connects to it as it would to a GPU machine's server. ``delay_ms`` adds inference time.
 """
 
@@ -21,12 +22,12 @@ from libero_workcell.loopback import LOOPBACK
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
-from policy_node.builtin_policies import ReachPolicy
+from policy_node.builtin_policies import ReachPolicy, SampledReachPolicy
 from policy_node.serve import REACH_TARGET_DEFAULT, LocalPolicyServer
 from sim_bridge.expert_policy import ExpertChunkPolicy
 from transports.stepping import StampedInputs
 
-POLICIES = ("expert", "reach")
+POLICIES = ("expert", "reach", "reach-rtc")
 TRUTH = "truth"
 TRUTH_TIMEOUT = 5.0  # s (wall) a lockstep request waits for the ground truth of its moment
 WORLD_TIMEOUT = 60.0  # s (wall) for the world's ground truth publisher to be discovered, as the world waits for us
@@ -63,6 +64,8 @@ class PolicyServerNode(Node):
             policy = ExpertChunkPolicy(self.truth, horizon, hz, delay_ms=delay)
             self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE, True))
             self._await_world()
+        elif kind == "reach-rtc":
+            policy = SampledReachPolicy(REACH_TARGET_DEFAULT, horizon, delay, hz)
         else:
             policy = ReachPolicy(REACH_TARGET_DEFAULT, horizon, delay, hz)
         self.server = LocalPolicyServer(policy, str(p("host")), int(p("port")), {"policy": kind, "horizon": horizon})

@@ -12,6 +12,7 @@ protocol or math lives here.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import threading
 import time
@@ -99,6 +100,7 @@ class AuboBridgeNode(Node):
         if self.lockstep and self.driver_host != "node":
             raise ConfigError("the simulated arm runs in lockstep with the world in the node: driver_host must be "
                               "'node' when use_sim and lockstep (the driver process is for the real arm)")
+        self._servo_loop: RateLoop | None = None  # the servo loop in this process, on the wall clock
         if self.lockstep:
             from transports.sim_lockstep import SERVO, LockstepParticipant
 
@@ -128,6 +130,7 @@ class AuboBridgeNode(Node):
             servo_thread, servo_loop = run_loop(
                 self.config.servo_hz, self.driver.tick, self._stop, "servo", priority=CONTROL_PRIORITY
             )
+            self._servo_loop = servo_loop  # its deadlines: when an action's first servo target goes out
             self._servo_thread = servo_thread
             self._loop_stats = lambda: LoopStats.of(servo_loop, servo_thread)
             devices = (arm, gripper)
@@ -186,7 +189,7 @@ class AuboBridgeNode(Node):
         now = self.get_clock().now().nanoseconds if self.lockstep else time.time_ns()
         self._latency_ms.append((now - ros_msgs.ns_from_stamp(msg.header.stamp)) * 1e-6)
         result = self.driver.submit_action(values, source)
-        self._publish_result(msg, source, result)
+        self._publish_result(msg, source, result, self._servo_time_ns(now) if result.accepted else None)
         if self.lockstep:  # the servo tick of this step may be waiting for it
             with self._action_cond:
                 self._action_ns[source] = max(self._action_ns.get(source, -1), ros_msgs.ns_from_stamp(msg.header.stamp))
@@ -220,11 +223,29 @@ class AuboBridgeNode(Node):
         return done
 
     # ------------------------------------------------------------ publishing
-    def _publish_result(self, msg: JointState, source: str, result: ActionResult) -> None:
+    def _publish_result(self, msg: JointState, source: str, result: ActionResult,
+                        servo_ns: int | None = None) -> None:  # fmt: skip
         r = result
-        self._pub_result.publish(
-            ros_msgs.action_result_msg(msg.header.stamp, source, r.accepted, r.reason, r.servo_tick, r.applied)
-        )
+        servo = None if servo_ns is None else ros_msgs.stamp_from_ns(servo_ns)
+        self._pub_result.publish(ros_msgs.action_result_msg(msg.header.stamp, source, r.accepted, r.reason,
+                                                            r.servo_tick, r.applied, servo))  # fmt: skip
+
+    def _servo_time_ns(self, now_ns: int) -> int:
+        """When the first servo target carrying an action taken at ``now_ns`` goes out (the result's
+        ``servo_time``): in lockstep the world's tick waiting for it (sim time); with the servo loop in this
+        process its next deadline (wall); with the driver in its own process at most one servo period after
+        it was taken (an upper bound: that loop's deadlines are not seen here)."""
+        period_ns = round(self.config.servo_period * 1e9)
+        if self.lockstep:
+            return self._sim_ns
+        loop = self._servo_loop
+        deadline = None if loop is None else loop.deadline
+        if deadline is None:
+            return now_ns + period_ns
+        ahead = deadline - time.perf_counter()  # the loop's clock is perf_counter
+        if ahead < 0:  # that tick ran: the next ones follow every period
+            ahead += self.config.servo_period * math.ceil(-ahead / self.config.servo_period)
+        return now_ns + round(ahead * 1e9)
 
     def _publish_source(self, source: str | None = None) -> None:
         self._pub_source.publish(String(data=source or self.driver.status().active_source))

@@ -93,15 +93,21 @@ class ActionOutcome(NamedTuple):
     servo_tick: int | None  # accepted: servo ticks computed before it took effect (aubo_bridge.driver)
     # accepted: the 7-D action the driver applied (after its clipping: what the arm did); None when refused
     applied: tuple[float, ...] | None = None
+    # accepted: when the first servo target carrying it went out (wall s; sim time in lockstep); None if refused
+    # or not said (an older arm bridge)
+    servo_time: float | None = None
 
 
 def action_result_msg(
-    stamp: Time, source: str, accepted: bool, reason: str, servo_tick: int | None, applied: Sequence[float] | None
+    stamp: Time, source: str, accepted: bool, reason: str, servo_tick: int | None, applied: Sequence[float] | None,
+    servo_time: Time | None = None,
 ) -> String:
-    """``applied``: the 7-D action the driver applied (ActionResult.applied), None when it refused it."""
+    """``applied``: the 7-D action the driver applied (ActionResult.applied), None when it refused it;
+    ``servo_time``: when its first servo target went out (aubo_bridge), None when refused."""
     body = {"stamp": [int(stamp.sec), int(stamp.nanosec)], "source": source, "accepted": bool(accepted),
             "reason": reason, "servo_tick": servo_tick,
-            "applied": None if applied is None else [float(v) for v in applied]}  # fmt: skip
+            "applied": None if applied is None else [float(v) for v in applied],
+            "servo_time": None if servo_time is None else [int(servo_time.sec), int(servo_time.nanosec)]}  # fmt: skip
     return String(data=json.dumps(body))
 
 
@@ -118,7 +124,11 @@ def action_result_from_msg(msg: String) -> ActionOutcome:
             applied = tuple(float(v) for v in applied)
             if len(applied) != len(ACTION_NAMES) or not all(math.isfinite(v) for v in applied):
                 raise ValueError(f"applied must be {len(ACTION_NAMES)} finite numbers")
-        return ActionOutcome(stamp, str(body["source"]), bool(body["accepted"]), str(body["reason"]), tick, applied)
+        servo = body.get("servo_time")  # (absent from an older arm bridge's results: not known)
+        if servo is not None:
+            servo = ns_from_stamp(Time(sec=int(servo[0]), nanosec=int(servo[1]))) * 1e-9  # as Step.time reads ns
+        return ActionOutcome(stamp, str(body["source"]), bool(body["accepted"]), str(body["reason"]), tick, applied,
+                             servo)  # fmt: skip
     except (ValueError, KeyError, TypeError) as exc:
         raise ContractError(f"not an action result: {msg.data[:80]!r} ({exc})") from None
 

@@ -4,6 +4,11 @@
   toward a target TCP position, stepping the tracking law (libero_workcell.tracking_law) on a model of the
   arm's LIBERO response (libero_workcell.action_response), so each chunk is what the arm should be told over the
   next H steps from where it is now.
+- :class:`SampledReachPolicy` (``reach-rtc``) is ``reach`` as a flow-matching VLA answers: each chunk is one
+  sample, the plan plus a smooth offset drawn afresh per request (``noise``), so two chunks for the same steps
+  disagree the way two samples do. Given ``prev_actions`` and ``inference_delay`` (policy.rtc) it does what a
+  real-time chunking server does (Black et al. 2025): its first d actions are the committed ones and the rest
+  leave them through RTC's soft mask. Without them it is a plain server. It records what it received.
 - :class:`FaultyPolicy` wraps one and, from its ``after``-th call on, answers as a broken server would:
   NaN actions, the wrong shape, no ``actions`` key, or an exception (openpi-server then sends the traceback
   as a text frame and closes with 1011). The tests use it; so can a lab checking its own client.
@@ -25,6 +30,35 @@ from libero_workcell.contract import CONTROL_HZ_DEFAULT, GRIPPER_OPEN, action_to
 from libero_workcell.tracking_law import tracking_action
 
 FAULTS: Final = ("nan", "shape", "missing", "raise")
+PREV_ACTIONS: Final = "prev_actions"  # policy.rtc's keys (policy_node.clients.openpi_ws.adapter)
+INFERENCE_DELAY: Final = "inference_delay"
+SAMPLE_NOISE_DEFAULT: Final = 0.1  # action units: the spread of SampledReachPolicy's samples
+
+
+def rtc_soft_mask(horizon: int, delay: int) -> np.ndarray:
+    """RTC's prefix weights (Black et al. 2025, eq. 5, execution horizon 0): 1 for the d committed actions, then
+    c_i (e^c_i - 1) / (e - 1) with c_i = (H - i) / (H - d + 1), decaying to 0 by the chunk's end."""
+    i = np.arange(horizon, dtype=np.float64)
+    c = (horizon - i) / max(horizon - delay + 1, 1)
+    w = c * np.expm1(c) / np.expm1(1.0)
+    w[: max(0, delay)] = 1.0
+    return np.clip(w, 0.0, 1.0)
+
+
+def inpaint(sample: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    """A chunk whose first d = len(prev) actions are ``prev`` and whose rest is the sample, offset by the
+    difference at the last committed action times RTC's soft mask: the guidance toward the committed actions
+    continued, which the flow's inpainting does to the whole chunk."""
+    out = np.array(sample, dtype=np.float64)
+    d = min(len(prev), len(out))
+    if d == 0:
+        return out
+    out[:d] = prev[:d]
+    w = rtc_soft_mask(len(out), d)[d:, None]
+    offset = np.asarray(prev[d - 1], float) - np.asarray(sample[d - 1], float)
+    offset[6] = 0.0  # the gripper is the sample's after the committed steps
+    out[d:] = sample[d:] + w * offset
+    return np.clip(out, -1.0, 1.0)
 
 
 class ReachPolicy(BasePolicy):
@@ -62,6 +96,41 @@ class ReachPolicy(BasePolicy):
         if spare > 0:
             time.sleep(spare)
         return {"actions": actions, "policy_timing": {"infer_ms": (time.monotonic() - t0) * 1e3}}
+
+
+class SampledReachPolicy(ReachPolicy):
+    """``reach`` with a fresh smooth offset per chunk (a sample), and real-time chunking's inpainting when the
+    request carries the committed actions (``prev_actions``, ``inference_delay``)."""
+
+    def __init__(self, target: np.ndarray, horizon: int = 10, delay_ms: float = 0.0,
+                 control_hz: float = CONTROL_HZ_DEFAULT, noise: float = SAMPLE_NOISE_DEFAULT,
+                 seed: int | None = 0) -> None:  # fmt: skip
+        super().__init__(target, horizon, delay_ms, control_hz)
+        if not 0.0 <= noise <= 0.5:
+            raise ValueError(f"noise must be in [0, 0.5], got {noise}")
+        self.noise = float(noise)
+        self._rng = np.random.default_rng(seed)
+        self.received: list[tuple[int, tuple[int, ...], str]] = []  # (inference_delay, prev_actions' shape, dtype)
+        self.keys_seen: set[str] = set()
+
+    def infer(self, obs: dict) -> dict:
+        self.keys_seen.update(obs)
+        reply = super().infer(obs)
+        h = len(reply["actions"])
+        j = np.arange(h)[:, None] / max(h - 1, 1)
+        start, end = self._rng.uniform(-self.noise, self.noise, (2, 6))  # a smooth offset: a line over the chunk
+        sample = np.array(reply["actions"], float)
+        sample[:, :6] += start + (end - start) * j
+        sample = np.clip(sample, -1.0, 1.0)
+        if PREV_ACTIONS in obs and INFERENCE_DELAY in obs:
+            prev = np.asarray(obs[PREV_ACTIONS])
+            d = int(obs[INFERENCE_DELAY])
+            self.received.append((d, tuple(prev.shape), str(prev.dtype)))
+            if prev.ndim != 2 or prev.shape[1] != 7 or d != len(prev):
+                raise ValueError(f"prev_actions must be (inference_delay, 7), got {prev.shape} and {d}")
+            sample = inpaint(sample, prev.astype(np.float64))
+        reply["actions"] = sample
+        return reply
 
 
 class FaultyPolicy(BasePolicy):

@@ -17,6 +17,17 @@ The rule, in both modes (``ChunkQueue``):
   async-inference default, 0.3 old + 0.7 new), the new chunk's gripper command as it is (a blend of open and
   close would be a half-closed command no policy asked for). Old actions beyond the new chunk's window are
   dropped: the newer observation wins.
+- **Bounded splice** (``bound_splice``, the node's default, ``policy.splice: bounded``). Each pose component
+  c of an executed action differs from the one executed before it by at most S_c, the largest step-to-step
+  change of that component within the chunks involved: the chunk the last executed action came from and the
+  new one (both as the server sent them), and never less than ``min_splice_step`` (so two chunks that hold a
+  component still, at different values, still meet). At a join the queued actions are, from the last executed
+  action L: e_i = e_(i-1) + clip(t_i - e_(i-1), -S, S) per component, t_i being the aligned (and
+  overlap-blended) action; once caught up (|t_i - e_(i-1)| <= S) this is t_i itself. So the jump at a splice
+  is never larger than a step the policy itself takes within a chunk (or ``min_splice_step``), and the new
+  chunk is followed exactly as soon as it is reached. The first chunk of an episode, or after the queue was
+  dropped (nothing executed just before it), is taken as it is. Time alignment holds either way: no action
+  whose step has passed is ever executed.
 - **Synchronous** (openpi's own client): the next request goes out when the queue is empty, so the arm
   executes exactly ``replan_steps`` actions of each chunk and stands still during inference (k = 0, nothing
   blended). **Asynchronous** (prefetch): the request goes out while ``prefetch_steps`` actions are still
@@ -39,6 +50,7 @@ import numpy as np
 from libero_workcell.contract import ACTION_DIM, ContractError, validate_action
 
 BLEND_OLD_DEFAULT: Final = 0.3  # LeRobot's async inference: 0.3 old + 0.7 new where chunks overlap
+MIN_SPLICE_STEP_DEFAULT: Final = 0.05  # action units ([-1, 1]): the bounded splice's least step per control step
 POSE: Final = slice(0, 6)  # the pose components of an action; index 6 is the gripper
 
 
@@ -50,6 +62,7 @@ class ChunkAction:
     chunk: int  # the chunk's sequence number (0, 1, ... in the order requested)
     index: int  # its index in that chunk
     blended: bool  # blended with the previous chunk's action for the same step
+    limited: bool = False  # moved toward the chunk's action by the splice bound, not yet on it
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,7 @@ class Joined:
     dropped_past: int  # leading actions for steps already executed while the request was in flight
     blended: int
     queued: int  # actions of this chunk now queued (0: the chunk was stale)
+    limited: int = 0  # of them, how many the splice bound moved short of the chunk's action
 
 
 def validate_chunk(actions: object, min_length: int = 1) -> np.ndarray:
@@ -82,20 +96,33 @@ def validate_chunk(actions: object, min_length: int = 1) -> np.ndarray:
 class ChunkQueue:
     """The actions to execute, step by step; see the module docstring for the rule."""
 
-    def __init__(self, replan_steps: int, blend_old: float = BLEND_OLD_DEFAULT) -> None:
+    def __init__(self, replan_steps: int, blend_old: float = BLEND_OLD_DEFAULT, bound_splice: bool = False,
+                 min_splice_step: float = MIN_SPLICE_STEP_DEFAULT) -> None:  # fmt: skip
         if replan_steps < 1:
             raise ValueError(f"replan_steps must be >= 1, got {replan_steps}")
         if not 0.0 <= blend_old < 1.0:
             raise ValueError(f"blend_old must be in [0, 1), got {blend_old}")
+        if not min_splice_step > 0.0:
+            raise ValueError(f"min_splice_step must be > 0, got {min_splice_step}")
         self.replan_steps = int(replan_steps)
         self.blend_old = float(blend_old)
+        self.bound_splice = bool(bound_splice)
+        self.min_splice_step = float(min_splice_step)
         self.executed = 0  # actions handed out so far
+        self.last: ChunkAction | None = None  # the last action handed out (None at start and after clear)
+        self._step_of: dict[int, np.ndarray] = {}  # chunk -> its largest step of each pose component (as sent)
         self._queue: deque[ChunkAction] = deque()
         self._next_chunk = 0
 
     @property
     def remaining(self) -> int:
         return len(self._queue)
+
+    def committed(self, steps: int) -> np.ndarray:
+        """The next ``steps`` queued actions (fewer if fewer are queued), (n, 7): what the arm will execute
+        while a chunk requested now is computed (real-time chunking's committed prefix)."""
+        rows = [x.action for x in list(self._queue)[: max(0, int(steps))]]
+        return np.array(rows, dtype=np.float64).reshape(len(rows), ACTION_DIM)
 
     def request(self) -> tuple[int, int]:
         """A chunk is being requested now: (its sequence number, the executed count it answers)."""
@@ -119,21 +146,55 @@ class ChunkQueue:
             if blended:
                 a[POSE] = self.blend_old * old[i].action[POSE] + (1.0 - self.blend_old) * a[POSE]
             fresh.append(ChunkAction(a, chunk, k + i, blended))
+        limited = 0
+        self._step_of[chunk] = max_step(actions)
+        if self.bound_splice and self.last is not None:
+            bound = self.splice_bound(self.last.chunk, chunk)
+            prev = self.last.action[POSE]
+            for i, x in enumerate(fresh):
+                pose = prev + np.clip(x.action[POSE] - prev, -bound, bound)
+                if not np.array_equal(pose, x.action[POSE]):
+                    a = x.action.copy()
+                    a[POSE] = pose
+                    fresh[i] = ChunkAction(a, x.chunk, x.index, x.blended, True)
+                    limited += 1
+                prev = pose
+        for c in [c for c in self._step_of if c < chunk - 8]:
+            del self._step_of[c]
         self._queue = deque(fresh)
-        return Joined(chunk, k, min(len(old), len(window)), len(fresh))
+        return Joined(chunk, k, min(len(old), len(window)), len(fresh), limited)
+
+    def splice_bound(self, old: int, new: int) -> np.ndarray:
+        """S: per pose component, the largest step between consecutive actions of chunk ``old`` or ``new`` (as
+        the server sent them), at least ``min_splice_step``."""
+        zero = np.zeros(6)
+        return np.maximum(np.maximum(self._step_of.get(old, zero), self._step_of.get(new, zero)), self.min_splice_step)
 
     def next(self) -> ChunkAction | None:
         """The action for this control step, or None when none is queued (the arm holds)."""
         if not self._queue:
             return None
         self.executed += 1
-        return self._queue.popleft()
+        self.last = self._queue.popleft()
+        return self.last
 
     def clear(self) -> int:
         """Drop every queued action (the server was lost, the episode ended); how many were dropped."""
         n = len(self._queue)
         self._queue.clear()
+        self.last = None  # what follows starts afresh (a new episode, a new connection): no splice
         return n
+
+
+def max_step(actions: np.ndarray) -> np.ndarray:
+    """Per pose component, the largest change between consecutive actions of a chunk (zeros for one action)."""
+    a = np.asarray(actions, dtype=np.float64)[:, POSE]
+    return np.max(np.abs(np.diff(a, axis=0)), axis=0) if len(a) > 1 else np.zeros(6)
+
+
+def splice_jump(before: np.ndarray, after: np.ndarray) -> float:
+    """The jump between two consecutive executed actions: the largest change of a pose component."""
+    return float(np.max(np.abs(np.asarray(after, float)[POSE] - np.asarray(before, float)[POSE])))
 
 
 def prefetch_steps(replan_steps: int, round_trip_steps: float, share: float = 0.5) -> int:

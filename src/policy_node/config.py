@@ -9,7 +9,7 @@ from typing import ClassVar, Final
 from libero_workcell.config_base import MappedConfig
 from libero_workcell.contract import CONTROL_HZ_DEFAULT
 from libero_workcell.image_convention import POLICY_LIBERO, POLICY_VIEWS
-from policy_node.chunks import BLEND_OLD_DEFAULT
+from policy_node.chunks import BLEND_OLD_DEFAULT, MIN_SPLICE_STEP_DEFAULT
 from policy_node.clients import scheme_of
 from policy_node.observation import STATE_CONTRACT, STATE_FORMATS
 from policy_node.protocol import MAX_REPLY_BYTES_DEFAULT
@@ -21,6 +21,9 @@ TASK_PARAM: Final = "policy.task"
 MODE_ASYNC: Final = "async"  # prefetch the next chunk while this one runs (policy_node.chunks)
 MODE_SYNC: Final = "sync"  # openpi's LIBERO client: stand still while each chunk is computed
 MODES: Final = (MODE_ASYNC, MODE_SYNC)
+SPLICE_BOUNDED: Final = "bounded"  # each executed step within the chunks' own largest step (policy_node.chunks)
+SPLICE_BLEND: Final = "blend"  # the overlap blend alone (LeRobot's): the jump at a splice is not bounded
+SPLICES: Final = (SPLICE_BOUNDED, SPLICE_BLEND)
 # How a reply's delay counts on the simulated workcell in lockstep (docs/sim_time.md): "0" (LIBERO's protocol: the
 # world waits for the policy), a number of milliseconds (each reply counts that much sim time after its
 # observation), "measured" (each reply counts its measured round trip). On the wall clock replies count when
@@ -61,6 +64,11 @@ class PolicyConfig(MappedConfig):
     replan_steps: int = 5  # actions used of each chunk (openpi's LIBERO client: 5)
     prefetch_share: float = 0.5  # async: request when this share of a window is left (LeRobot's 0.5) ...
     blend_old: float = BLEND_OLD_DEFAULT  # ... and blend overlapping actions old x this + new x (1 - this)
+    splice: str = SPLICE_BOUNDED  # how a new chunk takes over from the running one (SPLICES)
+    min_splice_step: float = MIN_SPLICE_STEP_DEFAULT  # bounded: the least step allowed per control step
+    # real-time chunking: send the actions committed for the next d steps and d with each observation
+    # (prev_actions, inference_delay: policy_node.clients.openpi_ws.adapter); servers that do not know them ignore them
+    rtc: bool = False
     start_wait_steps: int = 10  # hold steps ([0]*6 + [-1]) before the first chunk (openpi's LIBERO client: 10)
     max_obs_age: float = 0.15  # s: an observation older than this (state or either camera) is never sent
     image_view: str = POLICY_LIBERO  # what the checkpoint was trained to see (image_convention.POLICY_VIEWS)
@@ -92,6 +100,13 @@ class PolicyConfig(MappedConfig):
             raise PolicyConfigError(f"prefetch_share must be in [0, 1], got {self.prefetch_share!r}")
         if not 0.0 <= self.blend_old < 1.0:
             raise PolicyConfigError(f"blend_old must be in [0, 1), got {self.blend_old!r}")
+        if self.splice not in SPLICES:
+            raise PolicyConfigError(f"splice must be one of {list(SPLICES)}, got {self.splice!r}")
+        if isinstance(self.min_splice_step, bool) or not isinstance(self.min_splice_step, (int, float)) \
+                or not (math.isfinite(self.min_splice_step) and 0 < self.min_splice_step <= 2):  # fmt: skip
+            raise PolicyConfigError(f"min_splice_step must be in (0, 2], got {self.min_splice_step!r}")
+        if not isinstance(self.rtc, bool):
+            raise PolicyConfigError(f"rtc must be true or false, got {self.rtc!r}")
         if self.image_view not in POLICY_VIEWS:
             raise PolicyConfigError(f"image_view must be one of {list(POLICY_VIEWS)}, got {self.image_view!r}")
         if self.state_format not in STATE_FORMATS:

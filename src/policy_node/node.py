@@ -16,8 +16,11 @@ workcell in lockstep a step is the world's control step, taken on that step's ex
 reply's delay counts in sim time (``policy.latency``: 0, milliseconds or measured; policy_node.runner).
 ``/policy/status`` (JSON, every step) and ``/diagnostics`` (1 Hz) say what it is doing; ``timing_path`` (a
 JSON-lines file, one line per step: which action of which chunk, the round trip, the server's inference time,
-the observation's age, the delay in steps) keeps the evidence. Settings: ``policy.<field>`` of
-:class:`policy_node.config.PolicyConfig`; ``policy.task`` empty takes the simulated world's instruction.
+the observation's age, the delay in steps, and end to end the frames' exposure, the action's send and its first
+servo target, joined from aubo_bridge's /workcell/action_result) keeps the evidence. Camera frames are
+preprocessed for the policy in their callback (policy_node.observation.FrameInput): the tick only assembles.
+Settings: ``policy.<field>`` of :class:`policy_node.config.PolicyConfig`; ``policy.task`` empty takes the
+simulated world's instruction.
 
 The log says when the arm starts holding on a fault and why, and when the policy recovers (once per change,
 rate-limited), and ends each episode with a cadence report (policy_node.cadence). A bad input message (a frame
@@ -30,6 +33,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, Final
@@ -51,13 +55,14 @@ from libero_workcell.ros_qos import qos
 from policy_node.cadence import WARNING, Cadence
 from policy_node.config import TASK_PARAM, PolicyConfig
 from policy_node.inputs import InputDrops, image_from_msg, state_from_msg
-from policy_node.observation import Snapshot
+from policy_node.observation import LatestInputs, Snapshot, snapshot_of
 from policy_node.runner import PolicyRunner, StepRecord
 from transports.stepping import StampedInputs, Step, StepRunner
 
 POLICY_DEFAULTS = {k: v for k, v in PolicyConfig.parameter_defaults().items() if k != Params.CONTROL_HZ}
 CONFIG_PARAMS = prefixed("policy", POLICY_DEFAULTS)  # policy.<PolicyConfig field>
 STATE = "state"
+RESULT_WAIT_S: Final = 1.0  # wall s a step's timing line waits for its action's result (servo_t) before it is written
 
 
 # Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
@@ -88,6 +93,10 @@ class PolicyNode(Node):
         self.task = self.config.task
         timing = str(self.get_parameter("timing_path").value)
         self._timing: IO[str] | None = None
+        # timing lines waiting for their action's result (/workcell/action_result): [key, row, deadline], in step
+        # order; rows_by_key: the rows not joined yet, by their action's stamp (microseconds)
+        self._unjoined: deque[tuple[int | None, dict[str, Any], float]] = deque()
+        self._rows_by_key: dict[int, dict[str, Any]] = {}
         if timing:
             Path(timing).parent.mkdir(parents=True, exist_ok=True)
             self._timing = open(timing, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 (closed at shutdown)
@@ -95,8 +104,6 @@ class PolicyNode(Node):
         self.drops = InputDrops(self.get_logger())
         self.cadence = Cadence(self.config.control_hz)
         self.episode_report = ""  # the last episode's cadence report (policy_node.cadence)
-        self._state: tuple[float, np.ndarray] | None = None
-        self._frames: dict[str, tuple[float, np.ndarray]] = {}
         # On the physical cell the policy never drives by itself: only an explicit /policy/start (logged) starts
         # it, whatever autostart says (enabling the arm must not hand it to a policy already streaming).
         self.autostart = bool(self.get_parameter("autostart").value) and bool(p(Params.USE_SIM))
@@ -108,7 +115,9 @@ class PolicyNode(Node):
         self._now = 0.0  # lockstep: the step's sim time, the runner's clock
         self.runner = PolicyRunner(self.config, clock=lambda: self._now, sim=True) if self.lockstep else \
             PolicyRunner(self.config)
-        self.inputs = StampedInputs((STATE, *CAMERA_NAMES))
+        self.inputs = StampedInputs((STATE, *CAMERA_NAMES))  # lockstep: by stamp (frames as FrameInput)
+        # wall clock: the newest, each frame preprocessed for the policy in its callback (the tick only assembles)
+        self.latest = LatestInputs(CAMERA_NAMES, self.runner.frame_input, self.config.image_view)
         self._instructions: dict[int, str] = {}  # sim: each world episode's instruction
         self._episode = -1
         self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, self.lockstep))
@@ -116,6 +125,7 @@ class PolicyNode(Node):
         self._diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, self.lockstep))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND, self.lockstep))
         sensor = qos(Qos.SENSOR_LOCKSTEP, True) if self.lockstep else qos(Qos.SENSOR)
         for cam in CAMERA_NAMES:
             self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), sensor)
@@ -152,15 +162,54 @@ class PolicyNode(Node):
         state = self.drops.decode(STATE, state_from_msg, msg)
         if state is not None:
             self.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), state)
-            with self._lock:
-                self._state = (ros_msgs.wall_from_stamp(msg.header.stamp), state)
+            self.latest.put_state(ros_msgs.wall_from_stamp(msg.header.stamp), state)
 
     def _on_image(self, camera: str, msg: Image) -> None:
+        """The frame is made ready for the policy here, as it arrives (the protocol's transform; about 1.7 ms
+        for openpi's resize-with-pad), and stored with its own stamp as one FrameInput."""
         rgb = self.drops.decode(camera, image_from_msg, msg)
         if rgb is not None:
-            self.inputs.put(camera, ros_msgs.ns_from_stamp(msg.header.stamp), rgb)
-            with self._lock:
-                self._frames[camera] = (ros_msgs.wall_from_stamp(msg.header.stamp), rgb)
+            stamp_ns = ros_msgs.ns_from_stamp(msg.header.stamp)  # the stamp it is stored by, in s as Step.time reads it
+            frame = self.drops.decode(camera, lambda _m: self.latest.frame(stamp_ns * 1e-9, rgb), msg)
+            if frame is None:
+                return
+            self.inputs.put(camera, stamp_ns, frame)
+            self.latest.put_frame(camera, frame)
+
+    def _on_action_result(self, msg: String) -> None:
+        """The arm bridge's result of one of this node's actions: when its first servo target went out (``servo_t``)
+        joins that step's timing line, with the end-to-end latency from the camera frames' exposure."""
+        outcome = self.drops.decode("action_result", ros_msgs.action_result_from_msg, msg)
+        if outcome is None or outcome.source != SOURCE_POLICY or outcome.servo_time is None:
+            return
+        with self._lock:
+            row = self._rows_by_key.pop(_result_key(outcome.stamp), None)
+            if row is not None:
+                row["servo_t"] = outcome.servo_time
+                if row.get("exposure_t") is not None:
+                    row["e2e_ms"] = (outcome.servo_time - row["exposure_t"]) * 1e3
+        self._flush_timing()
+
+    def _timing_row(self, row: dict[str, Any], key: int | None) -> None:
+        """Queue a step's timing line: written once its action's result (``key``: _result_key of its stamp) joined
+        it (or RESULT_WAIT_S passed; at once with no action), in step order."""
+        if self._timing is None:
+            return
+        with self._lock:
+            self._unjoined.append((key, row, time.monotonic() + RESULT_WAIT_S))
+            if key is not None:
+                self._rows_by_key[key] = row
+        self._flush_timing()
+
+    def _flush_timing(self, force: bool = False) -> None:
+        with self._lock:
+            while self._unjoined and self._timing is not None:
+                key, row, deadline = self._unjoined[0]
+                if key is not None and key in self._rows_by_key and not force and time.monotonic() < deadline:
+                    return
+                self._unjoined.popleft()
+                self._rows_by_key.pop(key, None)
+                self._timing.write(json.dumps(row) + "\n")
 
     def _on_episode(self, msg: String) -> None:
         episode = self.drops.decode("episode", _episode_instruction, msg)
@@ -173,12 +222,7 @@ class PolicyNode(Node):
             self.task = instruction
 
     def snapshot(self) -> Snapshot | None:
-        with self._lock:
-            state, frames = self._state, dict(self._frames)
-        if state is None or set(frames) != set(CAMERA_NAMES):
-            return None
-        (ts, s7), (te, ext), (tw, wri) = state, frames["external"], frames["wrist"]
-        return Snapshot(s7, ts, ext, te, wri, tw)
+        return self.latest.snapshot()
 
     # ------------------------------------------------------------------ the control loop
     def _lockstep_snapshot(self, step: Step) -> Snapshot | None:
@@ -186,8 +230,8 @@ class PolicyNode(Node):
         got = self.inputs.wait({STATE: step.time_ns, **step.frames_ns}, self.steps.stopping)
         if got is None:
             return None
-        ext, wri = step.frames_ns["external"] * 1e-9, step.frames_ns["wrist"] * 1e-9
-        return Snapshot(got[STATE], step.time, got["external"], ext, got["wrist"], wri)
+        # each FrameInput carries its own stamp (the one it was stored by: this step's frame, sim time)
+        return snapshot_of(got[STATE], step.time, got["external"], got["wrist"])
 
     def _episode_task(self, step: Step) -> str:
         """Lockstep: this world episode's instruction (its report is published before its first tick)."""
@@ -226,14 +270,16 @@ class PolicyNode(Node):
         if (change := self.cadence.add(record, time.monotonic())) is not None:
             level, text = change
             (self.get_logger().warning if level == WARNING else self.get_logger().info)(text)
+        sent, key = None, None  # the action's stamp: when it went on the wire (the step's sim time in lockstep)
         if record.action is not None:
-            stamp = ros_msgs.stamp_from_ns(step.time_ns) if self.lockstep else None
+            sent_ns = step.time_ns if self.lockstep else time.time_ns()
+            stamp = ros_msgs.stamp_from_ns(sent_ns)
             self._pub.publish(ros_msgs.action_msg(record.action, SOURCE_POLICY, stamp))
-        row = record.as_dict()
+            sent, key = sent_ns * 1e-9, _result_key(ros_msgs.wall_from_stamp(stamp))
+        row = {**record.as_dict(), "sent_t": sent, "servo_t": None, "e2e_ms": None}
         if self.lockstep:
             row["episode"] = self._episode  # the world's: a warm evaluation graph runs trial after trial
-        if self._timing is not None:
-            self._timing.write(json.dumps(row) + "\n")
+        self._timing_row(row, key)
         self.records = [*self.records[-199:], record]
         status = {"running": True, "connected": self.runner.connected, "task": self.task, "step": row}
         self._status.publish(String(data=json.dumps({**status, **self._status_extras()})))
@@ -315,8 +361,16 @@ class PolicyNode(Node):
         self._end_episode("shutdown")
         self.inputs.notify()
         self.runner.close()
+        self._flush_timing(force=True)
         if self._timing is not None:
-            self._timing.close()
+            with self._lock:
+                self._timing.close()
+                self._timing = None
+
+
+def _result_key(stamp_s: float) -> int:
+    """An action's key between its step and its result: its stamp as ActionOutcome reads it, in us."""
+    return round(stamp_s * 1e6)
 
 
 def _episode_instruction(msg: String) -> tuple[int, str]:

@@ -11,8 +11,10 @@ negative), an approximation: the CTAG2F90D has no Panda fingers.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -47,7 +49,78 @@ class Snapshot:
     external_stamp: float
     wrist: np.ndarray
     wrist_stamp: float
+    # each frame as the policy gets it (the protocol's transform, made when the frame arrived: FrameInput), with
+    # the view it was made for; None: the adapter transforms the raw frame itself
+    external_input: Any = None
+    wrist_input: Any = None
+    input_view: str = ""
+
+    def exposure(self) -> float:
+        """When the oldest camera frame was taken (its stamp: exposure, or the world's render time in sim)."""
+        return min(self.external_stamp, self.wrist_stamp)
 
     def age(self, now: float) -> float:
         """Age of the oldest part: a request is only as fresh as that."""
         return now - min(self.state_stamp, self.external_stamp, self.wrist_stamp)
+
+
+@dataclass(frozen=True)
+class FrameInput:
+    """One camera frame as it arrived (its stamp, the raw rgb) and as the policy gets it (``policy``: the
+    protocol's transform for ``view``, made on arrival, off the control tick; None when the protocol has
+    none). Made and stored as one: a snapshot never pairs a preprocessed frame with another frame's stamp."""
+
+    stamp: float
+    raw: np.ndarray
+    policy: Any = None
+    view: str = ""
+
+
+def frame_input(stamp: float, raw: np.ndarray, prepare: Callable[[np.ndarray, str], Any] | None,
+                view: str) -> FrameInput:  # fmt: skip
+    """The frame with its policy input made now (in the image callback), if the protocol has a transform."""
+    return FrameInput(stamp, raw, None if prepare is None else prepare(raw, view), view)
+
+
+def snapshot_of(state7: np.ndarray, state_stamp: float, external: FrameInput, wrist: FrameInput) -> Snapshot:
+    """What one request is built from: the state and the two frames, each with its own stamp."""
+    view = external.view if external.view == wrist.view and external.policy is not None \
+        and wrist.policy is not None else ""  # fmt: skip
+    return Snapshot(state7, state_stamp, external.raw, external.stamp, wrist.raw, wrist.stamp,
+                    external.policy if view else None, wrist.policy if view else None, view)  # fmt: skip
+
+
+class LatestInputs:
+    """The newest state and camera frames (wall clock), each stored with its stamp in one assignment under a
+    lock: the image callbacks put (preprocessing there, :func:`frame_input`), the control tick takes a
+    :meth:`snapshot` and only assembles."""
+
+    def __init__(self, cameras: tuple[str, ...], prepare: Callable[[np.ndarray, str], Any] | None = None,
+                 view: str = "") -> None:  # fmt: skip
+        self.cameras = tuple(cameras)
+        self._prepare = prepare
+        self._view = view
+        self._lock = threading.Lock()
+        self._state: tuple[float, np.ndarray] | None = None
+        self._frames: dict[str, FrameInput] = {}
+
+    def frame(self, stamp: float, raw: np.ndarray) -> FrameInput:
+        """A frame made ready for the policy (its transform runs here, outside the lock)."""
+        return frame_input(stamp, raw, self._prepare, self._view)
+
+    def put_state(self, stamp: float, state7: np.ndarray) -> None:
+        with self._lock:
+            self._state = (stamp, state7)
+
+    def put_frame(self, camera: str, frame: FrameInput) -> None:
+        with self._lock:
+            self._frames[camera] = frame
+
+    def snapshot(self) -> Snapshot | None:
+        """The newest of everything, or None until there is a state and a frame of every camera."""
+        with self._lock:
+            state, frames = self._state, dict(self._frames)
+        if state is None or set(frames) != set(self.cameras):
+            return None
+        external, wrist = self.cameras
+        return snapshot_of(state[1], state[0], frames[external], frames[wrist])

@@ -103,7 +103,9 @@ class Connect(Protocol):
 class ObservationAdapter(Protocol):
     """The request one protocol sends for the stack's observation: the checkpoint's camera view
     (image_convention.POLICY_VIEWS) and state format (observation.STATE_FORMATS), the task and preference as
-    the prompt, and in sim lockstep the observation's sim clock."""
+    the prompt, and in sim lockstep the observation's sim clock. With ``policy.rtc`` the runner also passes
+    ``committed``: the (d, 7) actions the arm will execute while the chunk is computed (real-time chunking);
+    a protocol that cannot carry them may leave the keyword out (the option then fails at the first request)."""
 
     def __call__(self, snap: Snapshot, view: str, state_format: str, task: str, preference: str = "", *,
-                 sim_clock_ns: int | None = None) -> Any: ...  # fmt: skip
+                 sim_clock_ns: int | None = None, committed: Any = None) -> Any: ...  # fmt: skip

@@ -1,8 +1,8 @@
 """The deployment loop without ROS: observation in, at most one validated action out, every control step.
 
 :class:`PolicyRunner.step` is called at ``control_hz`` with the newest inputs. It joins chunks that came back
-(policy_node.chunks: time alignment, blending), decides whether to request the next one (synchronous or
-prefetching), and hands out the action for this step, or None: then nothing is published and the arm
+(policy_node.chunks: time alignment, blending, the bounded splice), decides whether to request the next one
+(synchronous or prefetching), and hands out the action for this step, or None: then nothing is published and the arm
 driver's watchdog holds the arm (1.5 control periods), which is how every fault ends here:
 
 - the server is unreachable, closes the connection, times out (``timeout``), or answers with a traceback or a
@@ -18,8 +18,9 @@ driver's watchdog holds the arm (1.5 control periods), which is how every fault 
 The server is reached only through policy_node.protocol: the URL's scheme selects the client and the
 observation adapter that builds each request (policy_node.clients; ``ws://``: openpi's websocket). Requests run
 on a worker thread (the clients are synchronous); a request carries the executed count it answers, so a late
-chunk is aligned or dropped, never executed out of time. Each step's record
-(:class:`StepRecord`) says which action of which chunk ran and how old its observation was, or why the arm
+chunk is aligned or dropped, never executed out of time. With ``policy.rtc`` a request also carries the actions
+committed for the next d steps (d: :meth:`PolicyRunner.inference_delay`, measured in executed actions). Each
+step's record (:class:`StepRecord`) says which action of which chunk ran and how old its observation was, or why the arm
 holds (``reason``).
 
 On the simulated workcell in lockstep (``sim``: the clock is the world's) a reply counts at a sim time of its
@@ -45,7 +46,7 @@ import numpy as np
 from libero_workcell.contract import GRIPPER_OPEN, validate_action
 from policy_node.chunks import ChunkQueue, prefetch_steps
 from policy_node.clients import kind_for
-from policy_node.config import MODE_SYNC, PolicyConfig
+from policy_node.config import MODE_SYNC, SPLICE_BOUNDED, PolicyConfig
 from policy_node.observation import Snapshot
 from policy_node.protocol import (
     Connect,
@@ -81,6 +82,9 @@ class StepRecord:
     queued: int = 0  # actions left after this one
     delay_steps: float | None = None  # control steps from the observation its chunk answered to this step
     reason: str = ""  # why the arm holds on a fault (server lost, stale observation, a refused reply); "" otherwise
+    # when the camera frames of the observation its chunk answered were taken (the older frame's stamp: exposure,
+    # the world's render time in sim; same clock as ``t``); the node adds when it went out and its first servo target
+    exposure_t: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "action"}
@@ -100,6 +104,7 @@ class _Request:
     obs_age_ms: float
     t_obs: float = 0.0  # the clock's time of the observation (sim time in lockstep)
     sent: float = 0.0  # time.monotonic() when it was handed to the worker
+    exposure: float | None = None  # the observation's older camera frame's stamp (Snapshot.exposure)
 
 
 class PolicyRunner:
@@ -122,7 +127,12 @@ class PolicyRunner:
         kind = kind_for(config.url)
         self._connect: Connect = connect or kind.connect
         self._observation = kind.observation
-        self.queue = ChunkQueue(config.replan_steps, config.blend_old)
+        # the protocol's per-frame transform (frame, view), made as frames arrive (policy_node.observation.FrameInput)
+        self.frame_input = kind.frame_input
+        self.queue = ChunkQueue(config.replan_steps, config.blend_old, config.splice == SPLICE_BOUNDED,
+                                config.min_splice_step)  # fmt: skip
+        self._delays: deque[int] = deque(maxlen=RTT_WINDOW)  # steps executed while each chunk was computed
+        self._cold = True  # the next chunk is the first of a connection or episode: its delay is not counted
         self.counters: Counter[str] = Counter()
         self.last_error = ""
         self._refused = ""  # the last reply refused, until a valid chunk comes: why the arm holds meanwhile
@@ -132,7 +142,7 @@ class PolicyRunner:
         self._requests: queue.Queue[_Request | None] = queue.Queue(maxsize=1)
         self._replies: queue.Queue[tuple[_Request, Reply | Exception]] = queue.Queue()
         self._in_flight: _Request | None = None
-        self._chunk_info: dict[int, tuple[float, float, float | None]] = {}  # chunk -> (obs age, rtt, infer)
+        self._chunk_info: dict[int, tuple] = {}  # chunk -> (obs age, rtt, infer, t_obs, exposure)
         self._rtt_ms: deque[float] = deque(maxlen=RTT_WINDOW)
         self._waited = 0
         self._client: PolicyClient | None = None
@@ -155,11 +165,23 @@ class PolicyRunner:
             rtt = max(self._rtt_ms) / 1e3 if self._rtt_ms else self.config.timeout / 2
         return prefetch_steps(self.config.replan_steps, rtt / self.config.control_period, self.config.prefetch_share)
 
+    def inference_delay(self) -> int:
+        """d: the control steps a chunk requested now is expected to take to arrive, from the delays measured
+        in actions executed while earlier chunks were computed (the largest of the recent ones, the first,
+        cold inference excluded); before any, the round-trip estimate's."""
+        if self._delays:
+            return max(self._delays)
+        if self.sim and self.config.latency_s is not None:
+            return math.ceil(self.config.latency_s / self.config.control_period - 1e-9)
+        rtt = max(self._rtt_ms) / 1e3 if self._rtt_ms else 0.0
+        return math.ceil(rtt / self.config.control_period)
+
     def step(self, snap: Snapshot | None, task: str) -> StepRecord:
         now = self._clock()
         self._join_replies(now)
         if self._lost.is_set():
             self._lost.clear()
+            self._cold = True
             if self.queue.clear():
                 self.counters["dropped_on_loss"] += 1
         fresh_age = snap.age(now) if snap is not None else math.inf
@@ -181,11 +203,11 @@ class PolicyRunner:
             self.counters[f"idle_{kind}"] += 1
             return StepRecord(now, None, kind, reason=self._hold_reason(kind, fresh_age))
         validate_action(x.action)  # never hand out what was not checked (the chunk was; this is the last gate)
-        age, rtt, infer, t_obs = self._chunk_info.get(x.chunk, (None, None, None, None))
+        age, rtt, infer, t_obs, exposure = self._chunk_info.get(x.chunk, (None,) * 5)
         self.counters["actions"] += 1
         delay = None if t_obs is None else round((now - t_obs) / self.config.control_period, 6)
         return StepRecord(now, x.action, "chunk", x.chunk, x.index, x.blended, age, rtt, infer, self.queue.remaining,
-                          delay)  # fmt: skip
+                          delay, exposure_t=exposure)  # fmt: skip
 
     def _hold_reason(self, kind: str, age: float) -> str:
         """Why nothing is handed out on a fault; "" while a chunk is merely on its way."""
@@ -202,6 +224,7 @@ class PolicyRunner:
         """A new episode: drop what is queued and wait the start steps again."""
         self.queue.clear()
         self._waited = 0
+        self._cold = True
 
     def _wants_request(self, waiting: bool) -> bool:
         if self._in_flight is not None:
@@ -212,10 +235,12 @@ class PolicyRunner:
         return self.queue.remaining <= ahead and self.config.start_wait_steps - self._waited <= ahead
 
     def _request(self, snap: Snapshot, task: str, age: float, now: float) -> None:
+        rtc = {"committed": self.queue.committed(self.inference_delay())} if self.config.rtc else {}
         obs = self._observation(snap, self.config.image_view, self.config.state_format, task,
-                                self.config.preference_text, sim_clock_ns=round(now * 1e9) if self.sim else None)
+                                self.config.preference_text, sim_clock_ns=round(now * 1e9) if self.sim else None,
+                                **rtc)  # fmt: skip
         chunk, at = self.queue.request()
-        req = _Request(chunk, at, obs, age * 1e3, now, time.monotonic())
+        req = _Request(chunk, at, obs, age * 1e3, now, time.monotonic(), snap.exposure())
         self._in_flight = req
         self._requests.put(req)
 
@@ -269,7 +294,11 @@ class PolicyRunner:
             self._refused = ""
             self._rtt_ms.append(result.round_trip_ms)
             joined = self.queue.join(req.chunk, result.actions, req.requested_at)
-            self._chunk_info[req.chunk] = (req.obs_age_ms, result.round_trip_ms, result.server_infer_ms, req.t_obs)
+            if not self._cold:
+                self._delays.append(joined.dropped_past)
+            self._cold = False
+            self._chunk_info[req.chunk] = (req.obs_age_ms, result.round_trip_ms, result.server_infer_ms, req.t_obs,
+                                           req.exposure)  # fmt: skip
             self._chunk_info.pop(req.chunk - 8, None)
             self.counters["chunks"] += 1
             if joined.queued == 0:

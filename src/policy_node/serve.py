@@ -1,8 +1,10 @@
 """The local policy server: openpi-server's ``WebsocketPolicyServer`` serving a built-in policy.
 
 ``python -m policy_node.serve [--port 8000] [--policy reach] [--target X Y Z] [--delay-ms 0]
-[--fault nan|shape|missing|raise --fault-after N] [--host 127.0.0.1]`` serves until SIGINT / SIGTERM. It binds
-127.0.0.1 unless ``--host`` says otherwise (openpi's own default is 0.0.0.0: every interface). In Python,
+[--fault nan|shape|missing|raise --fault-after N] [--host 127.0.0.1]`` serves until SIGINT / SIGTERM
+(``--policy reach-rtc [--noise 0.1]``: reach as a sampled policy that does real-time chunking with
+``prev_actions`` / ``inference_delay``, policy_node.builtin_policies.SampledReachPolicy).
+It binds 127.0.0.1 unless ``--host`` says otherwise (openpi's own default is 0.0.0.0: every interface). In Python,
 :class:`LocalPolicyServer` runs one in a thread, for tests and for the sim workcell's launch.
 """
 
@@ -23,7 +25,7 @@ from openpi_client.base_policy import BasePolicy
 from openpi_server import WebsocketPolicyServer
 
 from libero_workcell.loopback import LOOPBACK, free_port
-from policy_node.builtin_policies import FAULTS, FaultyPolicy, ReachPolicy
+from policy_node.builtin_policies import FAULTS, SAMPLE_NOISE_DEFAULT, FaultyPolicy, ReachPolicy, SampledReachPolicy
 from policy_node.clients import local_url
 
 REACH_TARGET_DEFAULT = (0.45, 0.0, 0.35)  # m, base frame: above the belt, in the workspace
@@ -86,7 +88,11 @@ class LocalPolicyServer:
 
 
 def make_policy(args: argparse.Namespace) -> BasePolicy:
-    policy: BasePolicy = ReachPolicy(args.target, args.horizon, args.delay_ms)
+    policy: BasePolicy
+    if args.policy == "reach-rtc":
+        policy = SampledReachPolicy(args.target, args.horizon, args.delay_ms, noise=args.noise)
+    else:
+        policy = ReachPolicy(args.target, args.horizon, args.delay_ms)
     if args.fault:
         policy = FaultyPolicy(policy, args.fault, args.fault_after)
     return policy
@@ -96,7 +102,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m policy_node.serve", description=__doc__.splitlines()[0])
     ap.add_argument("--host", default=LOOPBACK, help="interface to bind (default: loopback only)")
     ap.add_argument("--port", type=int, default=8000)
-    ap.add_argument("--policy", choices=("reach",), default="reach")
+    ap.add_argument("--policy", choices=("reach", "reach-rtc"), default="reach")
+    ap.add_argument("--noise", type=float, default=SAMPLE_NOISE_DEFAULT, help="reach-rtc: spread of its samples")
     ap.add_argument("--target", type=float, nargs=3, default=REACH_TARGET_DEFAULT, metavar=("X", "Y", "Z"))
     ap.add_argument("--horizon", type=int, default=10, help="actions per chunk (pi05_libero: 10)")
     ap.add_argument("--delay-ms", type=float, default=0.0, help="inference time to spend per request")

@@ -21,6 +21,12 @@ def test_an_action_result_names_its_action_by_the_same_stamp_a_subscriber_reads(
     assert ros_msgs.action_result_from_msg(refused).applied is None
     older = String(data=msg.data.replace(', "applied": [0.05, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]', ""))
     assert ros_msgs.action_result_from_msg(older).applied is None  # an arm bridge that does not say: not known
+    # when its first servo target went out, read on the same clock as the stamp
+    servo = ros_msgs.stamp_from_ns(1_764_000_000_125_000_000)
+    timed = ros_msgs.action_result_msg(action.header.stamp, "teleop", True, "ok", 42, applied, servo)
+    assert ros_msgs.action_result_from_msg(timed).servo_time == ros_msgs.ns_from_stamp(servo) * 1e-9
+    assert ros_msgs.action_result_from_msg(msg).servo_time is None  # refused, or an older bridge: not known
+    assert ros_msgs.action_result_from_msg(older).servo_time is None
 
 
 @pytest.mark.parametrize(

@@ -56,3 +56,10 @@ def test_the_deployed_policy_drives_the_task_through_the_graph_without_pauses(tm
     chunks = {r["chunk"] for r in rows if r["kind"] == "chunk"}
     assert len(chunks) >= len(steady) / 5  # chunk after chunk: replan_steps 5 of each at most
     assert all(r["obs_age_ms"] == 0 and r["delay_steps"] >= 0 for r in rows if r["kind"] == "chunk")
+    # end to end, on sim time: the frames' render, the action on the wire, the arm bridge's first servo target
+    chunked = [r for r in rows if r["kind"] == "chunk"]
+    assert sum(r["servo_t"] is not None for r in chunked) >= 0.95 * len(chunked), chunked[-1]
+    for r in chunked:
+        if r["servo_t"] is not None:
+            assert r["exposure_t"] <= r["sent_t"] <= r["servo_t"] and r["e2e_ms"] >= 0, r
+            assert r["e2e_ms"] == pytest.approx((r["servo_t"] - r["exposure_t"]) * 1e3), r

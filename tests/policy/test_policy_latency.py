@@ -48,7 +48,7 @@ def run(latency: str, mode: str, server_delay_ms: float, steps: int = 60) -> lis
     with LocalPolicyServer(EchoPolicy(server_delay_ms)) as srv:
         now = [0.0]
         cfg = PolicyConfig(url=srv.url, start_wait_steps=0, mode=mode, latency=latency, timeout=2.0,
-                           blend_old=0.0)  # each action exactly as its chunk has it: where it came from
+                           blend_old=0.0, splice="blend")  # each action exactly as its chunk has it
         runner = PolicyRunner(cfg, clock=lambda: now[0], sim=True)
         deadline = time.monotonic() + 5
         while not runner.connected:

@@ -43,6 +43,7 @@ def rig(tmp_path, request):
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import Image, JointState
+    from std_msgs.msg import String
 
     from policy_node.node import PolicyNode
 
@@ -60,9 +61,14 @@ def rig(tmp_path, request):
     actions: list[tuple[float, np.ndarray, str]] = []
     diagnostics: list[dict] = []
 
+    pub_result = feeder.create_publisher(String, Topics.ACTION_RESULT, qos(Qos.COMMAND))
+
     def on_action(msg) -> None:
         values, source = ros_msgs.action_from_msg(msg)
         actions.append((time.monotonic(), values, source))
+        # as the arm bridge says: its first servo target went out 2 ms after it came
+        servo = ros_msgs.stamp_from_ns(time.time_ns() + 2_000_000)
+        pub_result.publish(ros_msgs.action_result_msg(msg.header.stamp, source, True, "ok", 0, values, servo))
 
     def on_diag(msg) -> None:
         for st in msg.status:
@@ -113,6 +119,13 @@ def test_the_policy_drives_at_the_control_rate_stops_on_request_and_holds_when_t
     assert chunked and chunked[-1].action[0] > 0  # toward the target from the fed state
     rows = [json.loads(line) for line in timing.read_text().splitlines()]
     assert {"chunk", "index", "round_trip_ms", "server_infer_ms", "obs_age_ms", "kind"} <= set(rows[-1])
+    # end to end: the frames' exposure, the action on the wire, its first servo target (the bridge's result)
+    joined = [r for r in rows if r["kind"] == "chunk" and r["servo_t"] is not None]
+    assert len(joined) >= 0.9 * sum(r["kind"] == "chunk" for r in rows) > 20
+    for r in joined:
+        assert r["exposure_t"] <= r["sent_t"] <= r["servo_t"], r
+        assert r["e2e_ms"] == pytest.approx((r["servo_t"] - r["exposure_t"]) * 1e3) and r["e2e_ms"] < 1000, r
+    assert [r["t"] for r in rows] == sorted(r["t"] for r in rows)  # written in step order
     assert any(d["connected"] == "True" and d["level"] == 0 for d in diagnostics)
 
     assert node._srv_stop(Trigger.Request(), Trigger.Response()).success

@@ -25,6 +25,9 @@ class ClientKind:
     connect: Connect
     observation: ObservationAdapter
     health_url: Callable[[str], str] | None = None  # the server's HTTP health check for a URL, if it has one
+    # the per-frame part of the observation (frame, view) -> what the adapter sends, made when a frame arrives
+    # (policy_node.observation.FrameInput), so the control tick only assembles; None: the adapter does it all
+    frame_input: Callable[[Any, str], Any] | None = None
 
 
 _LOADERS: dict[str, Callable[[], ClientKind]] = {}

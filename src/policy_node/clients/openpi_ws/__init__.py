@@ -10,7 +10,7 @@ from __future__ import annotations
 import urllib.parse
 
 from policy_node.clients import ClientKind
-from policy_node.clients.openpi_ws.adapter import openpi_observation
+from policy_node.clients.openpi_ws.adapter import camera_input, openpi_observation
 from policy_node.clients.openpi_ws.client import TimedPolicyClient
 
 
@@ -20,4 +20,4 @@ def health_url(url: str) -> str:
     return urllib.parse.urlunsplit(("https" if parts.scheme == "wss" else "http", parts.netloc, "/healthz", "", ""))
 
 
-KIND = ClientKind("openpi websocket", TimedPolicyClient, openpi_observation, health_url)
+KIND = ClientKind("openpi websocket", TimedPolicyClient, openpi_observation, health_url, camera_input)
