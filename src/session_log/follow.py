@@ -19,8 +19,12 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from session_log.definitions import DefinitionError, split_type
+from session_log.topics import IMAGE_TYPE
 
-DEPTH: Final = 50  # a reader's queue: a slow moment of the node drops nothing at 20-100 Hz
+DEPTH: Final = 50  # a camera reader's queue (frames are large; the log keeps a few a second anyway)
+# every other reader's: a long stall of the node (a chunk compressed on a loaded machine) drops nothing (one demo's
+# log once missed 7 of its 1074 actions with 50); small messages, so the memory is small too
+DEPTH_SMALL: Final = 1000
 DISCOVER_PERIOD: Final = 0.5  # wall s between looks for the topics not yet subscribed
 # What taking a topic on may raise for that topic alone (its type's module or definition missing, a sink's refusal):
 # the topic is skipped, the node goes on.
@@ -54,10 +58,10 @@ def offered(publishers: list[Any]) -> tuple[bool, bool]:
     return reliable, latched
 
 
-def reader_qos(reliable: bool, latched: bool) -> QoSProfile:
+def reader_qos(reliable: bool, latched: bool, depth: int = DEPTH) -> QoSProfile:
     return QoSProfile(
         history=HistoryPolicy.KEEP_LAST,
-        depth=DEPTH,
+        depth=depth,
         reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
         durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
     )
@@ -76,6 +80,7 @@ class TopicFollower:
         self._take, self._deliver = take, deliver
         self.subscribed: dict[str, tuple[Any, tuple[bool, bool]]] = {}  # topic -> (subscription, its QoS)
         self.refused: dict[str, str] = {}  # topic -> why it is not followed (said once)
+        self._large: set[str] = set()  # image topics: a shorter reader queue (DEPTH)
         steady = Clock(clock_type=ClockType.STEADY_TIME)  # the sim clock may stand still: discovery may not
         node.create_timer(float(discover_period), self.discover, clock=steady)
         self.discover()
@@ -103,12 +108,15 @@ class TopicFollower:
             except TOPIC_ERRORS as exc:
                 self._refuse(topic, str(exc) if type_name in str(exc) else f"{type_name}: {exc}")
                 continue
+            if type_name == IMAGE_TYPE:
+                self._large.add(topic)
             self._subscribe(topic, cls, offered(publishers))
             self.node.get_logger().info(f"{self.verb} {topic} ({type_name})")
 
     def _subscribe(self, topic: str, cls: type, qos: tuple[bool, bool]) -> None:
         sub = self.node.create_subscription(cls, topic, lambda data, t=topic: self._deliver(t, data),
-                                            reader_qos(*qos), raw=True)  # fmt: skip
+                                            reader_qos(*qos, depth=DEPTH if topic in self._large else DEPTH_SMALL),
+                                            raw=True)  # fmt: skip
         self.subscribed[topic] = (sub, qos)
 
     def _downgrade(self, topic: str, now: tuple[bool, bool]) -> None:
