@@ -12,13 +12,14 @@ forgery) and a rebound DNS name from reaching it (the Host must be this server's
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import os
 import secrets
 import stat
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
+
+from libero_workcell.loopback import is_loopback
 
 CONTROL_HEADER: Final = "x-workcell-console"  # every control request carries it (value: "1")
 TOKEN_HEADER: Final = "x-workcell-token"
@@ -29,15 +30,6 @@ MIN_TOKEN_CHARS: Final = 16
 
 class AccessError(ValueError):
     """A bind address or token setting the console refuses to start with."""
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def load_token(token_file: str, env: dict[str, str] | None = None) -> str:

@@ -19,7 +19,6 @@ TLS certificate, no credentials): it binds a loopback address unless ``allow_rem
 from __future__ import annotations
 
 import errno
-import ipaddress
 from typing import Any, Final
 
 import foxglove
@@ -28,6 +27,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 
 from libero_workcell.contract import Params
+from libero_workcell.loopback import is_loopback
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from session_log.definitions import full_definition
@@ -56,16 +56,6 @@ PARAMETERS: Final[dict[str, Any]] = {
     Params.SIM_LINK: "workcell",
     Params.LOCKSTEP: False,
 }
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (127.0.0.0/8, ::1) or ``localhost``."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def bind_refusal(host: str, allow_remote: bool) -> str | None:
