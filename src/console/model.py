@@ -164,7 +164,7 @@ class ConsoleModel:
         with self._lock:
             if any(v is None for v in values) or sum(v * v for v in values[3:]) < 1e-12:  # type: ignore[operator]
                 return self._bad("tcp_pose")
-            self.arm["tcp"] = {"position": values[:3], "rpy_deg": _rpy_deg(*values[3:]), "t": self._clock()}
+            self.arm["tcp"] = {"position": values[:3], "quat_xyzw": values[3:], "t": self._clock()}
             self.arm["updated"] = self._clock()
 
     def update_gripper(self, coord: float) -> None:
@@ -231,6 +231,16 @@ class ConsoleModel:
             self.notices.append({"t": self._clock(), "command": command, "ok": bool(ok), "message": message})
 
     # ------------------------------------------------------------------ output
+    def _arm_view(self) -> dict[str, Any]:
+        """The arm as the page shows it: the pose's roll/pitch/yaw worked out here, when a page asks, not at each
+        of the pose's 50 messages a second."""
+        arm = dict(self.arm)
+        if arm["tcp"] is not None:
+            tcp = dict(arm["tcp"])
+            tcp["rpy_deg"] = _rpy_deg(*tcp.pop("quat_xyzw"))
+            arm["tcp"] = tcp
+        return arm
+
     def snapshot(self) -> dict[str, Any]:
         """Everything the page shows, JSON-ready."""
         with self._lock:
@@ -240,7 +250,7 @@ class ConsoleModel:
             return {
                 "t": self._clock(),
                 "jobs": jobs,
-                "arm": dict(self.arm),
+                "arm": self._arm_view(),
                 "conveyor": dict(self.conveyor),
                 "recorder": self.recorder,
                 "teleop": self.teleop,

@@ -100,16 +100,21 @@ def test_the_blend_alone_does_not_bound_the_jump_and_the_bounded_splice_does() -
     assert got == pytest.approx([0.5 - k * FLOOR for k in range(2, 6)])  # then on toward the new chunk
 
 
+def _spy_joins(runner: PolicyRunner, joins: dict[int, int]) -> None:
+    """Record each chunk's dropped_past (its measured delay) in ``joins`` as the runner's queue joins it."""
+    real = runner.queue.join
+
+    def spy(chunk, actions, at):
+        j = real(chunk, actions, at)
+        joins[chunk] = j.dropped_past
+        return j
+
+    runner.queue.join = spy  # type: ignore[method-assign]
+
+
 def _run(runner: PolicyRunner, steps: int, joins: dict[int, int] | None = None) -> list:
     if joins is not None:
-        real = runner.queue.join
-
-        def spy(chunk, actions, at):
-            j = real(chunk, actions, at)
-            joins[chunk] = j.dropped_past
-            return j
-
-        runner.queue.join = spy  # type: ignore[method-assign]
+        _spy_joins(runner, joins)
     deadline = time.monotonic() + 5.0
     while not runner.connected:
         assert time.monotonic() < deadline, runner.last_error
@@ -189,14 +194,7 @@ def test_on_the_wall_clock_with_150_ms_inference_no_action_whose_step_has_passed
     with LocalPolicyServer(ReachPolicy(TARGET, 10, delay_ms=150)) as srv:
         runner = PolicyRunner(PolicyConfig(url=srv.url, start_wait_steps=2, timeout=2.0))
         joins: dict[int, int] = {}
-        real = runner.queue.join
-
-        def spy(chunk, actions, at):
-            j = real(chunk, actions, at)
-            joins[chunk] = j.dropped_past
-            return j
-
-        runner.queue.join = spy  # type: ignore[method-assign]
+        _spy_joins(runner, joins)
         try:
             deadline = time.monotonic() + 5.0
             while not runner.connected:
