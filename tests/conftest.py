@@ -27,6 +27,13 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 if str(FIXTURES) not in sys.path:
     sys.path.insert(0, str(FIXTURES))
+# pytest puts tests/ on the path (this file's folder), and a test area named like a package (tests/console,
+# tests/gripper, ...) would then be found as a namespace package of that name before the editable install's
+# finder gets asked: the real package's __init__ never ran and its data files were looked for under tests/.
+# With src/ on the path the regular package wins, here and in every child process that inherits the path.
+SRC = REPO / "src"
+if str(SRC) not in sys.path:
+    sys.path.insert(0, str(SRC))
 
 from libero_workcell import dds  # noqa: E402 (after the helpers' path, like every test module's imports)
 

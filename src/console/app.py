@@ -20,7 +20,7 @@ import asyncio
 import json
 import math
 import threading
-from importlib import resources
+from pathlib import Path
 from typing import Any, Final
 
 from fastapi import FastAPI, HTTPException, Request, WebSocket, WebSocketDisconnect
@@ -59,7 +59,7 @@ def create_app(model: ConsoleModel, frames: FrameStore, controls: Controls | Non
     closing = app.state.closing = threading.Event()  # set by ConsoleServer.stop: the live sockets end on their own
     if access.is_loopback(host) and not token:  # with a token, the token is what protects; names vary off loopback
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=sorted(access.allowed_hosts(host, port)))
-    page = resources.files("console") / "page"
+    page = Path(__file__).with_name("page")  # beside this module, whatever else is named "console"
     app.mount("/static", StaticFiles(directory=str(page)), name="static")
     index = (page / "index.html").read_text(encoding="utf-8")
 

@@ -55,3 +55,27 @@ def test_every_imported_package_is_declared_for_rosdep_or_named_for_pip():
     assert not missing, f"package.xml does not declare {sorted(missing)}"
     undocumented = {PIP_ONLY[m] for m in imported & set(PIP_ONLY) if PIP_ONLY[m] not in install}
     assert not undocumented, f"docs/bringup.md's install section does not name {sorted(undocumented)}"
+
+
+def test_the_packages_tests_import_are_this_checkouts_own_regular_packages() -> None:
+    """A test area named like a package (tests/console) must not stand in for it: CI found the console's page
+    under tests/ once, and the packages' __init__ never ran. Checked here and in a child that inherits the path,
+    as the graph's nodes do."""
+    import importlib
+    import os
+    import subprocess
+
+    names = sorted(p.name for p in (REPO / "src").iterdir() if (p / "__init__.py").is_file()) + ["sim_bridge"]
+    expected = {n: str((REPO / "src" / n / "__init__.py") if n != "sim_bridge" else REPO / n / "__init__.py")
+                for n in names}  # fmt: skip
+    here = {n: getattr(importlib.import_module(n), "__file__", None) for n in names}
+    assert here == expected
+    script = "import importlib, json, sys; print(json.dumps({n: getattr(importlib.import_module(n), '__file__', None)" \
+             " for n in sys.argv[1:]}))"  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = subprocess.run([sys.executable, "-c", script, *names], capture_output=True, text=True, timeout=60,
+                         env=env, cwd=REPO / "tests")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    import json
+
+    assert json.loads(out.stdout) == expected
