@@ -9,7 +9,7 @@ rotation, and is only moved when that rotation is non-zero. Per physics step (:m
     tau = J^T [F; Tau] + bias forces + N^T M (kp_n (q0 - q) - 2 sqrt(kp_n) qd)
 
 with Lambda_pos/ori = (J_pos/ori M^-1 J_pos/ori^T)^+ (position and orientation decoupled),
-N = I - J^T Jbar^T the null space of the full task Jacobian (Jbar = M^-1 J^T Lambda), kp_n = 10
+N = I - Jbar J the null space of the full task Jacobian (Jbar = M^-1 J^T Lambda), kp_n = 10
 pulling the posture toward the start joints, and the torques clipped to the actuators' range.
 robosuite's defaults: kp = 150, damping ratio 1. The gripper: each physics step the finger command
 moves 0.01 toward closed (+1 action) or open (-1), mapped onto the finger actuators' ranges.
@@ -39,6 +39,20 @@ class OscConfig:
 def orientation_error(desired: np.ndarray, current: np.ndarray) -> np.ndarray:
     """robosuite's rotation error: half the sum of the cross products of the frames' columns."""
     return 0.5 * sum(np.cross(current[:, i], desired[:, i]) for i in range(3))
+
+
+def posture_torque(M: np.ndarray, kp: float, q_error: np.ndarray, qd: np.ndarray) -> np.ndarray:
+    """The posture controller's joint torque toward the start joints (critically damped, robosuite's)."""
+    return M @ (kp * q_error - 2.0 * np.sqrt(kp) * qd)
+
+
+def nullspace_torque(M: np.ndarray, M_inv: np.ndarray, J: np.ndarray, lam_full: np.ndarray,
+                     torque: np.ndarray) -> np.ndarray:  # fmt: skip
+    """``torque`` projected into the task's dynamically consistent null space: ``(I - J^T Jbar^T) torque`` with
+    ``Jbar = M^-1 J^T Lambda`` (robosuite's ``nullspace_matrix.T``). It gives the TCP no acceleration
+    (``J M^-1`` of it is zero), so the posture never moves the TCP; the transpose, ``(I - Jbar J)``, would."""
+    j_bar = M_inv @ J.T @ lam_full
+    return torque - J.T @ (j_bar.T @ torque)
 
 
 class PandaOsc:
@@ -98,11 +112,8 @@ class PandaOsc:
         lam_pos = np.linalg.pinv(J[:3] @ M_inv @ J[:3].T)
         lam_ori = np.linalg.pinv(J[3:] @ M_inv @ J[3:].T)
         tau = J.T @ np.concatenate([lam_pos @ force, lam_ori @ torque]) + d.qfrc_bias[self._dofs]
-        j_bar = M_inv @ J.T @ lam_full
-        null = np.eye(len(self._dofs)) - J.T @ j_bar.T
-        kp_n = cfg.nullspace_kp
-        posture = M @ (kp_n * (self.initial_q - d.qpos[self._qpos]) - 2.0 * np.sqrt(kp_n) * qd)
-        tau = tau + null.T @ posture
+        posture = posture_torque(M, cfg.nullspace_kp, self.initial_q - d.qpos[self._qpos], qd)
+        tau = tau + nullspace_torque(M, M_inv, J, lam_full, posture)
         lo, hi = m.actuator_ctrlrange[self._arm_act].T
         d.ctrl[self._arm_act] = np.clip(tau, lo, hi)
         # Gripper: the command creeps toward closed (finger 1 down, finger 2 up) or open at GRIPPER_SPEED.
