@@ -82,6 +82,7 @@ class StepRecord:
     queued: int = 0  # actions left after this one
     delay_steps: float | None = None  # control steps from the observation its chunk answered to this step
     reason: str = ""  # why the arm holds on a fault (server lost, stale observation, a refused reply); "" otherwise
+    limited: bool = False  # the splice bound moved its pose short of the chunk's action (policy.splice: bounded)
     # when the camera frames of the observation its chunk answered were taken (the older frame's stamp: exposure,
     # the world's render time in sim; same clock as ``t``); the node adds when it went out and its first servo target
     exposure_t: float | None = None
@@ -207,7 +208,7 @@ class PolicyRunner:
         self.counters["actions"] += 1
         delay = None if t_obs is None else round((now - t_obs) / self.config.control_period, 6)
         return StepRecord(now, x.action, "chunk", x.chunk, x.index, x.blended, age, rtt, infer, self.queue.remaining,
-                          delay, exposure_t=exposure)  # fmt: skip
+                          delay, exposure_t=exposure, limited=x.limited)  # fmt: skip
 
     def _hold_reason(self, kind: str, age: float) -> str:
         """Why nothing is handed out on a fault; "" while a chunk is merely on its way."""

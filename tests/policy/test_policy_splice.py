@@ -128,6 +128,32 @@ def _run(runner: PolicyRunner, steps: int, joins: dict[int, int] | None = None) 
     return out
 
 
+def test_the_step_record_names_the_actions_the_splice_bound_moved() -> None:
+    """A server whose chunks disagree (a fresh sampled offset each): the bound moves some actions short of their
+    chunk's, and the step record says which: exactly the queue's limited actions, none when unbounded."""
+    for bounded in (True, False):
+        with LocalPolicyServer(SampledReachPolicy(TARGET, 10, noise=0.4, seed=3)) as srv:
+            runner = PolicyRunner(PolicyConfig(url=srv.url, start_wait_steps=0, latency="100",
+                                               splice="bounded" if bounded else "blend"), sim=True)  # fmt: skip
+            marked: dict[tuple[int, int], bool] = {}
+            real = runner.queue.join
+
+            def spy(chunk, actions, at, real=real, marked=marked, queue=runner.queue):
+                j = real(chunk, actions, at)
+                marked.update({(x.chunk, x.index): x.limited for x in queue._queue})
+                return j
+
+            runner.queue.join = spy  # type: ignore[method-assign]
+            try:
+                records = [r for r in _run(runner, 60) if r.kind == "chunk"]
+            finally:
+                runner.close()
+        assert len(records) >= 40
+        assert [r.limited for r in records] == [marked[(r.chunk, r.index)] for r in records]
+        assert all(r.as_dict()["limited"] is r.limited for r in records)
+        assert any(r.limited for r in records) == bounded, sum(r.limited for r in records)
+
+
 @pytest.mark.parametrize("rtc", [False, True])
 def test_with_150_ms_inference_no_action_whose_step_has_passed_is_executed(rtc) -> None:
     """Lockstep at a fixed 150 ms latency on a server that really takes 150 ms: each chunk arrives 3 steps
