@@ -69,20 +69,22 @@ def cmd_bringup(args: argparse.Namespace) -> int:
             raise bringup.GraphError(f"--only: {unknown} not in this graph run; nodes: {[n.name for n in nodes]}")
         nodes = [n for n in nodes if n.name in wanted]
     env = _run_env(values, args.domain_id)
-    print(f"workcell: graph {graph.path}", flush=True)
-    if values.get("loopback_dds", True):
-        print(f"workcell: loopback DDS, ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} "
-              f"(other shells: eval \"$(workcell env --domain-id {env['ROS_DOMAIN_ID']})\")", flush=True)
-    for spec in nodes:
-        print(f"workcell: node {spec.name} ({spec.module}) {redact(spec.parameters)}", flush=True)
-    if args.dry_run:
-        return 0
     log_dir = Path(args.log_dir) if args.log_dir else None
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in handlers:  # Ctrl-C and SIGTERM stop the graph, even when this process was started with SIGINT
-        signal.signal(sig, _raise_keyboard_interrupt)  # ignored (a background job, a test worker)
+        signal.signal(sig, _raise_keyboard_interrupt)  # ignored (a background job, a test worker); set before
+        # the first line is printed: a caller that signals on seeing a line must find the handler in place
     running = nodes_up = None
+    exits: list = []
     try:  # a Ctrl-C from here on, however early, stops what was started and exits cleanly
+        print(f"workcell: graph {graph.path}", flush=True)
+        if values.get("loopback_dds", True):
+            print(f"workcell: loopback DDS, ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} "
+                  f"(other shells: eval \"$(workcell env --domain-id {env['ROS_DOMAIN_ID']})\")", flush=True)
+        for spec in nodes:
+            print(f"workcell: node {spec.name} ({spec.module}) {redact(spec.parameters)}", flush=True)
+        if args.dry_run:
+            return 0
         running = bringup.launch(nodes, env=env, log_dir=log_dir, echo=BesideBars(sys.stdout))  # lines above the bar
         nodes_up = NodesUp(running)  # "nodes up k/N" on stderr until all are
         if "ROS_DOMAIN_ID" in env:  # where `workcell call` / `status` in another shell find this graph

@@ -446,23 +446,47 @@ def test_cli_bringup_stops_cleanly_on_ctrl_c(tmp_path, fake_env):
     assert "[alpha] ready" in out and "[beta] clean shutdown" in out and "workcell: stopping" in out
 
 
-def test_a_ctrl_c_while_the_graph_is_still_starting_stops_it_cleanly_too(tmp_path, fake_env):
-    """Ctrl-C as soon as the nodes are listed (the launch, the progress bar and the graph's record in the
-    registry come next): the same clean stop, not a traceback (seen in the suite when the signal beat them)."""
+# `workcell bringup` started with SIGINT ignored (as a background job or a test worker starts it), whose stdout
+# signals the process itself the moment a line starting with argv[1] is written: a Ctrl-C at an exact line.
+CTRL_C_AT_LINE = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+class Tripwire:
+    def __init__(self, inner, prefix):
+        self.inner, self.prefix, self.fired = inner, prefix, False
+    def write(self, text):
+        n = self.inner.write(text)
+        if not self.fired and text.startswith(self.prefix):
+            self.fired = True
+            self.inner.flush()
+            os.kill(os.getpid(), signal.SIGINT)
+        return n
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+sys.stdout = Tripwire(sys.stdout, sys.argv[1])
+from workcell.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("line", ["workcell: graph", "workcell: node beta"])
+def test_a_ctrl_c_at_any_line_of_the_start_stops_it_cleanly(tmp_path, fake_env, line):
+    """The signal handlers are in place before the first line: a caller that sends Ctrl-C on seeing a line is
+    never ignored (the graph would run on, untouchable) nor met by a traceback. Deterministic: the process
+    signals itself as the line is written."""
     graph = tmp_path / "graph.yaml"
     graph.write_text("nodes:\n  - {name: alpha, executable: x, module: fake_node, parameters: {mode: run}}\n"
                      "  - {name: beta, executable: x, module: fake_node, parameters: {mode: run}}\n")
-    proc = _cli(["bringup", "--graph", str(graph), "--log-dir", str(tmp_path / "logs")], fake_env)
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_AT_LINE, line, "bringup", "--graph", str(graph),
+                             "--log-dir", str(tmp_path / "logs")], env=fake_env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     try:
-        for line in proc.stdout:
-            if line.startswith("workcell: node beta"):  # the last line before the launch
-                proc.send_signal(signal.SIGINT)
-                break
-        out, err = proc.communicate(timeout=20)
+        out, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
     assert proc.returncode == 0, err
     assert "workcell: stopping" in out and "Traceback" not in err, (out, err)
+    assert "[alpha]" not in out  # stopped before anything was launched
 
 
 def test_cli_bringup_shows_the_nodes_coming_up_on_stderr_and_leaves_stdout_as_it_was(tmp_path, fake_env):
