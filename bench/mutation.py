@@ -42,7 +42,10 @@ TARGETS: dict[str, tuple[str | tuple[str, ...], list[str]]] = {
             "tests/contract/test_action_response.py",
         ],
     ),
-    "chunks": ("src/policy_node/chunks.py", ["tests/policy/test_policy_chunks.py"]),
+    "chunks": (
+        "src/policy_node/chunks.py",
+        ["tests/policy/test_policy_chunks.py", "tests/policy/test_policy_splice.py"],
+    ),
     # the teleop core's holds: clutch, glitches (position and orientation), non-finite inputs, bad states; the
     # publish path's tests (teleop_pico/output.py) run the core too
     "teleop": ("src/teleop_pico/core.py", ["tests/teleop/test_teleop_core.py", "tests/teleop/test_teleop_output.py"]),
