@@ -8,7 +8,8 @@
    callbacks do; at the tick its snapshot, the adapter, TimedPolicyClient, parse), minus the server's own
    ``infer_ms``; next to it, in the same run and against the same server, openpi's own LIBERO client loop
    (its ``[::-1, ::-1]`` + ``image_tools.resize_with_pad`` at the tick, then ``WebsocketClientPolicy.infer``),
-   measured the same way; the preprocessing on arrival is shown beside them;
+   measured the same way; the preprocessing on arrival is shown beside them, and the transport's floor (a plain
+   websocket round trip of the images' bytes to a server process: below it no client can go);
 2. the action stream at 20 Hz with prefetching under 100 ms inference (policy_node.runner against the local
    server with ``delay_ms`` 100): period error of the handed-out actions and the longest pause, next to
    the synchronous mode.
@@ -59,6 +60,44 @@ def server_process(delay_ms: float = 0.0) -> Iterator[tuple[str, int]]:
                 raise RuntimeError("the policy server process did not come up")
             time.sleep(0.05)
         yield LOOPBACK, port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+# A websocket server in its own process that answers every message with a reply the size of a chunk's frame:
+# the transport's own round trip, with no msgpack and no policy server around it.
+_ECHO_SERVER = """
+import sys
+from websockets.sync.server import serve
+def answer(ws):
+    for _ in ws:
+        ws.send(bytes(400))
+with serve(answer, sys.argv[1], 0, compression=None, max_size=None) as server:
+    print(server.socket.getsockname()[1], flush=True)
+    server.serve_forever()
+"""
+
+
+def transport_floor(requests: int, payload_bytes: int, warmup: int = 20) -> dict[str, float]:
+    """The plain websocket round trip (websockets' sync client, as openpi's, to a server process) of a request
+    of ``payload_bytes``: what no client can go below on this machine."""
+    from websockets.sync.client import connect
+
+    from libero_workcell.loopback import LOOPBACK
+
+    proc = subprocess.Popen([sys.executable, "-c", _ECHO_SERVER, LOOPBACK], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())
+        payload = bytes(payload_bytes)
+        times = []
+        with connect(f"ws://{LOOPBACK}:{port}", compression=None, max_size=None) as ws:
+            for _ in range(warmup + requests):
+                t0 = time.perf_counter()
+                ws.send(payload)
+                ws.recv()
+                times.append((time.perf_counter() - t0) * 1e3)
+        return percentiles(times[warmup:])
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -124,6 +163,9 @@ def overhead(requests: int, warmup: int = 20) -> None:
     print(f"   of policy_node's, the websocket round trip (send to reply, the server's unpacking and packing, "
           f"inference excluded): p50 {fmt(w['p50'])} ms, p99 {fmt(w['p99'])} ms")
     print(f"   off the tick, in the image callbacks: p50 {fmt(c['p50'])} ms, p99 {fmt(c['p99'])} ms per pair of frames")
+    f = transport_floor(requests, 2 * 224 * 224 * 3)
+    print(f"   the transport's floor (a plain websocket round trip of the two images' bytes to a server process, no "
+          f"msgpack, no policy server): p50 {fmt(f['p50'])} ms, p99 {fmt(f['p99'])} ms")
     print(f"   ratio of the p99s {ratio:.2f} (target <= {OVERHEAD_TARGET_RATIO:g}: "
           f"{'PASS' if ratio <= OVERHEAD_TARGET_RATIO else 'MISS'}); p99 {fmt(a['p99'])} ms (target <= "
           f"{OVERHEAD_TARGET_MS:g} ms: {'PASS' if a['p99'] <= OVERHEAD_TARGET_MS else 'MISS'})")
