@@ -122,7 +122,7 @@ class ChunkQueue:
         """The next ``steps`` queued actions (fewer if fewer are queued), (n, 7): what the arm will execute
         while a chunk requested now is computed (real-time chunking's committed prefix)."""
         rows = [x.action for x in list(self._queue)[: max(0, int(steps))]]
-        return np.array(rows, dtype=np.float64).reshape(len(rows), ACTION_DIM)
+        return np.array(rows).reshape(len(rows), ACTION_DIM)  # rows are validated float64 actions
 
     def request(self) -> tuple[int, int]:
         """A chunk is being requested now: (its sequence number, the executed count it answers)."""
@@ -159,16 +159,17 @@ class ChunkQueue:
                     fresh[i] = ChunkAction(a, x.chunk, x.index, x.blended, True)
                     limited += 1
                 prev = pose
-        for c in [c for c in self._step_of if c < chunk - 8]:
-            del self._step_of[c]
+        # what the next join may need: this chunk's steps (its actions are now queued), and the running one's while
+        # nothing of this one has run yet
+        keep = {chunk} | ({self.last.chunk} if self.last is not None else set())
+        self._step_of = {c: v for c, v in self._step_of.items() if c in keep}
         self._queue = deque(fresh)
         return Joined(chunk, k, min(len(old), len(window)), len(fresh), limited)
 
     def splice_bound(self, old: int, new: int) -> np.ndarray:
         """S: per pose component, the largest step between consecutive actions of chunk ``old`` or ``new`` (as
         the server sent them), at least ``min_splice_step``."""
-        zero = np.zeros(6)
-        return np.maximum(np.maximum(self._step_of.get(old, zero), self._step_of.get(new, zero)), self.min_splice_step)
+        return np.maximum(np.maximum(self._step_of[old], self._step_of[new]), self.min_splice_step)
 
     def next(self) -> ChunkAction | None:
         """The action for this control step, or None when none is queued (the arm holds)."""
@@ -188,7 +189,7 @@ class ChunkQueue:
 
 def max_step(actions: np.ndarray) -> np.ndarray:
     """Per pose component, the largest change between consecutive actions of a chunk (zeros for one action)."""
-    a = np.asarray(actions, dtype=np.float64)[:, POSE]
+    a = np.asarray(actions)[:, POSE]
     return np.max(np.abs(np.diff(a, axis=0)), axis=0) if len(a) > 1 else np.zeros(6)
 
 

@@ -100,6 +100,85 @@ def test_the_blend_alone_does_not_bound_the_jump_and_the_bounded_splice_does() -
     assert got == pytest.approx([0.5 - k * FLOOR for k in range(2, 6)])  # then on toward the new chunk
 
 
+def _chunk(*pose0: float, hold: float = 0.0) -> np.ndarray:
+    """A chunk whose component 0 takes the values ``pose0``, the other pose components ``hold``, gripper open."""
+    a = np.full((len(pose0), 7), hold)
+    a[:, 0] = pose0
+    a[:, 6] = -1.0
+    return a
+
+
+def _executed(q: ChunkQueue) -> list[float]:
+    return [x.action[0] for x in iter(q.next, None)]
+
+
+def _joined(q: ChunkQueue, actions: np.ndarray):
+    chunk, at = q.request()
+    return q.join(chunk, actions, at)
+
+
+def test_the_bound_is_the_larger_step_of_the_running_chunk_and_the_new_one() -> None:
+    for running, new, step in ((_chunk(0.0, 0.2, 0.4), _chunk(-0.8, -0.8, -0.8, -0.8), 0.2),  # the running's
+                               (_chunk(0.0, 0.0, 0.0), _chunk(-0.9, -0.6, -0.3, 0.0), 0.3)):  # the new one's
+        q = ChunkQueue(4, bound_splice=True, min_splice_step=FLOOR)
+        _joined(q, running)
+        start = q.next().action[0]
+        _joined(q, new)
+        got = _executed(q)
+        steps = np.abs(np.diff([start, *got]))
+        assert steps.max() == pytest.approx(step), got  # not the floor, not the other chunk's
+        assert got[-1] == pytest.approx(new[-1, 0]) or steps.min() == pytest.approx(step)
+
+
+def test_a_one_action_chunk_has_no_step_and_meets_at_the_floor() -> None:
+    np.testing.assert_array_equal(max_step(_chunk(0.7)), np.zeros(6))
+    q = ChunkQueue(1, bound_splice=True, min_splice_step=FLOOR)
+    _joined(q, _chunk(0.0))
+    q.next()
+    _joined(q, _chunk(0.5))
+    assert _executed(q) == pytest.approx([FLOOR])
+
+
+def test_what_is_within_the_bound_is_the_chunks_own_and_not_marked() -> None:
+    q = ChunkQueue(3, bound_splice=True, min_splice_step=FLOOR)
+    _joined(q, _chunk(0.0, 0.1, 0.2, 0.3))
+    q.next()
+    joined = _joined(q, _chunk(0.1, 0.2, 0.3, 0.4))
+    assert joined.limited == 0
+    xs = list(iter(q.next, None))
+    assert [x.action[0] for x in xs] == pytest.approx([0.1, 0.2, 0.3]) and not any(x.limited for x in xs)
+
+
+def test_a_limited_action_keeps_its_blended_flag_and_a_join_before_anything_ran_keeps_the_running_bound() -> None:
+    q = ChunkQueue(4, blend_old=0.3, bound_splice=True, min_splice_step=FLOOR)
+    _joined(q, _chunk(0.0, 0.25, 0.5, 0.75))  # steps of 0.25
+    q.next()
+    _joined(q, _chunk(0.0, 0.0))  # nothing of it runs before the next chunk arrives
+    _joined(q, _chunk(-1.0, -1.0, -1.0))  # blended with what is queued, bounded by the first chunk's 0.25
+    xs = list(iter(q.next, None))
+    assert [x.blended for x in xs] == [True, True, False] and all(x.limited for x in xs)
+    assert [x.action[0] for x in xs] == pytest.approx([-0.25, -0.5, -0.75])
+
+
+def test_after_the_queue_is_dropped_the_next_chunk_is_taken_as_it_is() -> None:
+    q = ChunkQueue(3, bound_splice=True, min_splice_step=FLOOR)
+    _joined(q, _chunk(0.0, 0.0, 0.0))
+    q.next()
+    assert q.clear() == 2
+    assert _joined(q, _chunk(0.9, 0.9)).limited == 0
+    assert _executed(q) == pytest.approx([0.9, 0.9])
+
+
+def test_the_committed_prefix_is_empty_for_no_steps_and_refuses_a_bad_floor() -> None:
+    q = ChunkQueue(3)
+    _joined(q, _chunk(0.0, 0.1, 0.2))
+    for steps in (0, -2):
+        assert q.committed(steps).shape == (0, 7)
+    np.testing.assert_array_equal(q.committed(2)[:, 0], [0.0, 0.1])
+    with pytest.raises(ValueError, match=r"min_splice_step must be > 0, got 0\.0"):
+        ChunkQueue(3, min_splice_step=0.0)
+
+
 def _spy_joins(runner: PolicyRunner, joins: dict[int, int]) -> None:
     """Record each chunk's dropped_past (its measured delay) in ``joins`` as the runner's queue joins it."""
     real = runner.queue.join
