@@ -40,11 +40,17 @@ class Splices:
     rtc_fields: int  # requests the server saw with prev_actions / inference_delay
 
 
+def splice_jump(before: np.ndarray, after: np.ndarray) -> float:
+    """The jump between two consecutive executed actions: the largest change of a pose component."""
+    from policy_node.chunks import POSE
+
+    return float(np.max(np.abs(np.asarray(after, float)[POSE] - np.asarray(before, float)[POSE])))
+
+
 def measure(delay_ms: float, rtc: bool, splice: str = "bounded", steps: int = 400, seed: int = 0,
             wall: bool = False) -> Splices:  # fmt: skip
     from libero_workcell.contract import action_to_delta
     from policy_node.builtin_policies import SampledReachPolicy
-    from policy_node.chunks import splice_jump
     from policy_node.config import PolicyConfig
     from policy_node.observation import Snapshot
     from policy_node.runner import PolicyRunner

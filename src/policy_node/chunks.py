@@ -193,11 +193,6 @@ def max_step(actions: np.ndarray) -> np.ndarray:
     return np.max(np.abs(np.diff(a, axis=0)), axis=0) if len(a) > 1 else np.zeros(6)
 
 
-def splice_jump(before: np.ndarray, after: np.ndarray) -> float:
-    """The jump between two consecutive executed actions: the largest change of a pose component."""
-    return float(np.max(np.abs(np.asarray(after, float)[POSE] - np.asarray(before, float)[POSE])))
-
-
 def prefetch_steps(replan_steps: int, round_trip_steps: float, share: float = 0.5) -> int:
     """Queued actions at which the asynchronous mode requests the next chunk: ``share`` of a window
     (LeRobot's 0.5), and never fewer than the round trip in control steps plus one, so a reply is there
