@@ -132,6 +132,7 @@ def test_the_bound_is_the_larger_step_of_the_running_chunk_and_the_new_one() -> 
 
 def test_a_one_action_chunk_has_no_step_and_meets_at_the_floor() -> None:
     np.testing.assert_array_equal(max_step(_chunk(0.7)), np.zeros(6))
+    np.testing.assert_allclose(max_step(_chunk(0.1, 0.4)), [0.3, 0, 0, 0, 0, 0])  # two actions: one step
     q = ChunkQueue(1, bound_splice=True, min_splice_step=FLOOR)
     _joined(q, _chunk(0.0))
     q.next()
