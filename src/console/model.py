@@ -128,6 +128,7 @@ class ConsoleModel:
         self.history: deque[FaultEvent] = deque(maxlen=HISTORY)
         self.bad_messages: Counter[str] = Counter()  # input -> malformed messages ignored
         self.notices: deque[dict[str, Any]] = deque(maxlen=50)  # results of the page's controls
+        self._state_asked = -float("inf")  # when a page last asked for the state (snapshot)
 
     # ------------------------------------------------------------------ faults
     def _set_fault(self, source: str, text: str, devices: tuple[str, ...] | None = None) -> None:
@@ -241,9 +242,22 @@ class ConsoleModel:
             arm["tcp"] = tcp
         return arm
 
+    def state_watched(self, within: float) -> bool:
+        """Whether a page asked for the state in the last ``within`` s (the node follows the arm's and the belt's
+        fast topics only then)."""
+        with self._lock:
+            return self._clock() - self._state_asked <= within
+
+    def forget_motion(self) -> None:
+        """The TCP, gripper and belt are no longer followed (no page): shown as unknown, never as a stale value."""
+        with self._lock:
+            self.arm["tcp"] = self.arm["gripper"] = None
+            self.conveyor.update(position=None, speed=None)
+
     def snapshot(self) -> dict[str, Any]:
         """Everything the page shows, JSON-ready."""
         with self._lock:
+            self._state_asked = self._clock()
             panels = (("collection", self.recorder), ("deployment", self.policy), ("replay", self.replay),
                       ("evaluation", self.evaluation))
             jobs = [name for name, seen in panels if seen]

@@ -39,7 +39,7 @@ from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 
 DEFAULT_PORT: Final = 8080
-WATCHED_S: Final = 5.0  # a camera's subscription ends this long after the last page stopped asking for it
+WATCHED_S: Final = 5.0  # a camera's (or the fast state's) subscription ends this long after the last page asked
 
 PARAMETERS: Final[dict[str, Any]] = {
     "host": "127.0.0.1",  # any other address needs a token (console.access)
@@ -76,8 +76,8 @@ def policy_transform(view: str) -> Callable[[Any], Any]:
 
 
 class ConsoleNode(Node):
-    def __init__(self) -> None:
-        super().__init__("console")
+    def __init__(self, **node_options: Any) -> None:  # rclpy Node's options (a context, parameter overrides)
+        super().__init__("console", **node_options)
         declare_all(self, PARAMETERS)
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
@@ -112,17 +112,27 @@ class ConsoleNode(Node):
                                  qos(Qos.LATCHED))  # fmt: skip
         self.create_subscription(String, Topics.ACTIVE_SOURCE, lambda msg: m.update_active_source(msg.data),
                                  qos(Qos.LATCHED))  # fmt: skip
-        self.create_subscription(PoseStamped, Topics.TCP_POSE, self._on_tcp, NEWEST_ONLY)
-        self.create_subscription(JointState, Topics.GRIPPER_STATE,
-                                 lambda msg: m.update_gripper(msg.position[0] if len(msg.position) else None),
-                                 NEWEST_ONLY)  # fmt: skip
-        self.create_subscription(JointState, Topics.CONVEYOR_STATE, self._on_belt, NEWEST_ONLY)
+        self._motion: list[Any] = []  # the TCP, gripper and belt subscriptions, while a page asks for the state
         self.create_subscription(DiagnosticArray, Topics.DIAGNOSTICS, self._on_diagnostics, qos(Qos.DIAGNOSTICS))
         for topic, (key, spec) in JSON_TOPICS.items():
             self.create_subscription(String, topic, lambda msg, k=key: m.update_json(k, _json(msg.data)), qos(spec))
 
     def _follow_pages(self) -> None:
-        """Take a camera's frames only while a page watches it: idle, the console costs the graph no images."""
+        """Take a camera's frames only while a page watches it, and the arm's and the belt's fast state topics
+        only while a page asks for the state: idle, the console follows only what it must not miss (modes,
+        faults, diagnostics, the jobs' status)."""
+        m = self.model
+        if m.state_watched(WATCHED_S) and not self._motion:
+            self._motion = [
+                self.create_subscription(PoseStamped, Topics.TCP_POSE, self._on_tcp, NEWEST_ONLY),
+                self.create_subscription(JointState, Topics.GRIPPER_STATE, self._on_gripper, NEWEST_ONLY),
+                self.create_subscription(JointState, Topics.CONVEYOR_STATE, self._on_belt, NEWEST_ONLY),
+            ]
+        elif self._motion and not m.state_watched(WATCHED_S):
+            for sub in self._motion:
+                self.destroy_subscription(sub)
+            self._motion = []
+            m.forget_motion()
         for camera in CAMERA_NAMES:
             watched = self.frames.wanted(camera, WATCHED_S)
             if watched and camera not in self._cameras:
@@ -137,6 +147,9 @@ class ConsoleNode(Node):
     def _on_tcp(self, msg: PoseStamped) -> None:
         p, o = msg.pose.position, msg.pose.orientation
         self.model.update_tcp((p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
+
+    def _on_gripper(self, msg: JointState) -> None:
+        self.model.update_gripper(msg.position[0] if len(msg.position) else None)
 
     def _on_belt(self, msg: JointState) -> None:
         if len(msg.position) and len(msg.velocity):
