@@ -99,6 +99,8 @@ RUN_BY: dict[str, str] = {
 NOT_RUN: dict[str, str] = {
     r"^\./test\.sh": "the suite itself (CI runs it: .ci/run)",
     r"^bench/|-m bench\.": "a benchmark, minutes of figures, run by hand (its options are checked)",
+    r"policy_timing:=/tmp/e2e_wall\.jsonl": "the end-to-end latency bench's wall-clock run, by hand (its graph is "
+                                           "test_deploy_graph's; the options are resolved here)",
     r"^(cd|source) |^git clone|^rosdep |^pip install|^python3 -m venv":
         "installation on a robot PC (test_prerequisites "
                                                                      "keeps the pins and package.xml in step)",
