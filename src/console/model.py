@@ -82,7 +82,14 @@ class DeploymentFigures:
     holds: Counter[str] = field(default_factory=Counter)
     last_hold_reason: str = ""
     last_server_error: str = ""
+    server_answered_since: bool = False  # an action came after the last server error: it is history, not now
     steps: int = 0
+
+    def server_error(self, text: str) -> None:
+        """The policy's last server error (its status repeats it: only a new text, or a lost server, is news)."""
+        if text != self.last_server_error:
+            self.last_server_error = text
+            self.server_answered_since = False
 
     def add(self, step: Mapping[str, Any]) -> None:
         self.steps += 1
@@ -93,17 +100,21 @@ class DeploymentFigures:
             if len(self.chunks_seen) > 4 * ROUND_TRIPS:
                 self.chunks_seen = set(sorted(self.chunks_seen)[-ROUND_TRIPS:])
         reason = str(step.get("reason") or "")
-        if step.get("action") is None and reason:
+        if step.get("action") is not None:
+            self.server_answered_since = True
+        elif reason:
             self.holds[str(step.get("kind", "?"))] += 1
             self.last_hold_reason = reason
             if step.get("kind") == "server_lost":
-                self.last_server_error = reason
+                self.server_error(reason)
+                self.server_answered_since = False
 
     def as_dict(self) -> dict[str, Any]:
         rtts = list(self.round_trips)
         return {"steps": self.steps, "chunks": len(self.chunks_seen), "round_trip_p50_ms": _percentile(rtts, 50),
                 "round_trip_p99_ms": _percentile(rtts, 99), "holds": dict(self.holds),
-                "last_hold_reason": self.last_hold_reason, "last_server_error": self.last_server_error}  # fmt: skip
+                "last_hold_reason": self.last_hold_reason, "last_server_error": self.last_server_error,
+                "server_answered_since": self.server_answered_since}  # fmt: skip
 
 
 class ConsoleModel:
@@ -206,7 +217,7 @@ class ConsoleModel:
         if isinstance(step, dict):
             self.deployment.add(step)
         if data.get("last_error"):
-            self.deployment.last_server_error = str(data["last_error"])
+            self.deployment.server_error(str(data["last_error"]))
         self.policy = {**(self.policy or {}), **data}
         lost = isinstance(step, dict) and step.get("kind") == "server_lost"
         self._set_fault("policy", str(step.get("reason") or "policy server lost") if lost else "",

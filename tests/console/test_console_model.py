@@ -75,8 +75,15 @@ def test_the_deployment_panel_counts_chunks_round_trips_holds_and_the_server_err
     assert (d["steps"], d["chunks"], d["round_trip_p50_ms"], d["round_trip_p99_ms"]) == (23, 4, 20.0, 40.0)
     assert d["holds"] == {"server_lost": 3} and d["last_server_error"] == "no policy server: connection refused"
     assert [f["source"] for f in m.snapshot()["faults"]] == ["policy"]
-    m.update_json("policy", {"running": True, "connected": True, "step": steps[0]})
+    assert not d["server_answered_since"]
+    m.update_json("policy", {"running": True, "connected": True, "step": steps[0],
+                             "last_error": "no policy server: connection refused"})  # the status repeats it
     assert m.snapshot()["faults"] == []  # acting again: the fault clears, the figures stay
+    d = m.snapshot()["deployment"]
+    assert d["last_server_error"] == "no policy server: connection refused" and d["server_answered_since"]
+    m.update_json("policy", {"running": True, "connected": False, "last_error": "the server failed: boom"})
+    d = m.snapshot()["deployment"]
+    assert d["last_server_error"] == "the server failed: boom" and not d["server_answered_since"]  # news
 
 
 @settings(max_examples=300, deadline=None)

@@ -140,7 +140,8 @@ function renderDeployment(p, d) {
   const holds = d ? Object.entries(d.holds) : [];
   setText("pol-holds", holds.length ? holds.map(([k, n]) => `${k} ${n}`).join(", ") : "none");
   setText("pol-hold-reason", d && d.last_hold_reason ? d.last_hold_reason : "-");
-  setText("pol-server-error", d && d.last_server_error ? d.last_server_error : "none");
+  setText("pol-server-error", d && d.last_server_error
+    ? d.last_server_error + (d.server_answered_since ? " (since then the server answered)" : "") : "none");
   setText("pol-report", p.episode_report || "-");
 }
 
