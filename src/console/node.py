@@ -122,13 +122,14 @@ class ConsoleNode(Node):
         only while a page asks for the state: idle, the console follows only what it must not miss (modes,
         faults, diagnostics, the jobs' status)."""
         m = self.model
-        if m.state_watched(WATCHED_S) and not self._motion:
+        state_watched = m.state_watched(WATCHED_S)
+        if state_watched and not self._motion:
             self._motion = [
                 self.create_subscription(PoseStamped, Topics.TCP_POSE, self._on_tcp, NEWEST_ONLY),
                 self.create_subscription(JointState, Topics.GRIPPER_STATE, self._on_gripper, NEWEST_ONLY),
                 self.create_subscription(JointState, Topics.CONVEYOR_STATE, self._on_belt, NEWEST_ONLY),
             ]
-        elif self._motion and not m.state_watched(WATCHED_S):
+        elif self._motion and not state_watched:
             for sub in self._motion:
                 self.destroy_subscription(sub)
             self._motion = []

@@ -93,8 +93,7 @@ def cmd_bringup(args: argparse.Namespace) -> int:
                                               str(values.get("cell", "")), tuple(n.name for n in nodes))  # fmt: skip
             run_registry.announce(record)
         exits = running.wait(nodes_up=nodes_up)
-    except KeyboardInterrupt:
-        exits = []
+    except KeyboardInterrupt:  # exits stays [] (a stop asked for, not a node that died)
         if nodes_up is not None:
             nodes_up.close()
         print("workcell: stopping", flush=True)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policy_node.builtin_policies import ReachPolicy, SampledReachPolicy, inpaint, rtc_soft_mask
-from policy_node.chunks import POSE, ChunkQueue, max_step
+from policy_node.chunks import POSE, ChunkQueue, Joined, max_step
 from policy_node.config import PolicyConfig, PolicyConfigError
 from policy_node.observation import Snapshot
 from policy_node.runner import PolicyRunner
@@ -180,16 +181,21 @@ def test_the_committed_prefix_is_empty_for_no_steps_and_refuses_a_bad_floor() ->
         ChunkQueue(3, min_splice_step=0.0)
 
 
-def _spy_joins(runner: PolicyRunner, joins: dict[int, int]) -> None:
-    """Record each chunk's dropped_past (its measured delay) in ``joins`` as the runner's queue joins it."""
+def _on_joins(runner: PolicyRunner, after: Callable[[int, Joined], None]) -> None:
+    """Call ``after(chunk, joined)`` each time the runner's queue has joined a chunk."""
     real = runner.queue.join
 
     def spy(chunk, actions, at):
         j = real(chunk, actions, at)
-        joins[chunk] = j.dropped_past
+        after(chunk, j)
         return j
 
     runner.queue.join = spy  # type: ignore[method-assign]
+
+
+def _spy_joins(runner: PolicyRunner, joins: dict[int, int]) -> None:
+    """Record each chunk's dropped_past (its measured delay) in ``joins`` as the runner's queue joins it."""
+    _on_joins(runner, lambda chunk, joined: joins.__setitem__(chunk, joined.dropped_past))
 
 
 def _run(runner: PolicyRunner, steps: int, joins: dict[int, int] | None = None) -> list:
@@ -215,15 +221,9 @@ def test_the_step_record_names_the_actions_the_splice_bound_moved() -> None:
         with LocalPolicyServer(SampledReachPolicy(TARGET, 10, noise=0.4, seed=3)) as srv:
             runner = PolicyRunner(PolicyConfig(url=srv.url, start_wait_steps=0, latency="100",
                                                splice="bounded" if bounded else "blend"), sim=True)  # fmt: skip
-            marked: dict[tuple[int, int], bool] = {}
-            real = runner.queue.join
-
-            def spy(chunk, actions, at, real=real, marked=marked, queue=runner.queue):
-                j = real(chunk, actions, at)
-                marked.update({(x.chunk, x.index): x.limited for x in queue._queue})
-                return j
-
-            runner.queue.join = spy  # type: ignore[method-assign]
+            marked: dict[tuple[int, int], bool] = {}  # (chunk, index) -> limited, as the queue holds it after a join
+            _on_joins(runner, lambda _c, _j, m=marked, q=runner.queue: m.update(
+                {(x.chunk, x.index): x.limited for x in q._queue}))
             try:
                 records = [r for r in _run(runner, 60) if r.kind == "chunk"]
             finally:
