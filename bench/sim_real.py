@@ -33,7 +33,7 @@ from libero_workcell.task import TaskSpec
 from sim_bridge.aubo_demos import record_expert_demo
 from sim_bridge.replay import held_ticks, plan_from_demo, replay_in_process
 from sim_bridge.response_reference import load_reference, reference_demo, segment_errors, table
-from workcell.replay_run import replay_graph
+from workcell.replay_run import describe, replay_graph
 
 
 def replay_rtf(steps: int, work: Path, env: dict[str, str]) -> None:
@@ -43,13 +43,7 @@ def replay_rtf(steps: int, work: Path, env: dict[str, str]) -> None:
     for mode in ("open_loop", "closed_loop"):
         report = replay_graph(path, "", mode, work / mode, env, timeout=steps / 20 + 120,
                               extra=["demo_replay.strip_frames:=0"])  # fmt: skip
-        if "error" in report:
-            print(f"   {mode}: failed: {report['error']}")
-            continue
-        tm, tr = report["timing"], report["tracking"]
-        rtf = "n/a" if tm["real_time_factor"] is None else f"{tm['real_time_factor']:.3f}"
-        print(f"   {mode:<12} real-time factor {rtf} ({tm['sim_s']:.1f} s of sim time in {tm['wall_s']:.1f} s, "
-              f"lockstep); tracking RMS {tr['pos_rms_m'] * 1e3:.2f} mm {tr['rot_rms_deg']:.2f} deg")  # fmt: skip
+        print("\n".join(f"   {line}" for line in describe(report).splitlines()))  # what `workcell replay` prints
 
 
 def response_through_graph(work: Path, env: dict[str, str]) -> None:
