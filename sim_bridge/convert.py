@@ -16,9 +16,9 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import RESPONSE_LIBERO, ArmConfig
-from aubo_bridge.driver import IK_MAX_ITERATIONS, box_step
-from aubo_bridge.model.kinematics import fk, ik, rotation_error
-from libero_workcell.action_response import Goal, OscResponse, RefState, next_goal, transition
+from aubo_bridge.driver import IK_MAX_ITERATIONS, box_step, reference_tick
+from aubo_bridge.model.kinematics import fk, ik
+from libero_workcell.action_response import Goal, PandaResponse, RefState, next_goal
 from libero_workcell.contract import SOURCE_POLICY, action_to_delta, gripper_command_to_coord, validate_action
 from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import Demo, aubo_robot_states
@@ -91,19 +91,14 @@ class KinematicLimitError(RuntimeError):
     """A limit of the arm driver would act here, so the kinematic path would not be what the arm does."""
 
 
-def _tick_maps(kp: float, zeta: float, dt: float, ticks: int) -> np.ndarray:
-    """(ticks, 2, 2): the exact map of (offset, velocity) over 1 .. ticks servo periods."""
-    return np.stack([transition(kp, zeta, dt * k) for k in range(1, ticks + 1)])
-
-
 def convert_kinematic(demo: Demo, arm: ArmConfig | None = None) -> Converted:
-    """The conversion without MuJoCo: the AUBO's TCP is the arm driver's libero reference itself (its
-    servos track it; the full path's MuJoCo arm follows it within a fraction of a millimetre), advanced one
-    control period per action with the same exact second-order maps the driver integrates per servo tick,
-    checked per tick against the driver's limits (TCP speeds, workspace box; any that would act raises
-    :class:`KinematicLimitError`), joints by IK once per step (warm-started; unreachable raises), the
-    gripper coordinate its command. No images and no task outcome (no physics): replay the converted demo
-    (sim_bridge.replay) for the outcome. Deterministic; tens of times faster than real time."""
+    """The conversion without MuJoCo's world: the AUBO's TCP is the arm driver's libero reference itself (its
+    servos track it; the full path's MuJoCo arm follows it within a fraction of a millimetre), advanced tick
+    by tick with the driver's own :func:`~aubo_bridge.driver.reference_tick` (the response, the workspace
+    box), checked against the driver's other limits (a TCP speed limit or a joint speed that would act raises
+    :class:`KinematicLimitError`), joints by IK once per step (warm-started; unreachable raises), the gripper
+    coordinate its command. No images and no task outcome (no physics): replay the converted demo
+    (sim_bridge.replay) for the outcome. Deterministic; faster than real time (docs/simulation.md)."""
     spec_json = task_of(demo).to_json()  # the task must be known, as for the full path
     path = tcp_path(demo)
     cfg = arm or ArmConfig()
@@ -111,21 +106,11 @@ def convert_kinematic(demo: Demo, arm: ArmConfig | None = None) -> Converted:
         raise ValueError("the kinematic conversion models the libero action response only")
     q = start_joints(demo, path, cfg)
     n_ticks = round(cfg.control_period / cfg.servo_period)
-    g = cfg.osc_gains
-    maps_pos = _tick_maps(g.kp_pos, g.damping_pos, cfg.servo_period, n_ticks)
-    maps_rot = _tick_maps(g.kp_rot, g.damping_rot, cfg.servo_period, n_ticks)
     p0, R0 = fk(q, cfg.tool_offset)
+    response = PandaResponse(cfg.servo_period)
+    response.reset(p0, R0)
     st = {"ref": RefState.at_rest(p0, R0), "goal": Goal(p0, R0), "q": q, "grip": 0.0}
     rows: list[tuple[np.ndarray, np.ndarray, float, np.ndarray]] = []  # TCP, rotation, gripper, joints per step
-    per_tick = OscResponse(g, cfg.servo_period)
-
-    def on_the_box(ref: RefState, goal: Goal) -> RefState:
-        """One control period tick by tick, the reference stopped on a workspace face (ArmDriver._reference_point)."""
-        for _ in range(n_ticks):
-            nxt = per_tick.step(ref, goal)
-            pos, _ = box_step(ref.pos, nxt.pos - ref.pos, cfg.workspace_min, cfg.workspace_max)
-            ref = RefState(pos, np.where(pos != nxt.pos, 0.0, nxt.vel), nxt.R, nxt.omega)
-        return ref
 
     def observe() -> tuple[np.ndarray, np.ndarray]:
         return st["ref"].pos, st["ref"].R
@@ -139,18 +124,11 @@ def convert_kinematic(demo: Demo, arm: ArmConfig | None = None) -> Converted:
         if np.any(outward):  # the driver refuses such an action (clipping a goal to the box, it does too)
             raise KinematicLimitError(f"{demo.name}: the goal leaves the workspace box")
         goal = Goal(goal_pos, next_goal(ref, st["goal"], dpos, drot).R)
-        pos_states = maps_pos @ np.stack([ref.pos - goal.pos, ref.vel])  # (ticks, 2, 3)
-        rot_states = maps_rot @ np.stack([rotation_error(ref.R, goal.R), ref.omega])
-        if np.max(np.linalg.norm(pos_states[:, 1], axis=1)) > cfg.max_tcp_speed:
-            raise KinematicLimitError(f"{demo.name}: the reference would exceed max_tcp_speed")
-        if np.max(np.linalg.norm(rot_states[:, 1], axis=1)) > cfg.max_tcp_rot_speed:
-            raise KinematicLimitError(f"{demo.name}: the reference would exceed max_tcp_rot_speed")
-        ticks = goal.pos + pos_states[:, 0]
-        if np.any(ticks < cfg.workspace_min) or np.any(ticks > cfg.workspace_max):
-            new = on_the_box(ref, goal)  # the driver stops the reference on the face: tick by tick, as it does
-        else:
-            new = RefState(ticks[-1], pos_states[-1, 1],
-                           Rotation.from_rotvec(rot_states[-1, 0]).as_matrix() @ goal.R, rot_states[-1, 1])  # fmt: skip
+        new = ref
+        for _ in range(n_ticks):
+            new, sped = reference_tick(response, new, goal, cfg)
+            if sped:
+                raise KinematicLimitError(f"{demo.name}: the reference would exceed a TCP speed limit")
         sol = ik(new.pos, new.R, st["q"], cfg.tool_offset, IK_MAX_ITERATIONS, cfg.ik_pos_tol, cfg.ik_rot_tol)
         if not sol.converged:
             raise KinematicLimitError(f"{demo.name}: IK fails on the reference at {new.pos.round(3)}")

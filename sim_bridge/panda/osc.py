@@ -2,57 +2,23 @@
 
 Per control step (:meth:`PandaOsc.set_goal`): the position goal is the TCP position + 0.05 m x the
 action, the orientation goal is Exp(0.5 rad x the action's rotation) applied on the left to the TCP
-rotation, and is only moved when that rotation is non-zero. Per physics step (:meth:`torques`):
-
-    F   = Lambda_pos (kp (p_goal - p) - kd v)          (kd = 2 sqrt(kp) damping_ratio)
-    Tau = Lambda_ori (kp e_ori - kd w)                 (e_ori = 1/2 sum_i r_i x r_goal_i)
-    tau = J^T [F; Tau] + bias forces + N^T M (kp_n (q0 - q) - 2 sqrt(kp_n) qd)
-
-with Lambda_pos/ori = (J_pos/ori M^-1 J_pos/ori^T)^+ (position and orientation decoupled),
-N = I - Jbar J the null space of the full task Jacobian (Jbar = M^-1 J^T Lambda), kp_n = 10
-pulling the posture toward the start joints, and the torques clipped to the actuators' range.
-robosuite's defaults: kp = 150, damping ratio 1. The gripper: each physics step the finger command
+rotation, and is only moved when that rotation is non-zero. Per physics step (:meth:`apply`): the law
+(:mod:`libero_workcell.osc_law`, robosuite's defaults kp = 150, damping ratio 1, null-space kp 10) plus
+the bias forces, clipped to the actuators' range. The gripper: each physics step the finger command
 moves 0.01 toward closed (+1 action) or open (-1), mapped onto the finger actuators' ranges.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE
+from libero_workcell.osc_law import OscConfig, orientation_error, osc_torque
 from sim_bridge.panda.model import ARM_ACTUATORS, ARM_JOINTS, GRIP_SITE, GRIPPER_ACTUATORS
 
 GRIPPER_SPEED = 0.01  # finger command change per physics step (robosuite's PandaGripper.speed)
-
-
-@dataclass(frozen=True)
-class OscConfig:
-    kp: float = 150.0
-    damping_ratio: float = 1.0
-    nullspace_kp: float = 10.0
-
-
-def orientation_error(desired: np.ndarray, current: np.ndarray) -> np.ndarray:
-    """robosuite's rotation error: half the sum of the cross products of the frames' columns."""
-    return 0.5 * sum(np.cross(current[:, i], desired[:, i]) for i in range(3))
-
-
-def posture_torque(M: np.ndarray, kp: float, q_error: np.ndarray, qd: np.ndarray) -> np.ndarray:
-    """The posture controller's joint torque toward the start joints (critically damped, robosuite's)."""
-    return M @ (kp * q_error - 2.0 * np.sqrt(kp) * qd)
-
-
-def nullspace_torque(M: np.ndarray, M_inv: np.ndarray, J: np.ndarray, lam_full: np.ndarray,
-                     torque: np.ndarray) -> np.ndarray:  # fmt: skip
-    """``torque`` projected into the task's dynamically consistent null space: ``(I - J^T Jbar^T) torque`` with
-    ``Jbar = M^-1 J^T Lambda`` (robosuite's ``nullspace_matrix.T``). It gives the TCP no acceleration
-    (``J M^-1`` of it is zero), so the posture never moves the TCP; the transpose, ``(I - Jbar J)``, would."""
-    j_bar = M_inv @ J.T @ lam_full
-    return torque - J.T @ (j_bar.T @ torque)
 
 
 class PandaOsc:
@@ -103,17 +69,8 @@ class PandaOsc:
         J = np.vstack([self._jacp[:, self._dofs], self._jacr[:, self._dofs]])
         M = self._M[np.ix_(self._dofs, self._dofs)]
         qd = d.qvel[self._dofs]
-        v, w = J[:3] @ qd, J[3:] @ qd
-        kd = 2.0 * np.sqrt(cfg.kp) * cfg.damping_ratio
-        force = cfg.kp * (self.goal_pos - self.tcp_pos) - kd * v
-        torque = cfg.kp * orientation_error(self.goal_R, self.tcp_rot) - kd * w
-        M_inv = np.linalg.inv(M)
-        lam_full = np.linalg.pinv(J @ M_inv @ J.T)
-        lam_pos = np.linalg.pinv(J[:3] @ M_inv @ J[:3].T)
-        lam_ori = np.linalg.pinv(J[3:] @ M_inv @ J[3:].T)
-        tau = J.T @ np.concatenate([lam_pos @ force, lam_ori @ torque]) + d.qfrc_bias[self._dofs]
-        posture = posture_torque(M, cfg.nullspace_kp, self.initial_q - d.qpos[self._qpos], qd)
-        tau = tau + nullspace_torque(M, M_inv, J, lam_full, posture)
+        tau = osc_torque(cfg, M, J, qd, self.goal_pos - self.tcp_pos, orientation_error(self.goal_R, self.tcp_rot),
+                         self.initial_q - d.qpos[self._qpos]) + d.qfrc_bias[self._dofs]  # fmt: skip
         lo, hi = m.actuator_ctrlrange[self._arm_act].T
         d.ctrl[self._arm_act] = np.clip(tau, lo, hi)
         # Gripper: the command creeps toward closed (finger 1 down, finger 2 up) or open at GRIPPER_SPEED.

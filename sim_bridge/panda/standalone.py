@@ -14,8 +14,9 @@ import mujoco
 import numpy as np
 
 from libero_workcell.contract import CONTROL_HZ_DEFAULT
+from libero_workcell.osc_law import OscConfig
 from sim_bridge.panda.model import ARM_JOINTS, GRIPPER_JOINTS, INIT_QPOS, TIMESTEP, standalone_model
-from sim_bridge.panda.osc import OscConfig, PandaOsc
+from sim_bridge.panda.osc import PandaOsc
 
 GRIPPER_INIT_QPOS: Final = (0.020833, -0.020833)  # robosuite's PandaGripper.init_qpos
 

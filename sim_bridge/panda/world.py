@@ -17,6 +17,7 @@ import mujoco
 import numpy as np
 
 from libero_workcell.contract import CAMERA_HZ_DEFAULT, CONTROL_HZ_DEFAULT
+from libero_workcell.osc_law import OscConfig
 from libero_workcell.task import TaskSpec
 from sim_bridge import scene
 from sim_bridge.panda.model import (
@@ -29,7 +30,7 @@ from sim_bridge.panda.model import (
     ROBOT_PREFIX,
     attach_panda,
 )
-from sim_bridge.panda.osc import OscConfig, PandaOsc
+from sim_bridge.panda.osc import PandaOsc
 from sim_bridge.panda.standalone import GRIPPER_INIT_QPOS
 from sim_bridge.world import SimWorld, _xyzw
 

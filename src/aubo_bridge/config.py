@@ -14,13 +14,6 @@ import numpy as np
 
 from aubo_bridge.model.description import JOINT_LIMITS, JOINT_VELOCITY_LIMITS, TOOL_OFFSET
 from aubo_bridge.model.kinematics import HOME_Q
-from libero_workcell.action_response import (
-    FITTED_DAMPING_POS,
-    FITTED_DAMPING_ROT,
-    FITTED_KP_POS,
-    FITTED_KP_ROT,
-    OscGains,
-)
 from libero_workcell.config_base import MappedConfig
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SIM_SERVO_HZ_DEFAULT, WATCHDOG_PERIODS_DEFAULT
 from libero_workcell.layout import WORKSPACE_MAX, WORKSPACE_MIN
@@ -44,14 +37,10 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "max_following_error": (0.0, 1.0, "rad"),
     "ik_pos_tol": (0.0, 1e-3, "m"),  # IK accepting more than a millimetre of error is not IK
     "ik_rot_tol": (0.0, 1e-2, "rad"),
-    "osc_kp_pos": (0.0, 2000.0, "1/s^2"),  # stiffer than ~2000 is a step, not a response
-    "osc_damping_pos": (0.0, 5.0, ""),
-    "osc_kp_rot": (0.0, 2000.0, "1/s^2"),
-    "osc_damping_rot": (0.0, 5.0, ""),
 }
 # What an action means (docs/interfaces.md, "Action response"):
 #   libero     - robosuite OSC_POSE's response (LIBERO's simulator): the goal is the reference pose
-#                + the scaled delta, tracked by a second-order reference; ~1/4 of the offset per step.
+#                + the scaled delta, tracked by robosuite's law on the Panda; ~1/4 of the offset per step.
 #   goal_delta - the goal moves by the scaled delta and is reached within the control period.
 RESPONSE_LIBERO: Final = "libero"
 RESPONSE_GOAL_DELTA: Final = "goal_delta"
@@ -99,10 +88,6 @@ class ArmConfig(MappedConfig):
     ik_pos_tol: float = 1e-5  # m
     ik_rot_tol: float = 1e-4  # rad
     action_response: str = RESPONSE_LIBERO  # what an action means: see ACTION_RESPONSES
-    osc_kp_pos: float = FITTED_KP_POS  # libero response: reference stiffness, position
-    osc_damping_pos: float = FITTED_DAMPING_POS  # ... and damping ratio
-    osc_kp_rot: float = FITTED_KP_ROT  # ... rotation
-    osc_damping_rot: float = FITTED_DAMPING_ROT
 
     def __post_init__(self) -> None:
         if self.action_response not in ACTION_RESPONSES:
@@ -145,10 +130,6 @@ class ArmConfig(MappedConfig):
     @property
     def control_period(self) -> float:
         return 1.0 / self.control_hz
-
-    @property
-    def osc_gains(self) -> OscGains:
-        return OscGains(self.osc_kp_pos, self.osc_damping_pos, self.osc_kp_rot, self.osc_damping_rot)
 
     @property
     def servo_period(self) -> float:

@@ -8,9 +8,9 @@ All safety lives here, identical in sim and on hardware:
   and the arm holds;
 * what an action means is ``config.action_response``. ``libero`` (the default):
   robosuite OSC_POSE's response (:mod:`libero_workcell.action_response`): the goal is
-  the reference pose + the scaled delta, and a second-order reference tracks it
-  at the servo rate, so the arm covers about a quarter of the offset per step
-  and coasts a little after the last action, as in LIBERO. ``goal_delta``: the
+  the reference pose + the scaled delta, and robosuite's law on the Panda's dynamics
+  tracks it at the servo rate, so the arm covers about a quarter of the offset per
+  step and coasts a little after the last action, as in LIBERO. ``goal_delta``: the
   goal moves by the scaled delta (clipped to the TCP speed limits) and is
   reached, on a straight line, within the control period;
 * the goal is kept in the workspace box and must be reachable (IK seeded on
@@ -50,7 +50,7 @@ from aubo_bridge.backends.base import ArmBackend, ArmMeasurement
 from aubo_bridge.config import RESPONSE_LIBERO, ArmConfig
 from aubo_bridge.model.kinematics import fk, ik, rotation_error
 from gripper.base import GripperBackend, GripperMeasurement
-from libero_workcell.action_response import Goal, OscResponse, RefState, next_goal
+from libero_workcell.action_response import Goal, PandaResponse, RefState, next_goal
 from libero_workcell.contract import (
     ACTION_POS_SCALE,
     ACTION_ROT_SCALE,
@@ -90,6 +90,26 @@ def box_step(start: np.ndarray, step: np.ndarray, low: np.ndarray, high: np.ndar
     hi = np.maximum(high, start)
     outward = ((start < low) & (step < 0)) | ((start > high) & (step > 0))
     return np.clip(start + step, lo, hi), outward
+
+
+def reference_tick(response: PandaResponse, ref: RefState, goal: Goal, cfg: ArmConfig) -> tuple[RefState, bool]:
+    """One servo period of the libero reference toward ``goal`` under the driver's limits, from ``ref``.
+
+    The reference never moves faster than the TCP speed limits (its velocity is clipped) and never leaves
+    the workspace box (nor moves further out of it): stopped on a face, that axis's velocity is zeroed.
+    Where either acted, the response carries on from where it was stopped. Returns the reference and
+    whether a speed limit acted (the kinematic conversion refuses to model that). Shared by the driver and
+    the kinematic conversion (sim_bridge.convert), so both stream the same reference.
+    """
+    new = response.step(goal)
+    vel, omega = _clip_norm(new.vel, cfg.max_tcp_speed), _clip_norm(new.omega, cfg.max_tcp_rot_speed)
+    sped = bool(np.any(vel != new.vel) or np.any(omega != new.omega))
+    pos, _ = box_step(ref.pos, new.pos - ref.pos, cfg.workspace_min, cfg.workspace_max)
+    boxed = pos != new.pos
+    vel = np.where(boxed, 0.0, vel)
+    if sped or np.any(boxed):
+        response.seat(pos, vel, omega)
+    return RefState(pos, vel, new.R, omega), sped
 
 
 class ArmMode(enum.Enum):
@@ -176,9 +196,9 @@ class ArmDriver:
         # on a measurement one servo period old (home, a tracking-error re-anchor).
         self._sent: np.ndarray | None = None
         self._libero = config.action_response == RESPONSE_LIBERO
-        self._response = OscResponse(config.osc_gains, config.servo_period)
+        self._response = PandaResponse(config.servo_period)  # libero: what the streamed reference follows
         self._goal_pos, self._goal_R = fk(self._target, config.tool_offset)
-        self._ref = RefState.at_rest(self._goal_pos, self._goal_R)  # libero response: the streamed reference
+        self._ref = self._restart_reference(self._goal_pos, self._goal_R)
         self._seg = self._still_segment()
         self._last_action_t: float | None = None
         self._gripper_coord_cmd: float | None = None
@@ -418,25 +438,32 @@ class ArmDriver:
         return self._target.copy()
 
     def _reference_point(self) -> np.ndarray:
-        """Advance the libero reference one servo period toward the goal; its joints.
+        """Advance the libero reference one servo period toward the goal (:func:`reference_tick`); its joints.
 
-        The reference is where the arm should be when the next target is due. It never moves
-        faster than the TCP speed limits and never leaves the workspace box (nor moves further
-        out of it): stopped on a face, that axis's velocity is zeroed. Where IK fails (a
-        singular pose on the way), the reference stops where it was and the arm holds.
+        Where IK fails (a singular pose on the way), the reference stops where it was and the arm holds.
+        Should the response itself break (its model diverged), it starts over at rest where the reference
+        was and the arm stays at its last target: counted as ``response_resets``.
         """
         cfg = self.config
-        ref = self._response.step(self._ref, Goal(self._goal_pos, self._goal_R))
-        vel, omega = _clip_norm(ref.vel, cfg.max_tcp_speed), _clip_norm(ref.omega, cfg.max_tcp_rot_speed)
-        pos, _ = box_step(self._ref.pos, ref.pos - self._ref.pos, cfg.workspace_min, cfg.workspace_max)
-        vel = np.where(pos != ref.pos, 0.0, vel)
-        sol = ik(pos, ref.R, self._target, cfg.tool_offset, IK_MAX_ITERATIONS, cfg.ik_pos_tol, cfg.ik_rot_tol)
+        try:
+            ref, _ = reference_tick(self._response, self._ref, Goal(self._goal_pos, self._goal_R), cfg)
+        except FloatingPointError as exc:
+            self.counters["response_resets"] += 1
+            self._last_error = f"action response restarted at rest: {exc}"
+            self._ref = self._restart_reference(self._ref.pos, self._ref.R)
+            return self._target.copy()
+        sol = ik(ref.pos, ref.R, self._target, cfg.tool_offset, IK_MAX_ITERATIONS, cfg.ik_pos_tol, cfg.ik_rot_tol)
         if not sol.converged:
             self.counters["ik_fallbacks"] += 1
-            self._ref = RefState.at_rest(self._ref.pos, self._ref.R)
+            self._ref = self._restart_reference(self._ref.pos, self._ref.R)
             return self._target.copy()
-        self._ref = RefState(pos, vel, ref.R, omega)
+        self._ref = ref
         return sol.q
+
+    def _restart_reference(self, pos: np.ndarray, R: np.ndarray) -> RefState:
+        """The libero reference at rest at (pos, R), its response started over there."""
+        self._response.reset(pos, R)
+        return RefState.at_rest(pos, R)
 
     def _segment_point(self, frac: float) -> np.ndarray:
         """Joints ``frac`` of the way along the current segment, on the straight Cartesian line.
@@ -640,7 +667,7 @@ class ArmDriver:
         if not keep_target:
             self._target = self._meas.q.copy()
         self._goal_pos, self._goal_R = fk(self._target, self.config.tool_offset)
-        self._ref = RefState.at_rest(self._goal_pos, self._goal_R)
+        self._ref = self._restart_reference(self._goal_pos, self._goal_R)
         self._seg = self._still_segment()
 
     def _still_segment(self) -> _Segment:

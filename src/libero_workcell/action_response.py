@@ -7,22 +7,28 @@ task-space spring-damper tracks that goal at the simulation rate until the next 
 The arm therefore covers about a quarter of each step's goal offset per step and coasts a
 few millimetres after the last action. Demonstrations and checkpoints assume exactly that.
 
-This module is that response without the Panda's dynamics: a unit-mass second-order
-reference per axis (stiffness ``kp``, damping ratio ``zeta``; position and rotation each
-their own), integrated exactly over each servo period, so the response does not depend on
-the servo rate. The driver turns each reference pose into joints by IK and streams it under
-its limits. The default gains are fitted to robosuite's measured response
-(``tests/data/robosuite_osc_response.json``, refit with ``tools/fit_osc_response.py``).
+The response's shape is robosuite's law acting through the Panda's pose-dependent inertia: the
+translation that follows a pure rotation (tens of millimetres), the non-superposition of combined
+actions. :class:`PandaResponse` is therefore that law (:mod:`libero_workcell.osc_law`) run on the
+Panda's rigid body (``resources/panda_inertia.xml``, written by ``tools/make_panda_response_model.py``),
+its TCP motion carried onto the AUBO's pose; the driver turns each reference pose into joints by IK
+and streams it under its limits. :class:`OscResponse`, a unit-mass second-order reference per axis
+fitted to robosuite's measured response (``tools/fit_osc_response.py``), is the planners' cheap
+approximation of it: they close the loop on the arm's state, so it costs them only prediction accuracy.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from importlib.resources import files
 from typing import Final
 
+import mujoco
 import numpy as np
 from scipy.linalg import expm
 
+from libero_workcell.osc_law import OscConfig, orientation_error, osc_torque
 from libero_workcell.rotations import rotation_error, rotvec_matrix
 
 # Fitted to robosuite 1.4.0's Panda (tools/fit_osc_response.py): minimax of the per-sequence
@@ -108,3 +114,120 @@ def steady_step_ratio(gains: OscGains, control_period: float) -> float:
         ref = model.step(ref, Goal(ref.pos + np.array([1.0, 0.0, 0.0]), ref.R))
         step, previous = ref.pos[0] - previous, ref.pos[0]
     return float(step)
+
+
+# ---------------------------------------------------------------- the response itself: the law on the Panda
+PANDA_INIT_QPOS: Final = np.array([0.0, np.pi / 16.0, 0.0, -np.pi / 2.0 - np.pi / 3.0, 0.0, np.pi - 0.2, np.pi / 4])
+"""robosuite's Panda.init_qpos: the pose LIBERO's episodes start from (its data's coupling is this pose's)."""
+PANDA_MODEL: Final = "resources/panda_inertia.xml"
+PANDA_GRIP_SITE: Final = "robot0_gripper0_grip_site"
+MAX_PHYSICS_STEP: Final = 0.002  # s: robosuite's simulation step; the response's divides the servo period
+# The AUBO's workspace is bigger than the Panda's reach from its start pose: past these the Panda starts over
+# from that pose (pose and twist carried over), before it stretches toward a singularity.
+RECENTRE_DISTANCE: Final = 0.2  # m of TCP travel from the start pose
+RECENTRE_ANGLE: Final = 0.8  # rad of TCP rotation from the start pose
+_BAD_STATE_WARNINGS: Final = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQVEL,
+                              mujoco.mjtWarning.mjWARN_BADQPOS)  # fmt: skip
+
+
+class PandaResponse:
+    """robosuite's OSC_POSE response, the Panda's, carried onto another arm's TCP pose.
+
+    The Panda starts at :data:`PANDA_INIT_QPOS` at rest whenever the reference starts over (:meth:`reset`);
+    its TCP motion since then is applied to the arm's pose there: translation added, rotation
+    left-multiplied (world frame), as the action's deltas are. :meth:`step` advances one servo period toward
+    a goal given in the arm's frame. A state that stops being finite raises ``FloatingPointError``; the
+    caller starts the reference over.
+    """
+
+    def __init__(self, servo_period: float, config: OscConfig | None = None) -> None:
+        if not (math.isfinite(servo_period) and servo_period > 0.0):
+            raise ValueError(f"servo period must be a positive number of seconds, not {servo_period!r}")
+        self.config = config or OscConfig()
+        self.model = mujoco.MjModel.from_xml_string(files("libero_workcell").joinpath(PANDA_MODEL).read_text())
+        self.substeps = max(1, math.ceil(servo_period / MAX_PHYSICS_STEP - 1e-9))
+        self.model.opt.timestep = servo_period / self.substeps
+        self.data = mujoco.MjData(self.model)
+        self._site = self.model.site(PANDA_GRIP_SITE).id
+        self._jac = np.zeros((6, self.model.nv))
+        self._M = np.zeros((self.model.nv, self.model.nv))
+        self._lo, self._hi = self.model.actuator_ctrlrange.T.copy()
+        self.recentres = 0
+        self.reset(np.zeros(3), np.eye(3))
+
+    # -------------------------------------------------------------- state
+    def reset(self, pos: np.ndarray, R: np.ndarray) -> None:
+        """Start over at rest at the arm pose (``pos``, ``R``): the Panda at its start pose."""
+        self._start_panda(np.zeros(6))
+        self._anchor(np.asarray(pos, float), np.asarray(R, float))
+
+    def state(self) -> RefState:
+        """The reference: the Panda's TCP pose and twist, carried onto the arm."""
+        p, R, twist = self._tcp()
+        return RefState(p + self._offset, twist[:3].copy(), R @ self._carry, twist[3:].copy())
+
+    def seat(self, pos: np.ndarray, vel: np.ndarray, omega: np.ndarray) -> None:
+        """The caller stopped the reference elsewhere (a box face, a speed limit): carry on from ``pos`` with
+        this twist, the rotation kept. The Panda keeps its pose; the carried offset absorbs the difference."""
+        p, _, _ = self._tcp()
+        self._offset = np.asarray(pos, float) - p
+        self._set_twist(np.concatenate([vel, omega]))
+
+    def step(self, goal: Goal) -> RefState:
+        """One servo period toward ``goal`` (the arm's frame); the reference at its end."""
+        m, d, cfg = self.model, self.data, self.config
+        goal_p, goal_R = goal.pos - self._offset, goal.R @ self._carry.T
+        before = [d.warning[w].number for w in _BAD_STATE_WARNINGS]
+        try:
+            for _ in range(self.substeps):
+                mujoco.mj_step1(m, d)
+                p, R = d.site_xpos[self._site], d.site_xmat[self._site].reshape(3, 3)
+                mujoco.mj_jacSite(m, d, self._jac[:3], self._jac[3:], self._site)
+                mujoco.mj_fullM(m, d, self._M)
+                tau = osc_torque(cfg, self._M, self._jac, d.qvel, goal_p - p, orientation_error(goal_R, R),
+                                 PANDA_INIT_QPOS - d.qpos) + d.qfrc_bias  # fmt: skip
+                d.ctrl[:] = np.clip(tau, self._lo, self._hi)
+                mujoco.mj_step2(m, d)
+        except np.linalg.LinAlgError as exc:
+            raise FloatingPointError(f"the response's Panda reached a singular pose: {exc}") from exc
+        bad = [d.warning[w].number - b for w, b in zip(_BAD_STATE_WARNINGS, before, strict=True)]
+        if any(bad) or not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
+            raise FloatingPointError("the response's Panda diverged (its state stopped being finite)")
+        ref = self.state()
+        p, R, _ = self._tcp()
+        if (np.linalg.norm(p - self._start_p) > RECENTRE_DISTANCE
+                or np.linalg.norm(rotation_error(R, self._start_R)) > RECENTRE_ANGLE):  # fmt: skip
+            self._recentre(ref)
+        return ref
+
+    # -------------------------------------------------------------- internals
+    def _tcp(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The Panda's TCP position, rotation and twist (linear; angular, world frame), brought up to date."""
+        m, d = self.model, self.data
+        mujoco.mj_kinematics(m, d)
+        mujoco.mj_comPos(m, d)
+        mujoco.mj_jacSite(m, d, self._jac[:3], self._jac[3:], self._site)
+        return (d.site_xpos[self._site].copy(), d.site_xmat[self._site].reshape(3, 3).copy(), self._jac @ d.qvel)
+
+    def _start_panda(self, twist: np.ndarray) -> None:
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[:] = PANDA_INIT_QPOS
+        self._start_p, self._start_R, _ = self._tcp()
+        self._set_twist(twist)
+
+    def _set_twist(self, twist: np.ndarray) -> None:
+        """Joint velocities giving the TCP this twist (least squares: no posture motion added)."""
+        self._tcp()
+        self.data.qvel[:] = np.linalg.lstsq(self._jac, np.asarray(twist, float), rcond=None)[0]
+
+    def _anchor(self, pos: np.ndarray, R: np.ndarray) -> None:
+        """Carry the Panda's current TCP pose onto the arm pose (pos, R)."""
+        p, Rp, _ = self._tcp()
+        self._offset = pos - p
+        self._carry = Rp.T @ R  # arm rotation = Panda rotation @ carry: world-frame deltas carry over unchanged
+
+    def _recentre(self, ref: RefState) -> None:
+        """Start the Panda over from its start pose, the reference's pose and twist unchanged."""
+        self.recentres += 1
+        self._start_panda(np.concatenate([ref.vel, ref.omega]))
+        self._anchor(ref.pos, ref.R)

@@ -1,7 +1,8 @@
 """The arm driver's limits and holds under the default (libero) action response.
 
-The libero response streams a second-order reference toward a goal set from the reference
-pose (libero_workcell.action_response); test_action_response.py holds its shape against robosuite.
+The libero response streams a reference (robosuite's law on the Panda's rigid body) toward a goal
+set from the reference pose (libero_workcell.action_response); test_action_response.py holds its
+shape against robosuite.
 Here: what must stay true whatever the reference does. A zero action from rest holds
 exactly; the reference never leaves the workspace box (nor moves further out of it) and
 never exceeds the TCP speed limits, even coasting; an unreachable goal is refused; where IK
@@ -72,7 +73,10 @@ def test_a_zero_rotation_keeps_the_orientation_goal_and_the_rotation_coasts_to_i
     assert all(r.accepted for r in res)
     np.testing.assert_array_equal(res[0].applied[3:6], np.zeros(3))  # no new rotation goal was set
     turned = Rotation.from_matrix(fk(arm.q)[1] @ R_HOME.T).as_rotvec()
-    np.testing.assert_allclose(turned, [0, 0, 0.4 * ACTION_ROT_SCALE], atol=2e-4)  # robosuite: the full angle
+    assert turned[2] == pytest.approx(0.4 * ACTION_ROT_SCALE, abs=2e-4)  # robosuite: the full angle
+    # The OSC's orientation task acts through the Panda's inertia: robosuite's Panda also ends 0.4 mrad off the
+    # axis after this action (the replica, sim_bridge.panda, shows the same).
+    np.testing.assert_allclose(turned[:2], 0.0, atol=1e-3)
 
 
 @pytest.mark.parametrize("max_speed", [0.05, 0.1])
@@ -200,10 +204,6 @@ def test_a_bad_action_response_is_refused_at_start_up() -> None:
 
     with pytest.raises(ConfigError, match=r"action_response must be one of \['libero', 'goal_delta'\], got 'osc'"):
         ArmConfig(action_response="osc")
-    with pytest.raises(ConfigError, match=r"osc_kp_pos must be in \(0, 2000\]"):
-        ArmConfig(osc_kp_pos=0.0)
-    with pytest.raises(ConfigError, match=r"osc_damping_rot must be in \(0, 5\]"):
-        ArmConfig(osc_damping_rot=float("nan"))
 
 
 def test_each_accepted_action_says_which_servo_tick_it_took_effect_on_and_replaying_those_ticks_is_exact() -> None:
@@ -241,3 +241,26 @@ def test_a_rejected_action_took_effect_on_no_tick() -> None:
     driver, _, _ = make()
     res = driver.submit_action(np.array([np.nan, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY)
     assert not res.accepted and res.servo_tick is None
+
+
+def test_a_broken_response_restarts_at_rest_the_arm_stays_and_the_next_action_moves_again() -> None:
+    """Should the response's model diverge (here: its state made non-finite mid-motion), the driver says so,
+    restarts the reference at rest where it was and sends no target from the broken state: that tick the arm
+    stays at its last target. The next action moves it again."""
+    driver, arm, clock = make()
+    act(driver, clock, [0.5, 0, 0, 0, 0, 0, -1], periods=2)
+    ref_before = driver._ref.pos.copy()
+    target = driver._target.copy()
+    driver._response.data.qvel[:] = np.nan  # what a diverged physics step leaves behind
+    clock.t += driver.config.servo_period
+    driver.tick()
+    assert driver.counters["response_resets"] == 1
+    assert "action response restarted at rest" in driver.status().last_error
+    np.testing.assert_array_equal(driver._target, target)  # no target from the broken state
+    np.testing.assert_array_equal(driver._ref.pos, ref_before)
+    np.testing.assert_array_equal(driver._ref.vel, np.zeros(3))
+    assert driver.status().mode is ArmMode.ENABLED
+    res = act(driver, clock, [0.5, 0, 0, 0, 0, 0, -1], periods=2)
+    assert all(r.accepted for r in res) and driver.counters["response_resets"] == 1
+    assert np.all(np.isfinite(arm.q))
+    assert fk(arm.q)[0][0] > ref_before[0] + 1e-3
