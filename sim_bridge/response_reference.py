@@ -6,10 +6,10 @@ under ``OSC_POSE`` at 20 Hz. This module replays the same sequences through any 
 and compares the trajectories relative to their start: the RMS distance over the sequence,
 as a fraction of the reference's travel (path length), in position and in rotation.
 
-Only the components a sequence commands are compared: under a pure rotation robosuite's
-Panda also translates (up to 55 mm: the OSC decouples position and orientation only through
-the Panda's own inertia, and resets the position goal to wherever the arm drifted), which
-is that arm's dynamics, not the action's meaning. Those drifts are reported, not compared.
+Only the components a sequence commands are compared as a fraction of travel: under a pure
+rotation robosuite's Panda also translates (tens of millimetres: the OSC decouples position and
+orientation through the Panda's own inertia, and resets the position goal to wherever the arm
+drifted). Those drifts are reported as RMS distances (the response reproduces them).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ArmConfig
-from libero_workcell.contract import SOURCE_POLICY
+from libero_workcell.contract import CONTROL_HZ_DEFAULT, SIM_SERVO_HZ_DEFAULT, SOURCE_POLICY, action_to_delta
 from libero_workcell.layout import ROBOT
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "robosuite_osc_response.json"
@@ -115,6 +115,28 @@ def replay(
         submit(a)
         poses.append(observe())
     return np.array([p for p, _ in poses]), np.array([r for _, r in poses])
+
+
+def response_trajectory(
+    seq: ReferenceSequence, servo_period: float = 1.0 / SIM_SERVO_HZ_DEFAULT
+) -> tuple[np.ndarray, np.ndarray]:
+    """``seq`` through the response alone (libero_workcell.action_response.PandaResponse, what the driver
+    streams before IK and its limits), at the control rate with ``servo_period`` ticks per step."""
+    from libero_workcell.action_response import Goal, PandaResponse, next_goal
+
+    response = PandaResponse(servo_period)
+    ticks = round(1.0 / CONTROL_HZ_DEFAULT / servo_period)
+    ref = response.state()
+    goal = Goal(ref.pos, ref.R)
+    pos, rot = [ref.pos], [ref.R]
+    for a in seq.actions:
+        dpos, drot, _ = action_to_delta(np.clip(a, -1.0, 1.0))
+        goal = next_goal(ref, goal, dpos, drot)
+        for _ in range(ticks):
+            ref = response.step(goal)
+        pos.append(ref.pos)
+        rot.append(ref.R)
+    return np.array(pos), np.array(rot)
 
 
 def sim_trajectory(seq: ReferenceSequence, arm_config: ArmConfig | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -178,6 +178,7 @@ class PandaResponse:
         m, d, cfg = self.model, self.data, self.config
         goal_p, goal_R = goal.pos - self._offset, goal.R @ self._carry.T
         before = [d.warning[w].number for w in _BAD_STATE_WARNINGS]
+        self._check_finite()
         try:
             for _ in range(self.substeps):
                 mujoco.mj_step1(m, d)
@@ -189,10 +190,10 @@ class PandaResponse:
                 d.ctrl[:] = np.clip(tau, self._lo, self._hi)
                 mujoco.mj_step2(m, d)
         except np.linalg.LinAlgError as exc:
+            self._check_warnings(before)  # MuJoCo reset a bad state to the zero pose, which is singular
             raise FloatingPointError(f"the response's Panda reached a singular pose: {exc}") from exc
-        bad = [d.warning[w].number - b for w, b in zip(_BAD_STATE_WARNINGS, before, strict=True)]
-        if any(bad) or not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
-            raise FloatingPointError("the response's Panda diverged (its state stopped being finite)")
+        self._check_warnings(before)
+        self._check_finite()
         ref = self.state()
         p, R, _ = self._tcp()
         if (np.linalg.norm(p - self._start_p) > RECENTRE_DISTANCE
@@ -201,6 +202,14 @@ class PandaResponse:
         return ref
 
     # -------------------------------------------------------------- internals
+    def _check_warnings(self, before: list[int]) -> None:
+        if any(self.data.warning[w].number != b for w, b in zip(_BAD_STATE_WARNINGS, before, strict=True)):
+            raise FloatingPointError("the response's Panda diverged (MuJoCo found its state bad and reset it)")
+
+    def _check_finite(self) -> None:
+        if not (np.all(np.isfinite(self.data.qpos)) and np.all(np.isfinite(self.data.qvel))):
+            raise FloatingPointError("the response's Panda diverged (its state stopped being finite)")
+
     def _tcp(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The Panda's TCP position, rotation and twist (linear; angular, world frame), brought up to date."""
         m, d = self.model, self.data
