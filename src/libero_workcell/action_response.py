@@ -126,6 +126,13 @@ MAX_PHYSICS_STEP: Final = 0.002  # s: robosuite's simulation step; the response'
 # from that pose (pose and twist carried over), before it stretches toward a singularity.
 RECENTRE_DISTANCE: Final = 0.2  # m of TCP travel from the start pose
 RECENTRE_ANGLE: Final = 0.8  # rad of TCP rotation from the start pose
+# At rest on its goal the reference is its pose alone: the Panda starts over from its start pose there, so the
+# response after a pause is what a LIBERO episode's start gives, whatever came before.
+REST_DISTANCE: Final = 1e-4  # m from the goal
+REST_ANGLE: Final = 1e-3  # rad from the goal
+REST_SPEED: Final = 1e-3  # m/s
+REST_ROT_SPEED: Final = 1e-2  # rad/s
+RESTART_JOINTS: Final = 1e-3  # rad: a Panda closer than this to its start pose (per joint) is left as it is
 _BAD_STATE_WARNINGS: Final = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQVEL,
                               mujoco.mjtWarning.mjWARN_BADQPOS)  # fmt: skip
 
@@ -135,7 +142,10 @@ class PandaResponse:
 
     The Panda starts at :data:`PANDA_INIT_QPOS` at rest whenever the reference starts over (:meth:`reset`);
     its TCP motion since then is applied to the arm's pose there: translation added, rotation
-    left-multiplied (world frame), as the action's deltas are. :meth:`step` advances one servo period toward
+    left-multiplied (world frame), as the action's deltas are. It starts over from that pose, the
+    reference's pose and twist carried over, once it has come far from it (the arm's box is bigger than the
+    Panda's reach) and whenever it comes to rest on its goal (what follows a pause is then what a LIBERO
+    episode's start gives, whatever came before). :meth:`step` advances one servo period toward
     a goal given in the arm's frame. A state that stops being finite raises ``FloatingPointError``; the
     caller starts the reference over.
     """
@@ -194,10 +204,14 @@ class PandaResponse:
             raise FloatingPointError(f"the response's Panda reached a singular pose: {exc}") from exc
         self._check_warnings(before)
         self._check_finite()
-        ref = self.state()
-        p, R, _ = self._tcp()
-        if (np.linalg.norm(p - self._start_p) > RECENTRE_DISTANCE
-                or np.linalg.norm(rotation_error(R, self._start_R)) > RECENTRE_ANGLE):  # fmt: skip
+        p, R, twist = self._tcp()
+        ref = RefState(p + self._offset, twist[:3].copy(), R @ self._carry, twist[3:].copy())
+        far = (np.linalg.norm(p - self._start_p) > RECENTRE_DISTANCE
+               or np.linalg.norm(rotation_error(R, self._start_R)) > RECENTRE_ANGLE)  # fmt: skip
+        resting = (np.linalg.norm(goal_p - p) < REST_DISTANCE and np.linalg.norm(twist[:3]) < REST_SPEED
+                   and np.linalg.norm(twist[3:]) < REST_ROT_SPEED
+                   and np.linalg.norm(orientation_error(goal_R, R)) < REST_ANGLE)  # fmt: skip
+        if far or (resting and np.max(np.abs(d.qpos - PANDA_INIT_QPOS)) > RESTART_JOINTS):
             self._recentre(ref)
         return ref
 

@@ -167,3 +167,19 @@ def test_a_state_mujoco_finds_bad_raises_rather_than_jumping_to_its_reset() -> N
     response.data.qvel[2] = 1e11
     with pytest.raises(FloatingPointError, match="MuJoCo found its state bad"):
         response.step(goal)
+
+
+def test_after_a_pause_on_its_goal_the_response_is_a_fresh_ones() -> None:
+    """At rest on its goal the Panda starts over from its start pose: what follows a pause is what a LIBERO
+    episode's start gives, whatever came before (here a rotation that bent the Panda's posture)."""
+    rotate = [[0.2, 0, 0, 0.4, 0, 0, 0]] * 8 + [[0.0] * 7] * 45  # settles within 40 steps
+    probe = [[0, 0, 0, 0.3, 0, 0, 0]] * 10 + [[0.3, 0.2, 0, 0, 0, -0.3, 0]] * 10
+    used = PandaResponse(SERVO)
+    run(used, rotate)
+    assert used.recentres >= 1 and np.max(np.abs(used.data.qpos - PANDA_INIT_QPOS)) < 1e-3
+    start = used.state()
+    fresh = PandaResponse(SERVO)
+    fresh.reset(start.pos, start.R)
+    for a, b in zip(run(used, probe), run(fresh, probe), strict=True):
+        assert np.linalg.norm(a.pos - b.pos) < 2e-4
+        assert Rotation.from_matrix(a.R @ b.R.T).magnitude() < 2e-3
