@@ -126,9 +126,9 @@ def convert_kinematic(demo: Demo, arm: ArmConfig | None = None) -> Converted:
         goal = Goal(goal_pos, next_goal(ref, st["goal"], dpos, drot).R)
         new = ref
         for _ in range(n_ticks):
-            new, sped = reference_tick(response, new, goal, cfg)
-            if sped:
-                raise KinematicLimitError(f"{demo.name}: the reference would exceed a TCP speed limit")
+            new, limit = reference_tick(response, new, goal, cfg)
+            if limit is not None:
+                raise KinematicLimitError(f"{demo.name}: the reference would exceed {limit}")
         sol = ik(new.pos, new.R, st["q"], cfg.tool_offset, IK_MAX_ITERATIONS, cfg.ik_pos_tol, cfg.ik_rot_tol)
         if not sol.converged:
             raise KinematicLimitError(f"{demo.name}: IK fails on the reference at {new.pos.round(3)}")

@@ -126,7 +126,10 @@ class ExpertConfig:
     approach_slant: float = 0.0
     transfer_height: float | None = None  # m, TCP height of the carry's lateral move; None: slot + hover + 0.10
     carry_yaw: float = 0.0  # rad the TCP turns about z while carrying (and back afterwards)
-    descend_speed: float | None = None  # m/s onto the part (slow: the arm stops where asked instead of coasting)
+    # m/s onto the part (slow: the arm stops where asked instead of coasting). Under the libero response (robosuite's
+    # OSC through the Panda's inertia) a full-speed descent knocked a part off the belt now and then (seed 9 at
+    # 0.03 m/s: one of three placed); at 0.1 every seed of the tests grasps. None: no cap.
+    descend_speed: float | None = 0.1
     grasp_height_fraction: float | None = None  # where on the part the fingers close (of its height); None: centre
     release_z_tol: float | None = None  # m, how close to the place point before letting go; None: z_tol
     first_type: str | None = None  # the workpiece type picked first, when it is there

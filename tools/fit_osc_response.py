@@ -1,11 +1,12 @@
-"""Fit the libero action response's gains to robosuite's measured response.
+"""Fit the second-order approximation of the action response to robosuite's measured response.
 
 ``python -m tools.fit_osc_response`` (in the project's .venv) replays every sequence of
 ``tests/data/robosuite_osc_response.json`` through :class:`libero_workcell.action_response.OscResponse`
-(the model the arm driver streams) and finds, by Nelder-Mead, the stiffness and damping ratio
-that minimise the worst per-sequence RMS error over the travel: position over the sequences that
-command translation only, rotation over those that command rotation. It prints the gains and the
-per-sequence figures; ``libero_workcell/action_response.py`` keeps the fitted defaults.
+(the planners' cheap approximation; the driver streams ``PandaResponse``, the law itself) and finds,
+by Nelder-Mead, the stiffness and damping ratio that minimise the worst per-sequence RMS error over the
+travel: position over the sequences that command translation only, rotation over those that command
+rotation. It prints the gains and the per-sequence figures; ``libero_workcell/action_response.py`` keeps
+the fitted defaults.
 """
 
 from __future__ import annotations

@@ -92,18 +92,18 @@ def box_step(start: np.ndarray, step: np.ndarray, low: np.ndarray, high: np.ndar
     return np.clip(start + step, lo, hi), outward
 
 
-def reference_tick(response: PandaResponse, ref: RefState, goal: Goal, cfg: ArmConfig) -> tuple[RefState, bool]:
+def reference_tick(response: PandaResponse, ref: RefState, goal: Goal, cfg: ArmConfig) -> tuple[RefState, str | None]:
     """One servo period of the libero reference toward ``goal`` under the driver's limits, from ``ref``.
 
     The reference never moves faster than the TCP speed limits (its velocity is clipped) and never leaves
     the workspace box (nor moves further out of it): stopped on a face, that axis's velocity is zeroed.
     Where either acted, the response carries on from where it was stopped. Returns the reference and
-    whether a speed limit acted (the kinematic conversion refuses to model that). Shared by the driver and
-    the kinematic conversion (sim_bridge.convert), so both stream the same reference.
+    the name of the speed limit that acted, if one did (the kinematic conversion refuses to model that).
+    Shared by the driver and the kinematic conversion (sim_bridge.convert): both stream the same reference.
     """
     new = response.step(goal)
     vel, omega = _clip_norm(new.vel, cfg.max_tcp_speed), _clip_norm(new.omega, cfg.max_tcp_rot_speed)
-    sped = bool(np.any(vel != new.vel) or np.any(omega != new.omega))
+    sped = "max_tcp_speed" if np.any(vel != new.vel) else "max_tcp_rot_speed" if np.any(omega != new.omega) else None
     pos, _ = box_step(ref.pos, new.pos - ref.pos, cfg.workspace_min, cfg.workspace_max)
     boxed = pos != new.pos
     vel = np.where(boxed, 0.0, vel)

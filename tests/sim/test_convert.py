@@ -71,10 +71,14 @@ def test_the_kinematic_path_agrees_with_the_physics_path(name, rms, most, act) -
     np.testing.assert_allclose(pos, fast.demo.ee_pos, atol=2e-5)  # the joints recorded are the TCP's
 
 
-def test_where_a_driver_limit_would_act_the_fast_path_refuses_and_conversion_falls_back() -> None:
-    src = source_demo("combined_translation_part")
-    slow = ArmConfig(max_tcp_speed=0.03)  # the path moves faster than this: the driver would clip it
-    with pytest.raises(KinematicLimitError, match="max_tcp_speed"):
+@pytest.mark.parametrize(("sequence", "limit", "value"), [
+    ("combined_translation_part", "max_tcp_speed", 0.03),  # the path moves faster than this: the driver would clip it
+    ("rot_rz_pos_0.1", "max_tcp_rot_speed", 0.1),  # and turns faster than this
+])  # fmt: skip
+def test_where_a_driver_limit_would_act_the_fast_path_refuses_and_conversion_falls_back(sequence, limit, value) -> None:
+    src = source_demo(sequence)
+    slow = ArmConfig(**{limit: value})
+    with pytest.raises(KinematicLimitError, match=f"would exceed {limit}$"):
         convert_kinematic(src, slow)
     out = convert_demo(src, render=False, arm=slow, kinematic=True)
     assert out.demo.attrs["conversion"] == "physics" and out.same_outcome is True
