@@ -10,7 +10,9 @@
    the replay), late control steps, tracking error.
 3. (unless ``--no-response``) robosuite's measured action response through the graph: every sequence of
    tests/data/robosuite_osc_response.json replayed open loop through DDS to aubo_bridge; per sequence the
-   RMS error over its travel (target <= 10 %), next to the same in one process. ~3 min.
+   RMS error over its travel (target <= 5 %, issue 26), next to the same in one process. The sequences run
+   back to back: the response starts over from the Panda's start pose at each rest between them, so each
+   starts as robosuite's data did. ~3 min.
 
 A benchmark, not a test: nothing fails here. The machine is small and shared: compare figures of one run.
 """
@@ -64,14 +66,14 @@ def response_through_graph(work: Path, env: dict[str, str]) -> None:
     held = held_ticks(step["servo_tick"], plan.steps, 5)
     shares = {int(n): float(np.mean(held == n)) for n in np.unique(held)}
     print("   servo ticks each action held the arm: " + ", ".join(f"{n}: {v:.1%}" for n, v in shares.items()))
-    print("   through the graph (target <= 10 % per commanded component)")
+    print("   through the graph (target <= 5 % per commanded component)")
     print("\n".join("   " + line for line in table(graph).splitlines()))
     print("   in one process, each action 5 servo ticks")
     print("\n".join("   " + line for line in table(segment_errors(segments, local.pos, local.rotvec)).splitlines()))
     print("   in one process, on the graph's schedule")
     print("\n".join("   " + line for line in table(segment_errors(segments, same.pos, same.rotvec)).splitlines()))
     worst = max(max(e.pos_ratio if e.compares_pos else 0.0, e.rot_ratio if e.compares_rot else 0.0) for e in graph)
-    print(f"   worst through the graph: {worst:.1%}")
+    print(f"   worst through the graph: {worst:.1%} (target <= 5 %: {'PASS' if worst <= 0.05 else 'MISS'})")
 
 
 def main(argv: list[str] | None = None) -> int:

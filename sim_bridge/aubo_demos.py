@@ -38,8 +38,12 @@ ENV_ARGS = {
 
 
 def followable_expert() -> ScriptedExpert:
-    """The scripted expert slowed to a path the retargeting law follows closely (closed-loop replay, tests)."""
-    return ScriptedExpert(ExpertConfig(max_speed=FOLLOWABLE_SPEED,
+    """The scripted expert slowed to a path the retargeting law follows closely (closed-loop replay, tests).
+
+    It comes down onto a part at 0.05 m/s: the law corrects a step late, and faster (0.1 m/s) the follower
+    overshot the last descent's reversal by about 10 mm, closed the fingers on the part's edge and, pushed
+    by the belt, tore away into a following-error fault."""
+    return ScriptedExpert(ExpertConfig(max_speed=FOLLOWABLE_SPEED, descend_speed=0.05,
                                        carry_speed=min(FOLLOWABLE_SPEED, ExpertConfig().carry_speed)))  # fmt: skip
 
 
