@@ -37,13 +37,13 @@ ENV_ARGS = {
 }
 
 
-def followable_expert() -> ScriptedExpert:
+def followable_expert(descend_speed: float = 0.05) -> ScriptedExpert:
     """The scripted expert slowed to a path the retargeting law follows closely (closed-loop replay, tests).
 
     It comes down onto a part at 0.05 m/s: the law corrects a step late, and faster (0.1 m/s) the follower
     overshot the last descent's reversal by about 10 mm, closed the fingers on the part's edge and, pushed
     by the belt, tore away into a following-error fault."""
-    return ScriptedExpert(ExpertConfig(max_speed=FOLLOWABLE_SPEED, descend_speed=0.05,
+    return ScriptedExpert(ExpertConfig(max_speed=FOLLOWABLE_SPEED, descend_speed=descend_speed,
                                        carry_speed=min(FOLLOWABLE_SPEED, ExpertConfig().carry_speed)))  # fmt: skip
 
 

@@ -38,6 +38,10 @@ CONTROLLER_START: Final = np.array([0.0, 1.0, -0.3])  # m, headset frame: a hand
 # closed-loop replay follows closely) needs about 15 s a pick and place, so the shipped session's world has
 # 18 s between arrivals (teleop_collect_sim.launch.py sets the sim world's arrival_interval to it).
 SESSION_ARRIVAL_INTERVAL: Final = 18.0
+# The expert's descent onto a part, m/s. The teleop core following the session's poses places all three from a
+# 0.1 m/s descent; from the 0.05 the closed-loop replay needs (followable_expert), it closed on one part late
+# and placed two. Contact-rich: checked by tests/teleop/test_teleop_sources.py on the shipped file.
+TELEOP_DESCEND_SPEED: Final = 0.1
 START_PRESS: Final = 0.0  # s: A (record) as the session starts
 SETTLE: Final = 1.0  # s held after the expert's last step; A (save) a quarter second before the session ends
 SAVE_BEFORE_END: Final = 0.25
@@ -95,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     spec = TaskSpec.from_seed(args.seed, belt_speed=args.speed, arrival_interval=args.arrival_interval)
-    script, metrics = session_from_expert(spec, expert=followable_expert(), progress=True)
+    script, metrics = session_from_expert(spec, expert=followable_expert(TELEOP_DESCEND_SPEED), progress=True)
     args.out.write_text(json.dumps(script.to_json(), separators=(",", ":")) + "\n")
     print(f"{args.out}: {len(script.times)} keyframes, {script.duration:.1f} s; the expert placed {metrics['placed']}")
     return 0

@@ -36,6 +36,8 @@ COMMANDS_IN_DOCS = doc_commands()
 
 # command (regex on its text) -> the test that runs it for real
 RUN_BY: dict[str, str] = {
+    r"tools\.make_panda_response_model":
+        "tests/contract/test_panda_response.py::test_the_tool_writes_the_shipped_file_byte_for_byte",
     r"^\./run\.sh( --fast| --speeds .*)?$":
         "tests/bringup/test_main_job.py::test_run_sh_runs_the_full_stack_on_the_simulated_workcell",
     r"workcell bringup expert:=true belt_speed:=0\.05$":

@@ -181,7 +181,7 @@ def test_the_sim_profile_has_nothing_to_check_and_bad_arguments_exit_2(registry,
     assert code == 0 and "nothing to check" in out
     code, out = check(capsys, "--job", "teleop_collect_sim", f"record_path:={tmp_path / 'd.hdf5'}")
     assert code == 0 and lines(out) == {
-        "scripted session config/teleop/d2s_scripted_session.json: 1163 keyframes, 58.1 s": OK,
+        "scripted session config/teleop/d2s_scripted_session.json: 1090 keyframes, 54.5 s": OK,
         f"session {tmp_path / 'd.hdf5'}: writable, " + out.split("writable, ")[1].split("\n")[0]: OK}
     code, out = check(capsys, "--job", "teleop_collect_sim", "recorder.min_free_mb:=1000000000")
     assert code == 1 and "MiB needed (min_free_mb)" in out and "record elsewhere" in out

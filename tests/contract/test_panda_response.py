@@ -9,7 +9,10 @@ reach, does not depend on the servo rate, and raises where its state stops being
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from importlib.resources import files
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -76,10 +79,13 @@ def test_the_model_file_is_the_replicas_panda() -> None:
     np.testing.assert_array_equal(PANDA_INIT_QPOS, INIT_QPOS)
 
 
-def test_the_tool_writes_the_shipped_file_byte_for_byte() -> None:
-    from tools.make_panda_response_model import response_model_xml
-
-    assert response_model_xml() == files("libero_workcell").joinpath(PANDA_MODEL).read_text()
+def test_the_tool_writes_the_shipped_file_byte_for_byte(tmp_path) -> None:
+    """`python -m tools.make_panda_response_model` (docs/interfaces.md), run as documented, to another path."""
+    out = tmp_path / "panda_inertia.xml"
+    done = subprocess.run([sys.executable, "-m", "tools.make_panda_response_model", "--out", str(out)],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == files("libero_workcell").joinpath(PANDA_MODEL).read_text()
 
 
 def test_the_motion_is_the_same_from_any_arm_pose() -> None:
