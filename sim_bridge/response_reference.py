@@ -168,6 +168,7 @@ def table(errors: Sequence[ResponseError]) -> str:
 
 # ---------------------------------------------------------------- the same sequences through the ROS graph
 REST_STEPS = 10  # zero actions after each sequence's return: the coasting ends before the next one starts
+HOME_STEPS = 40  # tracking-law actions after the negated return, back onto the home pose
 
 
 @dataclass(frozen=True)
@@ -182,12 +183,19 @@ class Segment:
 def reference_demo(seqs: Sequence[ReferenceSequence], task_spec_json: str, rest: int = REST_STEPS):
     """The sequences as one AUBO demo (LIBERO layout) to replay open loop through the graph
     (:mod:`sim_bridge.replay_node`): each sequence from the home pose, then its actions negated (the
-    gripper open) so the arm comes back, then ``rest`` zero actions. The recorded path of each sequence is
-    robosuite's, placed at the home pose; the return's and the rest's are only placeholders (not compared)."""
+    gripper open), then HOME_STEPS actions of the tracking law back onto the home pose, then ``rest`` zero
+    actions. The negated actions alone do not bring the arm back: robosuite's OSC also translates the TCP
+    under a rotation, which negating the rotation does not undo, and over the battery the start crept 20 cm
+    toward the AUBO's base. The law's actions are planned offline on the response itself
+    (:class:`~libero_workcell.action_response.PandaResponse`, what the driver streams), so the open-loop
+    replay ends each sequence back home, at rest. The recorded path of each sequence is robosuite's,
+    placed at the home pose; the return's and the rest's are only placeholders (not compared)."""
     from aubo_bridge.model.kinematics import HOME_Q, fk
     from libero_workcell.libero_format import Demo, aubo_robot_states
 
     p0, R0 = fk(HOME_Q)
+    hold = np.zeros(7)
+    hold[6] = -1.0
     actions, pos, rot, segments = [], [], [], []
     for seq in seqs:
         segments.append(Segment(seq, len(actions)))
@@ -199,15 +207,11 @@ def reference_demo(seqs: Sequence[ReferenceSequence], task_spec_json: str, rest:
         back = seq.actions.copy()
         back[:, :6] *= -1.0
         back[:, 6] = -1.0
+        home = _home_actions(np.concatenate([seq.actions, back]), p0, R0)
         end_p, end_R = p0 + rel_p[n], rel_R[n] @ R0
-        pos += list(end_p - rel_p[:n])
-        rot += [end_R] * n
-        actions += list(back)
-        hold = np.zeros(7)
-        hold[6] = -1.0
-        actions += [hold] * rest
-        pos += [p0] * rest
-        rot += [R0] * rest
+        pos += list(end_p - rel_p[:n]) + [p0] * (len(home) + rest)
+        rot += [end_R] * n + [R0] * (len(home) + rest)
+        actions += list(back) + home + [hold] * rest
     t = len(actions)
     rotvec = Rotation.from_matrix(np.array(rot)).as_rotvec()
     demo = Demo(
@@ -216,6 +220,34 @@ def reference_demo(seqs: Sequence[ReferenceSequence], task_spec_json: str, rest:
         attrs={"task_spec": task_spec_json, "robot": ROBOT, "source": "robosuite OSC_POSE reference sequences"},
     )  # fmt: skip
     return demo, segments
+
+
+def _home_actions(actions: np.ndarray, p0: np.ndarray, R0: np.ndarray) -> list[np.ndarray]:
+    """HOME_STEPS actions of the tracking law taking the response, after ``actions`` from rest at (p0, R0),
+    back onto (p0, R0) (planned on the response alone, at the sim's servo rate)."""
+    from libero_workcell.action_response import Goal, PandaResponse, next_goal
+    from libero_workcell.tracking_law import tracking_action
+
+    response = PandaResponse(1.0 / SIM_SERVO_HZ_DEFAULT)
+    response.reset(p0, R0)
+    ticks = round(SIM_SERVO_HZ_DEFAULT / CONTROL_HZ_DEFAULT)
+    ref = response.state()
+    goal = Goal(ref.pos, ref.R)
+
+    def step(a: np.ndarray) -> None:
+        nonlocal ref, goal
+        dpos, drot, _ = action_to_delta(np.clip(a, -1.0, 1.0))
+        goal = next_goal(ref, goal, dpos, drot)
+        for _ in range(ticks):
+            ref = response.step(goal)
+
+    for a in actions:
+        step(a)
+    home = []
+    for _ in range(HOME_STEPS):
+        home.append(tracking_action(p0, R0, ref.pos, ref.R, -1.0))
+        step(home[-1])
+    return home
 
 
 def segment_errors(segments: Sequence[Segment], pos: np.ndarray, rotvec: np.ndarray) -> list[ResponseError]:
