@@ -250,7 +250,9 @@ class ArmDriver:
                 return False, f"cannot enable: {self._fault}"
             if not self._meas.ready:
                 return False, "arm controller is not ready for motion"
-            self._hold_here()
+            # Already streaming: hold at the last target (it may be computed and not yet sent: re-anchoring on the
+            # older measurement would send it and then pull the arm back). Else from where the arm is.
+            self._hold_here(keep_target=self._mode in (ArmMode.ENABLED, ArmMode.HOLDING))
             self._mode = ArmMode.ENABLED
             outside = self._outside_box_text(self._goal_pos)
             if outside:

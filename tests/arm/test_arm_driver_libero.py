@@ -264,3 +264,21 @@ def test_a_broken_response_restarts_at_rest_the_arm_stays_and_the_next_action_mo
     assert all(r.accepted for r in res) and driver.counters["response_resets"] == 1
     assert np.all(np.isfinite(arm.q))
     assert fk(arm.q)[0][0] > ref_before[0] + 1e-3
+
+
+def test_enable_while_streaming_keeps_the_target_in_flight_and_never_pulls_the_arm_back() -> None:
+    """The driver process computes a target, then sends it (prepare_tick / send_tick). An enable landing in
+    between must anchor on that target, not on the older measurement: else the target goes out and the next
+    one pulls the arm back (hypothesis found it moving 0.13 mm back out of the workspace box)."""
+    driver, arm, clock = make()
+    driver.submit_action(np.array([0.5, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY)
+    xs = [fk(arm.q)[0][0]]
+    for i in range(5):
+        clock.t += driver.config.servo_period
+        prepared = driver.prepare_tick()
+        if i == 2:
+            assert driver.enable()[0]
+        driver.send_tick(prepared)
+        xs.append(fk(arm.q)[0][0])
+    assert np.all(np.diff(xs) >= 0.0), np.diff(xs)
+    assert xs[-1] > xs[0] + 1e-3
