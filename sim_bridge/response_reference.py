@@ -122,21 +122,35 @@ def response_trajectory(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``seq`` through the response alone (libero_workcell.action_response.PandaResponse, what the driver
     streams before IK and its limits), at the control rate with ``servo_period`` ticks per step."""
-    from libero_workcell.action_response import Goal, PandaResponse, next_goal
-
-    response = PandaResponse(servo_period)
-    ticks = round(1.0 / CONTROL_HZ_DEFAULT / servo_period)
-    ref = response.state()
-    goal = Goal(ref.pos, ref.R)
-    pos, rot = [ref.pos], [ref.R]
+    stepper = _ResponseStepper(servo_period)
+    pos, rot = [stepper.ref.pos], [stepper.ref.R]
     for a in seq.actions:
-        dpos, drot, _ = action_to_delta(np.clip(a, -1.0, 1.0))
-        goal = next_goal(ref, goal, dpos, drot)
-        for _ in range(ticks):
-            ref = response.step(goal)
-        pos.append(ref.pos)
-        rot.append(ref.R)
+        stepper.act(a)
+        pos.append(stepper.ref.pos)
+        rot.append(stepper.ref.R)
     return np.array(pos), np.array(rot)
+
+
+class _ResponseStepper:
+    """The response alone, one action per control period (robosuite's goal update, then its servo ticks)."""
+
+    def __init__(self, servo_period: float, pos: np.ndarray | None = None, R: np.ndarray | None = None) -> None:
+        from libero_workcell.action_response import Goal, PandaResponse
+
+        self.response = PandaResponse(servo_period)
+        if pos is not None and R is not None:
+            self.response.reset(pos, R)
+        self.ticks = round(1.0 / CONTROL_HZ_DEFAULT / servo_period)
+        self.ref = self.response.state()
+        self.goal = Goal(self.ref.pos, self.ref.R)
+
+    def act(self, action: np.ndarray) -> None:
+        from libero_workcell.action_response import next_goal
+
+        dpos, drot, _ = action_to_delta(np.clip(action, -1.0, 1.0))
+        self.goal = next_goal(self.ref, self.goal, dpos, drot)
+        for _ in range(self.ticks):
+            self.ref = self.response.step(self.goal)
 
 
 def sim_trajectory(seq: ReferenceSequence, arm_config: ArmConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -225,28 +239,15 @@ def reference_demo(seqs: Sequence[ReferenceSequence], task_spec_json: str, rest:
 def _home_actions(actions: np.ndarray, p0: np.ndarray, R0: np.ndarray) -> list[np.ndarray]:
     """HOME_STEPS actions of the tracking law taking the response, after ``actions`` from rest at (p0, R0),
     back onto (p0, R0) (planned on the response alone, at the sim's servo rate)."""
-    from libero_workcell.action_response import Goal, PandaResponse, next_goal
     from libero_workcell.tracking_law import tracking_action
 
-    response = PandaResponse(1.0 / SIM_SERVO_HZ_DEFAULT)
-    response.reset(p0, R0)
-    ticks = round(SIM_SERVO_HZ_DEFAULT / CONTROL_HZ_DEFAULT)
-    ref = response.state()
-    goal = Goal(ref.pos, ref.R)
-
-    def step(a: np.ndarray) -> None:
-        nonlocal ref, goal
-        dpos, drot, _ = action_to_delta(np.clip(a, -1.0, 1.0))
-        goal = next_goal(ref, goal, dpos, drot)
-        for _ in range(ticks):
-            ref = response.step(goal)
-
+    stepper = _ResponseStepper(1.0 / SIM_SERVO_HZ_DEFAULT, p0, R0)
     for a in actions:
-        step(a)
+        stepper.act(a)
     home = []
     for _ in range(HOME_STEPS):
-        home.append(tracking_action(p0, R0, ref.pos, ref.R, -1.0))
-        step(home[-1])
+        home.append(tracking_action(p0, R0, stepper.ref.pos, stepper.ref.R, -1.0))
+        stepper.act(home[-1])
     return home
 
 
