@@ -113,6 +113,12 @@ class TopicFollower:
             self._subscribe(topic, cls, offered(publishers))
             self.node.get_logger().info(f"{self.verb} {topic} ({type_name})")
 
+    def matched(self) -> bool:
+        """Whether each followed topic's subscription has matched every publisher of it on the graph now (one
+        still being matched would miss what it publishes meanwhile)."""
+        return all(sub.get_publisher_count() >= len(self.node.get_publishers_info_by_topic(topic))
+                   for topic, (sub, _) in self.subscribed.items())  # fmt: skip
+
     def _subscribe(self, topic: str, cls: type, qos: tuple[bool, bool]) -> None:
         sub = self.node.create_subscription(cls, topic, lambda data, t=topic: self._deliver(t, data),
                                             reader_qos(*qos, depth=DEPTH if topic in self._large else DEPTH_SMALL),

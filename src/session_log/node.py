@@ -8,6 +8,12 @@ with the node's clock as log time (the graph's: sim time on the simulated graph,
 message's own ``header.stamp`` as publish time where it has one. Camera frames are kept at most ``image_hz``
 times a second. The recorder's ``/recorder/status`` is also read: each demo it saves becomes a ``demo`` metadata
 record (its session file, name, first and last step's times).
+
+On the simulated graph in lockstep the log is a lockstep observer (``transports.sim_lockstep.OBSERVER``): it
+has no part in any tick, but it registers only once every other participant is up and it has matched every
+publisher of the topics it follows, and the world's first tick waits for that. A session that starts at once (the
+scripted teleop session, an evaluation) is logged from its first step: a late subscription lost its first actions
+(all but the 10 a latched writer keeps).
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from session_log.follow import DISCOVER_PERIOD, TopicFollower, absolute_topics, starts_with_header
 from session_log.mcap_writer import CHUNK_SECONDS, CHUNK_SIZE, SessionLogWriter, header_stamp_ns
 from session_log.topics import DEFAULT_TOPICS, IMAGE_HZ, IMAGE_TYPE, RateGate
+from transports import sim_lockstep
+
+JOIN_POLL: Final = 0.1  # wall s between looks at whether the log may join the lockstep
 
 # Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
 # (NODE.PARAM:=VALUE) and cell files are checked against.
@@ -42,6 +51,9 @@ PARAMETERS: Final[dict[str, Any]] = {
     Params.USE_SIM: True,
     Params.SIM_LINK: "workcell",
     Params.LOCKSTEP: False,
+    # the lockstep's nodes ($(participants)): in lockstep the log joins them once every other one is up and the
+    # log follows their topics, so the world's first tick waits for the log and it misses no step
+    "participants": "",
 }
 
 
@@ -102,6 +114,24 @@ class SessionLogNode(Node):
         self.follower = TopicFollower(self, self.wanted, self._take, self._on_message, "logging",
                                       float(p("discover_period")))  # fmt: skip
         self.get_logger().info(f"logging {len(self.wanted)} topics into {self.log.path}")
+        self._observer: sim_lockstep.LockstepParticipant | None = None
+        if p(Params.LOCKSTEP):
+            self._sim_link = str(p(Params.SIM_LINK))
+            others = {n.strip() for n in str(p("participants")).split(",") if n.strip()} - {self.get_name()}
+            self._join = self.create_timer(JOIN_POLL, lambda: self._join_lockstep(others), clock=steady)
+
+    def _join_lockstep(self, others: set[str]) -> None:
+        """Register as the lockstep's observer once ``others`` are all up (each registers once its topics are
+        matched: its publishers exist) and every publisher of the topics the log follows is matched."""
+        up = sim_lockstep.registered(self._sim_link)
+        if not others <= up or not sim_lockstep.available(self._sim_link):
+            return
+        self.follower.discover()  # the others' topics, now, not at the next look
+        if not self.follower.matched():
+            return
+        self._join.cancel()
+        self._observer = sim_lockstep.LockstepParticipant(self._sim_link, self.get_name(), sim_lockstep.OBSERVER)
+        self.get_logger().info(f"lockstep: following {len(self.follower.subscribed)} topics; the world may start")
 
     def _take(self, topic: str, type_name: str, cls: type) -> None:
         """A channel in the log for ``topic`` (a DefinitionError if its type's definition is not installed)."""
@@ -143,6 +173,8 @@ class SessionLogNode(Node):
                                f"{self.log.size / 2**20:.1f} MiB in {self.log.chunks} chunks")  # fmt: skip
 
     def shutdown(self) -> None:
+        if self._observer is not None:
+            self._observer.close()
         self._stops.closing = True
         with self._stops.writing():
             self.log.close()

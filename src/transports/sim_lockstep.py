@@ -48,7 +48,10 @@ NAME_WORDS: Final = 4  # 32 bytes of ASCII per name
 SERVO: Final = 1  # every tick (the arm driver)
 CAMERA: Final = 2  # the ticks its cameras rendered
 CONTROL: Final = 4  # every control step (sources, recorders)
-KIND_NAMES: Final = {SERVO: "servo", CAMERA: "camera", CONTROL: "control"}
+# No part in any tick: registering says it listens (the session log, once it follows the others' topics), so the
+# first tick waits for it; it is never waited for after that, and its death stops nothing.
+OBSERVER: Final = 0
+KIND_NAMES: Final = {OBSERVER: "observer", SERVO: "servo", CAMERA: "camera", CONTROL: "control"}
 
 # What a participant is waiting for, for the supervisor's message when it stops answering.
 WAITING: Final = {0: "", 1: "the world's next tick", 2: "its observation (state and frames)",
@@ -608,6 +611,21 @@ class LockstepParticipant:
             os.close(self._fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._dir / f"slot{self.index}")
+
+
+def registered(name: str) -> set[str]:
+    """The names of the live participants registered now in the lockstep world of link ``name`` (none while it
+    has no world): what an observer waits for before it registers itself."""
+    path = lockstep_path(name)
+    try:
+        if path.stat().st_size != TOTAL_WORDS * 8:
+            return set()
+        block = _Block(path, create=False)
+    except (OSError, ValueError):  # not there (yet), or gone between the look and the map
+        return set()
+    if int(block.header[_H_MAGIC]) != MAGIC or int(block.header[_H_STATE]) == CLOSED:
+        return set()
+    return {p.name for p in block.active() if pid_alive(p.pid)}
 
 
 def available(name: str) -> bool:

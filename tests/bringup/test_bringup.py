@@ -66,6 +66,9 @@ def test_the_world_waits_for_the_running_nodes_that_close_the_loop_and_sim_time_
     assert deploy["sim_world"].parameters["participants"] == \
         "aubo_bridge,external_camera,wrist_camera,policy_node,rollout_recorder"  # not the server: the policy waits
     assert deploy["rollout_recorder"].parameters["follow_episodes"] is True
+    logged = {s.name: s for s in graph.resolve(["teleop:=true", "teleop_source:=scripted", "record_mcap:=/tmp/x.mcap"])}
+    assert logged["sim_world"].parameters["participants"].endswith(",session_log")  # the first tick waits for the log
+    assert logged["session_log"].parameters["participants"] == logged["sim_world"].parameters["participants"]
     assert deploy["policy_node"].parameters["policy.latency"] == "0"
     real = Graph.load().resolve(["use_sim:=false", "policy:=true"])
     assert all(s.parameters["use_sim_time"] is False for s in real)  # the physical cell keeps the wall clock

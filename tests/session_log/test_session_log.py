@@ -36,7 +36,10 @@ def logged(tmp_path_factory, ros_env):
     demos, log = out / "d2s.hdf5", out / "logs" / "teleop.mcap"
     overrides = {**{k: str(v) for k, v in launch_presets.TELEOP_COLLECT_SIM.items()}, "record_path": str(demos),
                  "record_mcap": str(log), "sim_link": f"mcap_{os.getpid()}", "teleop_pico.exit_when_done": "true",
-                 "real_time_factor": "0"}  # fmt: skip
+                 "real_time_factor": "0",
+                 # the log's own looks for topics come late (as on a loaded machine): the world must still wait
+                 # until it follows the session's topics, or the demo's first actions miss the log
+                 "session_log.discover_period": "5"}  # fmt: skip
     graph = launch(Graph.load().resolve(overrides), env=ros_env, log_dir=out / "logs")
     started = time.monotonic()
     try:

@@ -23,12 +23,14 @@ from sim_bridge.world_clock import ClockPlan, WorldClock
 from transports.sim_lockstep import (
     CAMERA,
     CONTROL,
+    OBSERVER,
     SERVO,
     LockstepError,
     LockstepParticipant,
     LockstepWorld,
     Tick,
     lockstep_path,
+    registered,
 )
 
 SERVO_NS, CONTROL_NS = 10_000_000, 50_000_000
@@ -167,13 +169,34 @@ def test_a_source_says_whether_it_acted_and_a_watcher_waits_for_its_decision(wor
         watcher.close()
 
 
+def test_an_observer_is_waited_for_at_the_start_only_and_its_death_stops_nothing(world):
+    link, w, procs = world
+    out = CTX.Queue()
+    assert registered(link) == set() and registered(f"none{uuid.uuid4().hex[:8]}") == set()
+    _start(procs, link, "arm", SERVO, out)
+    assert w.wait_for(["arm", "log"], timeout=0.6) == ["log"]  # the first tick would wait for the observer
+    assert registered(link) == {"arm"}  # what an observer looks at before it registers itself
+    log = _start(procs, link, "log", OBSERVER, out)
+    assert w.wait_for(["arm", "log"], timeout=30) == [] and registered(link) == {"arm", "log"}
+    for k in range(6):  # servo ticks and a control step: never the observer's
+        w.publish(_tick(k))
+        assert w.wait_done() == []
+    os.kill(log.pid, signal.SIGKILL)
+    log.join(5)
+    w.publish(_tick(6))
+    assert w.wait_done() == []  # nothing owed, so nothing named
+    assert registered(link) == {"arm"}  # a dead one is not listed
+    seen = [e for e in _drain(out) if e[0] == "tick"]
+    assert {e[1] for e in seen} == {"arm"} and len(seen) == 7
+
+
 def test_names_are_unique_and_a_closed_world_ends_every_wait(world):
     link, w, _ = world
     p = LockstepParticipant(link, "arm", SERVO)
     with pytest.raises(LockstepError, match="already registered"):
         LockstepParticipant(link, "arm", SERVO)
     w.close()
-    assert p.next_tick() is None and not p.world_alive()
+    assert p.next_tick() is None and not p.world_alive() and registered(link) == set()
     p.close()
     with pytest.raises(LockstepError, match="no lockstep world"):
         LockstepParticipant(f"none{uuid.uuid4().hex[:8]}", "x", SERVO, attach_timeout=0.2)
