@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
+from rclpy.node import Node, NodeNameNonExistentError
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
@@ -122,16 +122,25 @@ class SessionLogNode(Node):
 
     def _join_lockstep(self, others: set[str]) -> None:
         """Register as the lockstep's observer once ``others`` are all up (each registers once its topics are
-        matched: its publishers exist) and every publisher of the topics the log follows is matched."""
-        up = sim_lockstep.registered(self._sim_link)
-        if not others <= up or not sim_lockstep.available(self._sim_link):
+        matched: its publishers exist), this node's graph shows them with their publishers (discovery reaches
+        each process at its own pace), and the log follows every wanted topic they publish, each publisher of it
+        matched."""
+        if not others <= sim_lockstep.registered(self._sim_link) or not sim_lockstep.available(self._sim_link):
             return
-        self.follower.discover()  # the others' topics, now, not at the next look
-        if not self.follower.matched():
+        published: set[str] = set()
+        for name in others:
+            try:
+                published |= {topic for topic, _ in self.get_publisher_names_and_types_by_node(name, "/")}
+            except NodeNameNonExistentError:  # not on this node's graph yet
+                return
+        self.follower.discover()  # their topics, now, not at the next look
+        needed = published & set(self.wanted) - set(self.follower.refused)
+        if not needed <= set(self.follower.subscribed) or not self.follower.matched():
             return
         self._join.cancel()
         self._observer = sim_lockstep.LockstepParticipant(self._sim_link, self.get_name(), sim_lockstep.OBSERVER)
-        self.get_logger().info(f"lockstep: following {len(self.follower.subscribed)} topics; the world may start")
+        self.get_logger().info(f"lockstep: following {len(self.follower.subscribed)} topics ({len(needed)} of "
+                               f"the loop's); the world may start")  # fmt: skip
 
     def _take(self, topic: str, type_name: str, cls: type) -> None:
         """A channel in the log for ``topic`` (a DefinitionError if its type's definition is not installed)."""
