@@ -250,9 +250,10 @@ class ArmDriver:
                 return False, f"cannot enable: {self._fault}"
             if not self._meas.ready:
                 return False, "arm controller is not ready for motion"
-            # Already streaming: hold at the last target (it may be computed and not yet sent: re-anchoring on the
-            # older measurement would send it and then pull the arm back). Else from where the arm is.
-            self._hold_here(keep_target=self._mode in (ArmMode.ENABLED, ArmMode.HOLDING))
+            # Already streaming (actions or homing): hold at the last target (it may be computed and not yet sent:
+            # re-anchoring on the older measurement would send it and then pull the arm back). Else from where the
+            # arm is.
+            self._hold_here(keep_target=self._mode in (ArmMode.ENABLED, ArmMode.HOLDING, ArmMode.HOMING))
             self._mode = ArmMode.ENABLED
             outside = self._outside_box_text(self._goal_pos)
             if outside:
@@ -663,10 +664,13 @@ class ArmDriver:
     def _hold_here(self, keep_target: bool = False) -> None:
         """Freeze the servo stream and re-anchor the Cartesian goal.
 
-        keep_target: hold at the last target sent (smooth stop from motion),
-        else at the measured joints (after a stop, fault or homing).
+        keep_target: hold at the last target computed (sent, or in flight: a smooth stop from motion), else
+        at the measured joints (enable from standstill, a fault reset, homing, a source switch, an arm that
+        lags); a target computed from the old anchor and not yet sent is then void (it would go out, and the
+        next target pull the arm back toward the measurement).
         """
         if not keep_target:
+            self._generation += 1  # a target computed from the old anchor and not yet sent is void
             self._target = self._meas.q.copy()
         self._goal_pos, self._goal_R = fk(self._target, self.config.tool_offset)
         self._ref = self._restart_reference(self._goal_pos, self._goal_R)

@@ -12,6 +12,8 @@ the tracking-error guard measures against the reference; ``applied`` is what was
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, run_control_period
@@ -21,7 +23,7 @@ import aubo_bridge.driver as driver_module
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver, ArmMode
 from aubo_bridge.model.kinematics import HOME_Q, IkResult, fk
-from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE, SOURCE_POLICY
+from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE, SOURCE_POLICY, SOURCE_TELEOP
 
 P_HOME, R_HOME = fk(HOME_Q)
 
@@ -282,3 +284,50 @@ def test_enable_while_streaming_keeps_the_target_in_flight_and_never_pulls_the_a
         xs.append(fk(arm.q)[0][0])
     assert np.all(np.diff(xs) >= 0.0), np.diff(xs)
     assert xs[-1] > xs[0] + 1e-3
+
+
+def test_enable_while_homing_keeps_the_target_in_flight_and_never_pulls_the_arm_back() -> None:
+    """Homing streams too: an enable between computing a homing target and sending it anchors on that target,
+    as while streaming actions (re-anchored on the older measurement, the next tick stepped back from home)."""
+    driver, arm, clock = make()
+    act(driver, clock, [1.0, 0, 0, 0, 0, 0, -1], periods=6)
+    assert driver.home()[0]
+    far = [float(np.max(np.abs(arm.q - driver.config.home_q)))]
+    for i in range(8):
+        clock.t += driver.config.servo_period
+        prepared = driver.prepare_tick()
+        if i == 3:
+            assert driver.enable()[0]
+        driver.send_tick(prepared)
+        far.append(float(np.max(np.abs(arm.q - driver.config.home_q))))
+    assert np.all(np.diff(far) <= 1e-12), np.diff(far)
+    assert far[4] < far[0] - 1e-4  # it did move toward home before the enable
+
+
+@pytest.mark.parametrize("command", ["home", "switch source"])
+def test_a_re_anchor_on_the_measurement_voids_the_target_in_flight(command: str) -> None:
+    """home() and a source switch restart from the measured joints. A target computed from the old anchor and
+    not yet sent when they land is never sent: it would go out, and the next target pull the arm back."""
+    driver, arm, clock = make()
+    act(driver, clock, [1.0, 0, 0, 0, 0, 0, -1], periods=3)
+    driver.submit_action(np.array([1.0, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY)
+    clock.t += driver.config.servo_period
+    q_before = arm.q.copy()
+    prepared = driver.prepare_tick()
+    assert prepared is not None and np.max(np.abs(prepared[0] - q_before)) > 1e-4  # it would move the arm
+    if command == "home":
+        assert driver.home()[0]
+    else:
+        driver.select_source(SOURCE_TELEOP)
+    driver.send_tick(prepared)
+    np.testing.assert_array_equal(arm.q, q_before)  # void: not sent
+    qs = [arm.q.copy()]
+    for _ in range(5):
+        clock.t += driver.config.servo_period
+        driver.tick()
+        qs.append(arm.q.copy())
+    if command == "home":  # from the measurement straight toward home: every joint's distance shrinks
+        far = [np.abs(q - driver.config.home_q) for q in qs]
+        assert all(np.all(b <= a + 1e-12) for a, b in itertools.pairwise(far)) and far[-1].max() < far[0].max()
+    else:  # held where it was measured
+        assert all(np.array_equal(q, q_before) for q in qs)
