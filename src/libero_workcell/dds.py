@@ -162,14 +162,19 @@ def loopback_env(domain_id: int | None = None, base: Mapping[str, str] | None = 
 def apply_loopback_env(domain_id: int | None = None) -> dict[str, str]:
     """Make this process loopback-only; call before the first ``rclpy.init()``.
 
-    Returns the variables that were set. Warns if rclpy is already imported,
-    because a context created earlier keeps its old DDS participant.
+    Returns the variables that were set. The domain id is read by each context when it is created, so a
+    process may join another domain later with a new context (the operator CLI does). The rest (the RMW, the
+    Fast DDS profile, the discovery settings) is read once per process: changing any of it after rclpy was
+    imported warns, because what already runs keeps the old settings.
     """
+    values = loopback_vars(domain_id)
     if "rclpy" in sys.modules:
-        warnings.warn("apply_loopback_env() after rclpy was imported: existing contexts keep their settings",
-                      RuntimeWarning, stacklevel=2)
+        process_wide = sorted([k for k, v in values.items() if k != "ROS_DOMAIN_ID" and os.environ.get(k) != v]
+                              + [k for k in CONFLICTING_VARS if k in os.environ])  # fmt: skip
+        if process_wide:
+            warnings.warn(f"apply_loopback_env() after rclpy was imported changes {process_wide}: what already "
+                          "runs keeps its settings", RuntimeWarning, stacklevel=2)  # fmt: skip
     for key in CONFLICTING_VARS:
         os.environ.pop(key, None)
-    values = loopback_vars(domain_id)
     os.environ.update(values)
     return values

@@ -60,6 +60,28 @@ def test_loopback_env_contents():
         dds.inherited_domain_id({"ROS_DOMAIN_ID": "five"})
 
 
+def test_joining_another_domain_later_is_quiet_and_changing_process_wide_settings_warns(monkeypatch) -> None:
+    """After rclpy is imported, a new context still takes a new domain id (the operator CLI joins graphs one after
+    another); the RMW, the profile and the conflicting variables are the process's once: changing them warns."""
+    import warnings
+
+    import rclpy  # noqa: F401  (imported: the situation the warning is about)
+
+    for key in (*dds.loopback_vars(int(os.environ["ROS_DOMAIN_ID"])), *dds.CONFLICTING_VARS):  # restored after
+        monkeypatch.setenv(key, os.environ.get(key, "")) if key in os.environ else monkeypatch.delenv(key, False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dds.apply_loopback_env(7)["ROS_DOMAIN_ID"] == "7" and os.environ["ROS_DOMAIN_ID"] == "7"
+    monkeypatch.setenv("ROS_STATIC_PEERS", "10.0.0.9")
+    with pytest.warns(RuntimeWarning, match=r"changes \['ROS_STATIC_PEERS'\]"):
+        dds.apply_loopback_env(8)
+    assert "ROS_STATIC_PEERS" not in os.environ  # dropped all the same
+    monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", "/elsewhere.xml")
+    with pytest.warns(RuntimeWarning, match="FASTDDS_DEFAULT_PROFILES_FILE"):
+        dds.apply_loopback_env(8)
+    assert os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] == str(dds.profile_path())
+
+
 def test_profile_is_loopback_only():
     path = dds.profile_path()
     assert path.is_file() and path.parent.name == "resources"
