@@ -19,6 +19,7 @@ them.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -56,15 +57,45 @@ class Configuration:
         )
 
     @classmethod
-    def of(cls, attrs: Mapping[str, Any]) -> Configuration | None:
-        """The configuration a demo's attributes record, or None (not a plan demo)."""
+    def parse(cls, attrs: Mapping[str, Any]) -> Configuration:
+        """The configuration a demo's attributes record; ValueError naming the attribute that records none (a
+        demo file comes from elsewhere: ``slot_permutation: [1e999]`` is an answer, not an OverflowError)."""
+        missing = [k for k in ("combination", "slot_permutation", "belt_speed") if k not in attrs]
+        if missing:
+            raise ValueError(f"no {', '.join(missing)}: not a plan demo")
+        perm = attrs["slot_permutation"]
         try:
-            perm = attrs["slot_permutation"]
             perm = json.loads(perm) if isinstance(perm, (str, bytes)) else perm
-            return cls(int(attrs["combination"]), tuple(int(i) for i in perm), float(attrs["belt_speed"]),
-                       int(attrs.get("level", LEVEL)))  # fmt: skip
-        except (KeyError, TypeError, ValueError):
+        except ValueError:
+            raise ValueError(f"slot_permutation {perm!r:.60} is not JSON") from None
+        if isinstance(perm, (str, bytes, Mapping)) or not isinstance(perm, Iterable):
+            raise ValueError(f"slot_permutation {perm!r:.60} is not a list of slot indices")
+        slots = tuple(_whole(i, f"slot_permutation {perm!r:.60}: element") for i in perm)
+        combination, speed = _whole(attrs["combination"], "combination"), _number(attrs["belt_speed"], "belt_speed")
+        return cls(combination, slots, speed, _whole(attrs.get("level", LEVEL), "level"))
+
+    @classmethod
+    def of(cls, attrs: Mapping[str, Any]) -> Configuration | None:
+        """The configuration a demo's attributes record, or None (not a plan demo: :meth:`parse` says why)."""
+        try:
+            return cls.parse(attrs)
+        except ValueError:
             return None
+
+
+def _number(value: Any, what: str, whole: bool = False) -> float:
+    """A finite number an attribute records (``whole``: an integer); ValueError naming ``what`` otherwise."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond any float
+        raise ValueError(f"{what} {value!r:.60} is not a number") from None
+    if not math.isfinite(x) or (whole and not x.is_integer()):
+        raise ValueError(f"{what} {value!r:.60} is not {'an integer' if whole else 'a finite number'}")
+    return x
+
+
+def _whole(value: Any, what: str) -> int:
+    return int(_number(value, what, whole=True))
 
 
 class CollectionPlan:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from libero_workcell.task import COMBINATIONS, PERMUTATIONS
 from recorder.collection_plan import SPEEDS, CollectionPlan, Configuration, held_out
@@ -79,3 +82,52 @@ def test_workcell_plan_reads_the_session_being_collected(tmp_path, capsys) -> No
     status = capsys.readouterr().out
     assert status.splitlines()[0].endswith("1 of 16 plan demos (1 demos in the file)")
     assert "done  combination 0 slots" in status and "held out for evaluation" in status
+
+
+@pytest.mark.parametrize(
+    "attrs, reason",
+    [({"slot_permutation": "[1e999]"}, r"slot_permutation \[inf\]: element inf is not an integer"),
+     ({"slot_permutation": [1e999, 0, 1]}, "element inf is not an integer"),
+     ({"combination": 10**400}, "combination 1000.* is not a number"),
+     ({"belt_speed": float("nan")}, "belt_speed nan is not a finite number"),
+     ({"level": 1.5}, "level 1.5 is not an integer"),
+     ({"slot_permutation": "[0, 1"}, r"slot_permutation '\[0, 1' is not JSON"),
+     ({"slot_permutation": 7}, "slot_permutation 7 is not a list of slot indices")],
+)  # fmt: skip
+def test_a_demo_recording_no_configuration_says_why_and_is_no_plan_demo(attrs, reason) -> None:
+    """Issue 35, item 13: attributes from a demo file are outside input; ``slot_permutation: [1e999]`` raised
+    OverflowError (a traceback from `workcell plan status`)."""
+    recorded = {**CollectionPlan().configurations[0].attrs(), **attrs}
+    with pytest.raises(ValueError, match=reason):
+        Configuration.parse(recorded)
+    assert Configuration.of(recorded) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["combination", "slot_permutation", "belt_speed", "level"]),
+                       st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                                    lambda inner: st.lists(inner, max_size=4), max_leaves=8)
+                       | st.lists(st.floats() | st.integers(), max_size=4).map(json.dumps)))  # fmt: skip
+def test_any_recorded_attributes_give_a_configuration_or_say_why(attrs) -> None:
+    try:
+        config = Configuration.parse(attrs)
+    except ValueError:
+        assert Configuration.of(attrs) is None
+    else:
+        assert Configuration.of(attrs) == config and all(type(i) is int for i in config.slot_permutation)
+
+
+def test_workcell_plan_status_counts_a_demo_with_an_unreadable_configuration_as_none(tmp_path, capsys) -> None:
+    import h5py
+
+    from recorder.session_file import episodes_dir_of
+    from workcell import cli
+
+    session = tmp_path / "d2s.hdf5"
+    folder = episodes_dir_of(session)
+    folder.mkdir()
+    with h5py.File(folder / "demo_0.hdf5", "w") as f:
+        demo = f.create_group("data").create_group("demo_0")
+        demo.attrs.update(combination=0, slot_permutation="[1e999]", belt_speed=0.03)
+    assert cli.main(["plan", "status", "--session", str(session), "--per-config", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("0 of 16 plan demos (1 demos in the file)")
