@@ -254,7 +254,7 @@ def end_to_end(seconds: float, delay_ms: float = 30.0) -> list[dict]:
             def on_action(msg: JointState) -> None:
                 now = time.time_ns()
                 servo = ros_msgs.stamp_from_ns((now // servo_ns + 1) * servo_ns)
-                values, source = ros_msgs.action_from_msg(msg)
+                values, source, _turn = ros_msgs.action_from_msg(msg)
                 pub_result.publish(ros_msgs.action_result_msg(msg.header.stamp, source, True, "ok", 0, values, servo))
 
             feeder.create_subscription(JointState, Topics.ACTION, on_action, qos(Qos.COMMAND))

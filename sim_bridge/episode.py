@@ -59,11 +59,11 @@ class SimRig:
         s = self.driver.status()
         return s.tcp_pos, Rotation.from_rotvec(s.tcp_rotvec).as_matrix()
 
-    def act(self, action: np.ndarray, source: str, what: str, servo_ticks: int | None = None) -> None:
-        """Submit one action as ``source``, then let one control period pass (or ``servo_ticks`` servo
-        periods: as long as a recorded action held the arm); a rejection is an error naming ``what`` was being
-        done (a source that must not be refused: conversion, replay)."""
-        res = self.driver.submit_action(action, source)
+    def act(self, action: np.ndarray, source: str, what: str, servo_ticks: int | None = None, turn: int = 0) -> None:
+        """Submit one action as ``source`` (its stream ``turn``), then let one control period pass (or
+        ``servo_ticks`` servo periods: as long as a recorded action held the arm); a rejection is an error naming
+        ``what`` was being done (a source that must not be refused: conversion, replay)."""
+        res = self.driver.submit_action(action, source, turn)
         if not res.accepted:
             shown = np.round(action, 3).tolist()
             raise RuntimeError(f"{what}: the arm driver rejected the action {shown}: {res.reason}")

@@ -21,6 +21,7 @@ from std_msgs.msg import String
 from aubo_bridge.config import ACTION_RESPONSES, RESPONSE_LIBERO
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, Params, Qos, Topics
+from libero_workcell.json_topics import ArmModeReport, JsonTopicReader
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
@@ -60,11 +61,18 @@ class ExpertNode(Node):
         self.inputs = StampedInputs((STATE, TRUTH))
         lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
         self._episode: int | None = None
+        # The turn its actions carry (ros_msgs.new_turn): a new one at each world episode (the world starts it),
+        # and on the wall clock once the arm first enables itself (its stream began before). After a stop or a
+        # fault of the arm it drives again only from the next world episode (aubo_bridge.arbiter).
+        self.turn = 0
+        self._arm_seen_enabled = lockstep  # in lockstep the arm enables at the world's first tick, before any step
+        self._arm_reader = JsonTopicReader(ArmModeReport, Topics.ARM_MODE, self.get_logger())
         self.done = threading.Event()
         self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, lockstep))
         self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE, lockstep))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, lockstep))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        self.create_subscription(String, Topics.ARM_MODE, self._arm_reader.then(self._on_arm_mode), qos(Qos.LATCHED))
         self.steps = StepRunner(self.get_name(), hz, self._step, lockstep=lockstep, sim_link=str(p(Params.SIM_LINK)),
                                 source=SOURCE_EXPERT, ready=self._matched, priority=CONTROL_PRIORITY)  # fmt: skip
         self.steps.start()
@@ -88,6 +96,11 @@ class ExpertNode(Node):
         if state is not None:
             self.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), (time.time_ns(), state))
 
+    def _on_arm_mode(self, report: ArmModeReport) -> None:
+        if report.driven and not self._arm_seen_enabled:  # the simulated arm enabled itself: the episode's start
+            self._arm_seen_enabled = True
+            self.turn = ros_msgs.new_turn()
+
     def _on_episode(self, msg: String) -> None:
         info = json.loads(msg.data)
         if info.get("done") and not self.done.is_set():
@@ -108,8 +121,10 @@ class ExpertNode(Node):
         if episode != self._episode:  # a new episode: the script starts over (its ground truth says so)
             self._episode = episode
             self.expert.reset()
+            self.turn = ros_msgs.new_turn()
         action = self.expert.act(scene, state)
-        self._pub.publish(ros_msgs.action_msg(action, SOURCE_EXPERT, ros_msgs.stamp_from_ns(step.time_ns)))
+        self._pub.publish(ros_msgs.action_msg(action, SOURCE_EXPERT, ros_msgs.stamp_from_ns(step.time_ns),
+                                              turn=self.turn))  # fmt: skip
         return True
 
     @property

@@ -148,6 +148,7 @@ class ReplayNode(Node):
         self._started_wall = time.monotonic()
         self.phase = Phase.WAITING
         self._episode = -1  # the world's episode before our reset
+        self._turn = 0  # the replay's turn, taken when it starts (aubo_bridge.arbiter)
         self._first_step = 0  # the replayed episode's first control step
         self._pos: list[np.ndarray] = []
         self._rotvec: list[np.ndarray] = []
@@ -222,6 +223,7 @@ class ReplayNode(Node):
             if future is not None and future.done() and not future.result().success:
                 raise ReplayError(f"sim reset refused: {future.result().message}")
             self.phase, self._first_step = Phase.REPLAYING, step.index
+            self._turn = ros_msgs.new_turn()  # the replay is a source started now (aubo_bridge.arbiter)
             self._t_wall = (time.monotonic(), step.time)
         k = step.index - self._first_step
         if self.phase is Phase.REPLAYING:
@@ -256,7 +258,8 @@ class ReplayNode(Node):
             for c in CAMERA_NAMES:
                 self._frames[c].append(got.get(c))
         action = self.plan.action(self.mode, k, s[:3], Rotation.from_rotvec(s[3:6]).as_matrix())
-        self._pub.publish(ros_msgs.action_msg(action, SOURCE_POLICY, ros_msgs.stamp_from_ns(step.time_ns)))
+        self._pub.publish(ros_msgs.action_msg(action, SOURCE_POLICY, ros_msgs.stamp_from_ns(step.time_ns),
+                                              turn=self._turn))  # fmt: skip
         self._stamps.append(step.time_ns)
         self._publish_status(replay_status(self.mode, self.steps, k + 1, error_summary(*self._errors)))
         if (k + 1) % max(1, self.steps // PROGRESS_LINES) == 0 or k == self.steps - 1:

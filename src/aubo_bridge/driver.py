@@ -54,6 +54,11 @@ from libero_workcell.action_response import Goal, PandaResponse, RefState, next_
 from libero_workcell.contract import (
     ACTION_POS_SCALE,
     ACTION_ROT_SCALE,
+    ARM_DISABLED,
+    ARM_ENABLED,
+    ARM_FAULT,
+    ARM_HOLDING,
+    ARM_HOMING,
     SOURCE_NONE,
     ContractError,
     action_to_delta,
@@ -113,11 +118,11 @@ def reference_tick(response: PandaResponse, ref: RefState, goal: Goal, cfg: ArmC
 
 
 class ArmMode(enum.Enum):
-    DISABLED = "disabled"  # powered but not accepting actions (start-up, after stop)
-    ENABLED = "enabled"  # tracking actions
-    HOLDING = "holding"  # enabled, but the action stream stalled: holding position
-    HOMING = "homing"  # moving to the home configuration
-    FAULT = "fault"  # refused motion until reset_fault()
+    DISABLED = ARM_DISABLED  # powered but not accepting actions (start-up, after stop)
+    ENABLED = ARM_ENABLED  # tracking actions
+    HOLDING = ARM_HOLDING  # enabled, but the action stream stalled: holding position
+    HOMING = ARM_HOMING  # moving to the home configuration
+    FAULT = ARM_FAULT  # refused motion until reset_fault()
 
 
 @dataclass(frozen=True)
@@ -261,11 +266,12 @@ class ArmDriver:
             return True, "enabled"
 
     def stop(self) -> tuple[bool, str]:
-        """Hold at once and stop accepting actions until enabled again."""
+        """Hold at once and stop accepting actions until enabled again; every source's turn ends."""
         with self._lock:
             if self._mode is not ArmMode.FAULT:
                 self._mode = ArmMode.DISABLED
             self._safe_hold()
+            self.arbiter.end_turns("a stop (/aubo/stop)")
             return True, "stopped"
 
     def close(self) -> None:
@@ -284,6 +290,7 @@ class ArmDriver:
                 return False, f"cannot home while {self._mode.value}: enable first"
             self._hold_here()
             self._mode = ArmMode.HOMING
+            self.arbiter.end_turns("homing (/aubo/home)")
             return True, "homing"
 
     def reset_fault(self) -> tuple[bool, str]:
@@ -310,18 +317,25 @@ class ArmDriver:
                 if self._hold_pending:
                     return False, f"fault kept: the arm did not confirm a hold ({self._last_error})"
             self._fault = None
+            self._last_error = None  # it was the fault (or a refusal because of it): cleared, it is not current
             self._fault_needs_ready = False
             self._mode = ArmMode.DISABLED
             self._hold_here()
             return True, "fault cleared; arm disabled until enabled"
 
-    def submit_action(self, action: object, source: str) -> ActionResult:
-        """Validate and apply one 7-D action from ``source``."""
+    def submit_action(self, action: object, source: str, turn: int = 0) -> ActionResult:
+        """Validate and apply one 7-D action from ``source``'s stream ``turn`` (aubo_bridge.arbiter: a stream
+        that did not start on the enabled arm, or was ended by a stop, a fault, homing or a switch, is dropped
+        without disturbing the arm)."""
         with self._lock:
             if not self.arbiter.permits(source):
                 return self._reject(
                     "source", f"source {source!r} may not drive (active: {self.arbiter.active!r})", hold=False
                 )
+            enabled = self._mode in (ArmMode.ENABLED, ArmMode.HOLDING)
+            # (on an arm that is not enabled the turn ends here, and the mode's refusal below says why)
+            if (ended := self.arbiter.admit_turn(source, turn, enabled)) is not None and enabled:
+                return self._reject("turn", ended, hold=False)
             try:
                 a = validate_action(action)
             except ContractError as exc:
@@ -643,6 +657,7 @@ class ArmDriver:
         self._fault = reason
         self.counters["faults"] += 1
         self._safe_hold()
+        self.arbiter.end_turns(f"the fault {reason!r}")
 
     def _safe_hold(self) -> None:
         """Void every target computed before, and tell the arm to stop; never raises.

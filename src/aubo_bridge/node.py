@@ -179,16 +179,16 @@ class AuboBridgeNode(Node):
     # ------------------------------------------------------------- callbacks
     def _on_action(self, msg: JointState) -> None:
         try:
-            values, source = ros_msgs.action_from_msg(msg)
-        except ContractError as exc:  # undecodable (wrong names, ...): rejected like an invalid action
-            result = self.driver.reject_message(msg.header.frame_id, str(exc))
-            self._publish_result(msg, msg.header.frame_id, result)
-            self.get_logger().warning(f"action from {msg.header.frame_id!r} rejected: {result.reason}",
-                                      throttle_duration_sec=1.0)  # fmt: skip
+            values, source, turn = ros_msgs.action_from_msg(msg)
+        except ContractError as exc:  # undecodable (wrong names, a bad turn, ...): rejected like an invalid action
+            source = msg.header.frame_id.partition(ros_msgs.TURN_SEPARATOR)[0]
+            result = self.driver.reject_message(source, str(exc))
+            self._publish_result(msg, source, result)
+            self.get_logger().warning(f"action from {source!r} rejected: {result.reason}", throttle_duration_sec=1.0)
             return
         now = self.get_clock().now().nanoseconds if self.lockstep else time.time_ns()
         self._latency_ms.append((now - ros_msgs.ns_from_stamp(msg.header.stamp)) * 1e-6)
-        result = self.driver.submit_action(values, source)
+        result = self.driver.submit_action(values, source, turn)
         self._publish_result(msg, source, result, self._servo_time_ns(now) if result.accepted else None)
         if self.lockstep:  # the servo tick of this step may be waiting for it
             with self._action_cond:

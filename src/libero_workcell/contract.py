@@ -80,12 +80,23 @@ SOURCE_EXPERT: Final = "expert"
 ACTION_SOURCES: Final = (SOURCE_TELEOP, SOURCE_POLICY, SOURCE_EXPERT)
 SOURCE_NONE: Final = "none"  # no source may drive
 
+# The arm's modes as /aubo/mode reports them (aubo_bridge.driver.ArmMode). Sources drive only in the first two;
+# entering any other (a stop, homing, a fault) ends every source's turn: it drives again only once started again.
+ARM_ENABLED: Final = "enabled"  # tracking actions
+ARM_HOLDING: Final = "holding"  # enabled, the action stream stalled: holding position
+ARM_DISABLED: Final = "disabled"  # not accepting actions (start-up, a stop)
+ARM_HOMING: Final = "homing"  # moving to its home pose
+ARM_FAULT: Final = "fault"  # refusing motion until the operator's reset
+ARM_MODES: Final = (ARM_ENABLED, ARM_HOLDING, ARM_DISABLED, ARM_HOMING, ARM_FAULT)
+ARM_DRIVEN_MODES: Final = (ARM_ENABLED, ARM_HOLDING)
+
 
 # --------------------------------------------------------------------------
 # Topics. Action and state travel as sensor_msgs/JointState: the standard
 # message that is stamped and carries named values. For actions,
-# header.frame_id names the source (one of ACTION_SOURCES) and
-# name == ACTION_NAMES, position == the 7 values. For the state,
+# header.frame_id names the source (one of ACTION_SOURCES) and its turn
+# (SOURCE#TURN, ros_msgs.action_msg: the arm follows a stream only within the
+# turn it started in) and name == ACTION_NAMES, position == the 7 values. For the state,
 # header.frame_id == BASE_FRAME and name == STATE_NAMES.
 # --------------------------------------------------------------------------
 class Topics:

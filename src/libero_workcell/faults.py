@@ -275,6 +275,12 @@ FAULTS: Final[tuple[Fault, ...]] = (
           "No fresh robot state reaches teleop; it sends nothing and the arm's watchdog holds it.",
           "Check that the arm bridge runs and publishes `/workcell/robot_state` (`workcell status`).",
           "no_state"),
+    Fault("TELEOP-NOT-ENABLED", TELEOP, r"^arm_not_enabled$",
+          "The grip is pressed, but the arm is not enabled, or was stopped, homed or faulted since the grip was "
+          "pressed: the clutch does not engage and the arm holds.",
+          "`workcell call enable` (after `workcell call reset` for a fault), then release the grip and press it "
+          "again.",
+          "arm_not_enabled"),
 )  # fmt: skip
 
 BY_CODE: Final = {f.code: f for f in FAULTS}

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -64,22 +65,62 @@ def wall_from_monotonic(t_mono: float) -> float:
     return time.time() - (time.monotonic() - t_mono)
 
 
-def action_msg(action: Sequence[float], source: str, wall_time: float | Time | None = None) -> JointState:
-    """The 7-D action as the contract's JointState: frame_id = source, name = ACTION_NAMES; stamped now (wall)
+TURN_SEPARATOR: Final = "#"
+_last_turn = 0
+_turn_lock = threading.Lock()
+
+
+def new_turn() -> int:
+    """A new turn for a source's stream of actions: the wall clock in ns, strictly increasing in this process.
+
+    A source takes one each time it is started (``/policy/start``, a clutch engaged, a jog, a world episode);
+    the arm bridge follows a stream only within a turn that began on the enabled arm, after its last stop,
+    fault, homing or source switch (aubo_bridge.arbiter). Turns from different processes compare by the wall
+    clock: a later start has the larger turn."""
+    global _last_turn
+    with _turn_lock:
+        _last_turn = max(time.time_ns(), _last_turn + 1)
+        return _last_turn
+
+
+def action_msg(
+    action: Sequence[float], source: str, wall_time: float | Time | None = None, turn: int = 0
+) -> JointState:
+    """The 7-D action as the contract's JointState: frame_id = ``SOURCE#TURN`` (``SOURCE`` alone for turn 0, a
+    source that knows no turns: the arm follows it until its first stop), name = ACTION_NAMES; stamped now (wall)
     or with the stamp given (in sim lockstep: the observation's, which names the control step it answers)."""
     msg = JointState()
     msg.header.stamp = as_stamp(time.time() if wall_time is None else wall_time)
-    msg.header.frame_id = source
+    msg.header.frame_id = f"{source}{TURN_SEPARATOR}{int(turn)}" if turn else source
     msg.name = list(ACTION_NAMES)
     msg.position = [float(v) for v in action]
     return msg
 
 
-def action_from_msg(msg: JointState) -> tuple[np.ndarray, str]:
-    """(values, source). Field names must be the contract's, in order: a mislabelled action is rejected."""
+class ActionMessage(NamedTuple):
+    values: np.ndarray
+    source: str
+    turn: int  # 0: a source that sends no turn
+
+
+def source_and_turn(frame_id: str) -> tuple[str, int]:
+    """An action's ``header.frame_id`` read as (source, turn); ContractError for a turn that is not a
+    non-negative integer of at most 63 bits."""
+    source, sep, turn = frame_id.partition(TURN_SEPARATOR)
+    if not sep:
+        return source, 0
+    if not (turn.isascii() and turn.isdigit()) or len(turn) > 19 or int(turn) >= 2**63:
+        raise ContractError(f"action frame_id {frame_id[:80]!r}: the turn after {TURN_SEPARATOR!r} must be an "
+                            "integer in [0, 2**63)")  # fmt: skip
+    return source, int(turn)
+
+
+def action_from_msg(msg: JointState) -> ActionMessage:
+    """(values, source, turn). Field names must be the contract's, in order: a mislabelled action is rejected."""
     if list(msg.name) != list(ACTION_NAMES):
         raise ContractError(f"action names {list(msg.name)} != contract {list(ACTION_NAMES)}")
-    return np.asarray(msg.position, dtype=float), msg.header.frame_id
+    source, turn = source_and_turn(msg.header.frame_id)
+    return ActionMessage(np.asarray(msg.position, dtype=float), source, turn)
 
 
 class ActionOutcome(NamedTuple):

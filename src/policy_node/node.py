@@ -10,7 +10,10 @@ nothing is published and aubo_bridge's watchdog holds the arm within 1.5 control
 
 Services (std_srvs/Trigger): ``/policy/start`` begins an episode (the start wait, then the policy drives; on the
 physical cell only with a task: refused with the reason without one),
-``/policy/stop`` ends it; with ``autostart`` (default) the first episode starts at once. On the simulated
+``/policy/stop`` ends it; with ``autostart`` (default, sim only) the first episode starts once the arm is
+enabled. A start is refused while the arm is not enabled, and the arm leaving the modes sources drive in (a stop,
+homing, a fault: ``/aubo/mode``) ends the episode: every episode carries a turn of its own (ros_msgs.new_turn),
+and the arm follows a turn only from its start to its next stop (aubo_bridge.arbiter). On the simulated
 workcell in lockstep a step is the world's control step, taken on that step's exact observation, and with
 ``autostart`` every world episode is a policy episode (restarted at its first step, over at its end); a
 reply's delay counts in sim time (``policy.latency``: 0, milliseconds or measured; policy_node.runner).
@@ -48,6 +51,7 @@ from std_srvs.srv import Trigger
 
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CAMERA_NAMES, SOURCE_POLICY, Params, Qos, Services, Topics
+from libero_workcell.json_topics import ArmModeReport, JsonTopicReader
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup, prefixed
 from libero_workcell.rate import CONTROL_PRIORITY
@@ -110,7 +114,15 @@ class PolicyNode(Node):
         if bool(self.get_parameter("autostart").value) and not self.autostart:
             self.get_logger().warning("physical workcell: autostart is ignored; the policy drives only after "
                                       f"{Services.POLICY_START} (workcell call policy start)")  # fmt: skip
-        self.running = self.autostart
+        # The turn this node's actions carry (ros_msgs.new_turn): a new one at every start. A stop, homing or a
+        # fault of the arm ends the episode here and the turn at the arm (aubo_bridge.arbiter): it drives again
+        # only after an explicit start on the enabled arm. Autostart (sim) starts the first episode once the arm
+        # is enabled; in lockstep every world episode starts one at its first step (the arm enables at the first).
+        self.running = self.autostart and self.lockstep
+        self._autostart_pending = self.autostart and not self.lockstep
+        self.turn = ros_msgs.new_turn() if self.running else 0
+        self.arm: ArmModeReport | None = None  # the arm's mode as /aubo/mode last said it
+        self.ended_by = ""  # why the arm ended the last episode ("" when it did not)
         self.records: list[StepRecord] = []  # the last few, for status and tests
         self._now = 0.0  # lockstep: the step's sim time, the runner's clock
         self.runner = PolicyRunner(self.config, clock=lambda: self._now, sim=True) if self.lockstep else \
@@ -125,6 +137,8 @@ class PolicyNode(Node):
         self._diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, self.lockstep))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        self._arm_reader = JsonTopicReader(ArmModeReport, Topics.ARM_MODE, self.get_logger())
+        self.create_subscription(String, Topics.ARM_MODE, self._arm_reader.then(self._on_arm_mode), qos(Qos.LATCHED))
         self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND, self.lockstep))
         sensor = qos(Qos.SENSOR_LOCKSTEP, True) if self.lockstep else qos(Qos.SENSOR)
         for cam in CAMERA_NAMES:
@@ -253,6 +267,8 @@ class PolicyNode(Node):
                 self.task = self._episode_task(step)
                 self.runner.restart_episode()
                 self.running = self.running or self.autostart
+                if self.running:
+                    self.turn = ros_msgs.new_turn()
             if step.paused:  # the episode is over: nothing more is sent until the next one
                 self._end_episode("the world's episode is over")
                 return False
@@ -274,7 +290,7 @@ class PolicyNode(Node):
         if record.action is not None:
             sent_ns = step.time_ns if self.lockstep else time.time_ns()
             stamp = ros_msgs.stamp_from_ns(sent_ns)
-            self._pub.publish(ros_msgs.action_msg(record.action, SOURCE_POLICY, stamp))
+            self._pub.publish(ros_msgs.action_msg(record.action, SOURCE_POLICY, stamp, turn=self.turn))
             sent, key = sent_ns * 1e-9, _result_key(ros_msgs.wall_from_stamp(stamp))
         row = {**record.as_dict(), "sent_t": sent, "servo_t": None, "e2e_ms": None}
         if self.lockstep:
@@ -299,7 +315,48 @@ class PolicyNode(Node):
             self.get_logger().info(f"task: {task!r} (from the next /policy/start)")
         return SetParametersResult(successful=True)
 
+    def _on_arm_mode(self, report: ArmModeReport) -> None:
+        """The arm left the modes sources drive in (a stop, homing, a fault): the episode is over. The arm drops
+        this turn's actions from now on anyway; ending here makes the status say so, and a start is needed."""
+        self.arm = report
+        if report.driven and self._autostart_pending:
+            self._autostart_pending = False
+            self._begin_episode()
+            self.get_logger().info("autostart: the arm is enabled, the policy drives")
+        if report.driven or not self.running:
+            return
+        self.running = False
+        self.ended_by = f"the arm is {report.mode}" + (f" ({report.fault})" if report.fault else "")
+        self._end_episode(self.ended_by)
+        self.runner.restart_episode()
+        self._status.publish(String(data=json.dumps({"running": False, "connected": self.runner.connected,
+                                                     "ended_by": self.ended_by, **self._status_extras()})))  # fmt: skip
+        self.get_logger().warning(f"policy episode ended: {self.ended_by}; it drives again only after "
+                                  f"{Services.POLICY_START} on the enabled arm (workcell call policy start)")
+
+    def _begin_episode(self) -> None:
+        """A new episode on a new turn."""
+        self.runner.restart_episode()
+        self.turn = ros_msgs.new_turn()
+        self.ended_by = ""
+        self.running = True
+
+    def _arm_refusal(self) -> str:
+        """Why a start must wait for the arm ("" when it may start): sources start only on an enabled arm."""
+        if self.arm is None:
+            # (the simulated arm enables itself at its first tick, which may come after this start)
+            return "" if self.use_sim else f"the arm's mode is not known yet (nothing on {Topics.ARM_MODE}): is " \
+                                           "aubo_bridge running?"  # fmt: skip
+        if not self.arm.driven:
+            fault = f" ({self.arm.fault})" if self.arm.fault else ""
+            return f"the arm is {self.arm.mode}{fault}: enable it first (workcell call enable), then start the policy"
+        return ""
+
     def _srv_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        if refusal := self._arm_refusal():
+            res.success, res.message = False, refusal
+            self.get_logger().error(f"{Services.POLICY_START} refused: {res.message}")
+            return res
         if not self.task and not self.use_sim:  # on the physical cell there is no world to give the instruction
             res.success, res.message = False, (f"no task: on the physical cell the policy starts only with an "
                                                f"instruction: `workcell call policy task \"...\"` ({TASK_PARAM}), "
@@ -307,8 +364,7 @@ class PolicyNode(Node):
             self.get_logger().error(f"{Services.POLICY_START} refused: {res.message}")
             return res
         self._end_episode("restarted by /policy/start")
-        self.runner.restart_episode()
-        self.running = True
+        self._begin_episode()
         res.success, res.message = True, f"policy episode started ({self.config.start_wait_steps} wait steps first)"
         self.get_logger().warning(f"{Services.POLICY_START}: {res.message}")  # who started the policy, in the log
         return res
@@ -341,6 +397,8 @@ class PolicyNode(Node):
             values["round_trip_max_ms"] = float(np.max(rtts))
         values.update({f"count_{k}": v for k, v in r.counters.items()})
         values.update(self.drops.diagnostics())
+        values["ended_by"] = self.ended_by
+        values["dropped_arm_mode"] = self._arm_reader.dropped
         self._diag.publish(ros_msgs.diagnostics_msg("policy_node", SOURCE_POLICY, level, message, values,
                                                     self.get_clock().now().to_msg()))  # fmt: skip
 

@@ -16,6 +16,11 @@ and the arm's 7-D state, and returns the action to send:
   Each of these also releases the clutch, so following resumes only from a fresh latch, where the target starts
   at the TCP (no jump). Every input is checked for finiteness and bounds before any arithmetic touches it.
 - The trigger closes the gripper; the A and B buttons give press edges (start / stop-and-save, discard).
+- The arm: the clutch engages only while the arm is enabled (:meth:`TeleopCore.arm_driven`), and only with a grip
+  pressed after that: a stop, homing or fault of the arm releases the clutch, and a grip held through it does
+  not engage again until it was released. Every engagement and every trigger edge is a new start
+  (:attr:`TeleopCore.starts`): the node sends each start's actions under a turn of its own, and the arm follows a
+  turn only from its start on the enabled arm to the arm's next stop (aubo_bridge.arbiter).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class Status(enum.Enum):
     BAD_STATE = "bad_state"  # the robot state is not a state (non-finite, absurd): holding
     INVALID_ACTION = "invalid_action"  # the action failed the contract's check before publishing: held instead
     NO_STATE = "no_state"  # no fresh robot state: nothing is sent (the arm's watchdog holds)
+    ARM_NOT_ENABLED = "arm_not_enabled"  # the grip is pressed, but the arm is not enabled, or was since: holding
 
     @property
     def holds(self) -> bool:
@@ -86,6 +92,10 @@ def _finite(value: object) -> bool:
         return False
 
 
+ARM_NOT_ENABLED_TEXT: Final = ("the arm is not enabled, or was stopped since the grip was pressed: release the grip "
+                               "and engage it again once the arm is enabled")
+
+
 class Button(enum.Enum):
     A = "A"  # start an episode / stop and save it
     B = "B"  # discard the episode
@@ -124,8 +134,12 @@ class _Latch:
 @dataclass
 class TeleopCore:
     config: TeleopConfig = field(default_factory=TeleopConfig)
+    arm_enabled: bool = False  # whether the arm is enabled at the start (lockstep sim: it enables at its first tick)
 
     def __post_init__(self) -> None:
+        self._arm_ok = self.arm_enabled  # the arm is enabled, as far as its last report says
+        self._may_latch = self.arm_enabled  # a grip pressed from now on may engage (released since the arm's stop)
+        self.starts = 0  # engagements and trigger edges so far: each is a new turn of the node's actions
         self._latch: _Latch | None = None
         self._gripper = GRIPPER_OPEN
         self._buttons = {Button.A: False, Button.B: False}
@@ -136,6 +150,19 @@ class TeleopCore:
     @property
     def engaged(self) -> bool:
         return self._latch is not None
+
+    @property
+    def arm_ok(self) -> bool:
+        """Whether the arm is enabled, as far as its last report said."""
+        return self._arm_ok
+
+    def arm_driven(self, driven: bool) -> None:
+        """The arm's mode changed: ``driven`` (enabled or holding) or not (a stop, homing, a fault). Not driven
+        releases the clutch; the grip must then be released (on the enabled arm) before it engages again."""
+        self._arm_ok = driven
+        if not driven:
+            self._latch = None
+            self._may_latch = False
 
     def step(self, sample: ControllerSample | None, state7: np.ndarray, now: float) -> TeleopStep:
         """The action for this control step. ``now``: the caller's monotonic clock (s)."""
@@ -156,9 +183,16 @@ class TeleopCore:
         if self._latch is not None and last is not None and (glitch := self._jump(p_c, R_c, *last)):
             return self.hold(Status.JUMP, glitch, presses)  # while released, the hand may be anywhere
         # the trigger drives the gripper while following or idle (open or close in place), never through a fault
-        self._gripper = GRIPPER_CLOSE if sample.trigger >= self.config.trigger_close else GRIPPER_OPEN
+        gripper = GRIPPER_CLOSE if sample.trigger >= self.config.trigger_close else GRIPPER_OPEN
+        if gripper != self._gripper:
+            self._gripper, self.starts = gripper, self.starts + 1
+        if self._arm_ok and sample.grip < self.config.clutch_release:
+            self._may_latch = True
         if self._latch is None and sample.grip > self.config.clutch_engage:
+            if not self._may_latch:
+                return self.hold(Status.ARM_NOT_ENABLED, ARM_NOT_ENABLED_TEXT, presses)
             self._latch = _Latch(tcp.copy(), R_tcp.copy(), p_c, R_c)
+            self.starts += 1
         if self._latch is None:
             return self.hold(Status.IDLE, "", presses)
         L, cfg = self._latch, self.config

@@ -32,6 +32,7 @@ from std_srvs.srv import Trigger
 from libero_workcell import ros_msgs
 from libero_workcell.config_files import find_config_file
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_TELEOP, Params, Qos, Services, Topics
+from libero_workcell.json_topics import ArmModeReport, JsonTopicReader
 from libero_workcell.node_main import log_outcome, run_node
 from libero_workcell.node_params import declare_all, declare_config, prefixed, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
@@ -82,8 +83,14 @@ class TeleopNode(Node):
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         self.hz = float(p(Params.CONTROL_HZ))
-        # the core behind the publish path: every action validated before it is sent, fault holds counted
-        self.output = TeleopOutput(TeleopCore(TeleopConfig.from_mapping({**values, "control_hz": self.hz})))
+        self.lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
+        # the core behind the publish path: every action validated before it is sent, fault holds counted. In
+        # lockstep the simulated arm enables itself at the world's first tick: the clutch may engage from it.
+        config = TeleopConfig.from_mapping({**values, "control_hz": self.hz})
+        self.output = TeleopOutput(TeleopCore(config, arm_enabled=self.lockstep))
+        # the turn this node's actions carry (ros_msgs.new_turn): a new one at each of the core's starts (a clutch
+        # engaged, a trigger edge); the arm follows a turn only from its start on the enabled arm to its next stop
+        self.turn, self._starts = 0, 0
         kind = str(p("source"))
         if kind not in SOURCES:
             raise ValueError(f"source must be one of {list(SOURCES)}, got {kind!r}")
@@ -100,7 +107,6 @@ class TeleopNode(Node):
             self._runs_left = int(p("session_repeats"))
             if self._runs_left < 1:
                 raise ValueError(f"session_repeats must be >= 1, got {self._runs_left}")
-        self.lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
         self._now = 0.0  # lockstep: the step's sim time
         self._now_ns = self._run_ns = 0  # lockstep: the step's and the run's first step's sim clock (integer ns)
         self._reset_from = -1  # lockstep: the world episode a scripted run's reset was asked in
@@ -117,6 +123,8 @@ class TeleopNode(Node):
         self.create_timer(STATUS_REPEAT_S, self._repeat_status, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, self.lockstep))
         self.create_subscription(String, Topics.RECORDER_STATUS, self._on_recorder, qos(Qos.LATCHED))
+        self._arm_reader = JsonTopicReader(ArmModeReport, Topics.ARM_MODE, self.get_logger())
+        self.create_subscription(String, Topics.ARM_MODE, self._arm_reader.then(self._on_arm_mode), qos(Qos.LATCHED))
         if self._script is not None and self._script.task is not None:
             self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
         self._task_checked = False
@@ -156,6 +164,14 @@ class TeleopNode(Node):
             self.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), state)
             with self._lock:
                 self._state = (time.monotonic(), state)
+
+    def _on_arm_mode(self, report: ArmModeReport) -> None:
+        """A stop, homing or fault of the arm releases the clutch; it engages again only from a fresh grip on the
+        enabled arm (teleop_pico.core)."""
+        if self.core.engaged and not report.driven:
+            self.get_logger().warning(f"the arm is {report.mode}: clutch released; release the grip and engage it "
+                                      "again once the arm is enabled")  # fmt: skip
+        self.core.arm_driven(report.driven)
 
     def _on_episode(self, msg: String) -> None:
         """A scripted demonstration is made for one task: say so loudly if the world holds another."""
@@ -219,9 +235,11 @@ class TeleopNode(Node):
             return False
         health_clock = time.monotonic() if isinstance(self.source, HeadsetSource) else now  # a headset is live
         out = self.output.step(sample, state[1], health_clock)  # the action validated: never an invalid one
+        if self.core.starts != self._starts:  # the operator started it again: a new turn from this action on
+            self._starts, self.turn = self.core.starts, ros_msgs.new_turn()
         if out.action is not None:
             stamp = ros_msgs.stamp_from_ns(step.time_ns) if self.lockstep else None
-            self._pub.publish(ros_msgs.action_msg(out.action, SOURCE_TELEOP, stamp))
+            self._pub.publish(ros_msgs.action_msg(out.action, SOURCE_TELEOP, stamp, turn=self.turn))
         self._report(out)
         return out.action is not None
 
@@ -316,7 +334,8 @@ class TeleopNode(Node):
 
     def _begin_run(self) -> None:
         self._runs_left -= 1
-        self.output.core = TeleopCore(self.core.config)  # a fresh clutch: the first sample latches the reset arm
+        # a fresh clutch: the first sample latches the reset arm
+        self.output.core = TeleopCore(self.core.config, arm_enabled=self.core.arm_ok)
         with self._lock:
             self._state = None  # states from before the reset must not start the run
         self._pending_run = True

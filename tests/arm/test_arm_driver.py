@@ -227,7 +227,8 @@ def test_backend_fault_latches_until_operator_reset(rig) -> None:
     assert arm.acknowledged == 1  # the operator's reset reached the device
     assert driver.mode is ArmMode.DISABLED  # needs an explicit enable
     assert driver.enable()[0]
-    assert driver.submit_action(np.zeros(7), SOURCE_POLICY).accepted
+    assert not driver.submit_action(np.zeros(7), SOURCE_POLICY).accepted  # the stream the fault ended ...
+    assert driver.submit_action(np.zeros(7), SOURCE_POLICY, turn=1).accepted  # ... a source started again drives
 
 
 def test_reset_refused_while_fault_persists(rig) -> None:

@@ -65,7 +65,11 @@ def test_commands_answer_what_they_did() -> None:
     res = driver.submit_action(np.zeros(7), SOURCE_POLICY)
     assert res == driver_module.ActionResult(False, "arm is disabled: not accepting actions")
     assert driver.enable()[0]
-    res = driver.submit_action(np.zeros(7), SOURCE_POLICY)
+    res = driver.submit_action(np.zeros(7), SOURCE_POLICY)  # the stream seen while disabled: over
+    assert res == driver_module.ActionResult(False, (
+        "source 'policy': this stream (turn 0) ended with its start on an arm that was not enabled or followed "
+        "another source; nothing it sends moves the arm: start the source again"))
+    res = driver.submit_action(np.zeros(7), SOURCE_POLICY, turn=1)
     assert res.accepted is True and res.reason == "ok"
 
 

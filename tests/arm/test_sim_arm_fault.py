@@ -84,9 +84,14 @@ def test_the_driver_faults_holds_refuses_actions_and_resets_only_once_the_fault_
         ok, msg = rig.driver.enable()
         assert ok, msg
         before = rig.world.tcp_pos
-        for _ in range(5):
-            rig.act(np.array([0.0, 0.3, 0, 0, 0, 0, -1.0]), SOURCE_POLICY, "after the reset")
-        assert rig.world.tcp_pos[1] - before[1] > 0.005  # it drives again
+        for _ in range(5):  # the stream that ran into the stop never drives again ...
+            ended = rig.driver.submit_action(np.array([0.0, 0.3, 0, 0, 0, 0, -1.0]), SOURCE_POLICY)
+            assert not ended.accepted and "start the source again" in ended.reason
+            rig.control_period(rig.servo_per_control)
+        np.testing.assert_allclose(rig.world.tcp_pos, before, atol=1e-4)
+        for _ in range(5):  # ... a source started again (a new turn) does
+            rig.act(np.array([0.0, 0.3, 0, 0, 0, 0, -1.0]), SOURCE_POLICY, "after the reset", turn=1)
+        assert rig.world.tcp_pos[1] - before[1] > 0.005
     finally:
         rig.world.close()
 

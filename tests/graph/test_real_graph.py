@@ -115,10 +115,11 @@ def test_action_moves_the_emulated_tcp_by_the_commanded_amount(probe, devices) -
 def test_protective_stop_faults_and_never_resumes_by_itself(probe, devices) -> None:
     arm, _, _ = devices
     probe.call(Services.ARM_ENABLE)
+    running = probe.stream([0.0, 0.0, 0.0, 0, 0, 0, 0], 2)  # a source driving when the stop comes
     arm.protective_stop()
     assert wait_for(lambda: probe.fresh_diag()["mode"] == "fault", 5.0), probe.diag
     q_stopped = settle(arm)
-    probe.stream([0.0, 0.2, 0.0, 0, 0, 0, 0], 10)  # refused: the arm stays
+    probe.stream([0.0, 0.2, 0.0, 0, 0, 0, 0], 10, turn=running)  # refused: the arm stays
     np.testing.assert_allclose(settle(arm), q_stopped, atol=1e-6)
     ok, msg = probe.call(Services.ARM_RESET_FAULT)
     assert not ok, msg  # the cause is still there
@@ -130,7 +131,9 @@ def test_protective_stop_faults_and_never_resumes_by_itself(probe, devices) -> N
     np.testing.assert_allclose(settle(arm), q_stopped, atol=1e-6)
     ok, msg = probe.call(Services.ARM_ENABLE)
     assert ok, msg
-    probe.stream([0.0, 0.2, 0.0, 0, 0, 0, 0], 5)
+    probe.stream([0.0, 0.2, 0.0, 0, 0, 0, 0], 10, turn=running)  # the stream the stop ended stays ended
+    np.testing.assert_allclose(settle(arm), q_stopped, atol=1e-6)
+    probe.stream([0.0, 0.2, 0.0, 0, 0, 0, 0], 5)  # a source started again drives
     assert fk(settle(arm))[0][1] - fk(q_stopped)[0][1] == pytest.approx(5 * 0.2 * ACTION_POS_SCALE, abs=2e-3)
 
 

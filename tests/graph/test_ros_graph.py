@@ -151,14 +151,18 @@ def probe(graph: Any) -> Iterator[Probe]:
         yield p
 
 
-def stream(p: Probe, action: list[float], steps: int, source: str = SOURCE_POLICY, hz: float = 20.0) -> None:
-    """Publish ``action`` ``steps`` times at ``hz`` on absolute deadlines."""
+def stream(p: Probe, action: list[float], steps: int, source: str = SOURCE_POLICY, hz: float = 20.0,
+           turn: int | None = None) -> int:  # fmt: skip
+    """Publish ``action`` ``steps`` times at ``hz`` on absolute deadlines, as a source started for it (a new turn,
+    unless ``turn`` continues one); the turn."""
+    turn = ros_msgs.new_turn() if turn is None else turn
     t0 = time.perf_counter()
     for k in range(steps):
-        p.publish_action(ros_msgs.action_msg(action, source))
+        p.publish_action(ros_msgs.action_msg(action, source, turn=turn))
         delay = t0 + (k + 1) / hz - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
+    return turn
 
 
 def settle(p: Probe, still_for: float = 0.3, timeout: float = 5.0) -> np.ndarray:
@@ -215,7 +219,8 @@ def test_every_action_gets_its_outcome_and_the_servo_tick_it_took_effect_on(prob
     """/workcell/action_result: one report per action, named by its stamp; accepted ones in servo ticks about
     servo_hz / control_hz apart (5 at 100 / 20 Hz: DDS moves one by a tick now and then), rejected ones with
     the reason and no tick."""
-    sent = [ros_msgs.action_msg(a, s) for a, s in [([0.1, 0, 0, 0, 0, 0, -1], SOURCE_POLICY)] * 20
+    turn = ros_msgs.new_turn()
+    sent = [ros_msgs.action_msg(a, s, turn=turn) for a, s in [([0.1, 0, 0, 0, 0, 0, -1], SOURCE_POLICY)] * 20
             + [([math.nan, 0, 0, 0, 0, 0, -1], SOURCE_POLICY), ([0.1, 0, 0, 0, 0, 0, -1], SOURCE_TELEOP)]]  # fmt: skip
     probe.results.clear()
     t0 = time.perf_counter()
@@ -239,14 +244,20 @@ def test_only_the_active_source_drives(probe: Probe) -> None:
     assert probe.counters().get("rejected_source", 0) >= before + 10
 
 
-def test_stop_refuses_actions_until_enabled(probe: Probe) -> None:
+def test_stop_refuses_actions_until_enabled_and_a_source_started_again(probe: Probe) -> None:
+    """A stop ends the source's turn: after enable, the stream that ran through the stop still does not drive
+    (issue 35, item 1); a source started again (a new turn) does."""
+    running = stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 3)  # a source streaming when the stop comes
     ok, _ = probe.call(Services.ARM_STOP)
     assert ok
     try:
-        unchanged_while(probe, lambda: stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 10))
+        unchanged_while(probe, lambda: stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 10, turn=running))
     finally:
         ok, msg = probe.call(Services.ARM_ENABLE)
         assert ok, msg
+    before = probe.counters().get("rejected_turn", 0)
+    unchanged_while(probe, lambda: stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 10, turn=running))
+    assert probe.counters().get("rejected_turn", 0) >= before + 10
     p0 = settle(probe)
     stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 5)
     assert settle(probe)[1] - p0[1] == pytest.approx(5 * 0.2 * ACTION_POS_SCALE, abs=2e-3)
@@ -344,7 +355,7 @@ def test_a_malformed_action_message_is_rejected_in_diagnostics_and_the_arm_holds
 
     def send_malformed() -> None:
         for _ in range(5):
-            msg = ros_msgs.action_msg([0.3, 0, 0, 0, 0, 0, 0], SOURCE_POLICY)
+            msg = ros_msgs.action_msg([0.3, 0, 0, 0, 0, 0, 0], SOURCE_POLICY, turn=ros_msgs.new_turn())
             msg.name = ["x", "y", "z", "rx", "ry", "rz", "grip"]
             probe.publish_action(msg)
             time.sleep(0.05)

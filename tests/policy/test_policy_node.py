@@ -62,10 +62,17 @@ def rig(tmp_path, request):
     diagnostics: list[dict] = []
 
     pub_result = feeder.create_publisher(String, Topics.ACTION_RESULT, qos(Qos.COMMAND))
+    pub_mode = feeder.create_publisher(String, Topics.ARM_MODE, qos(Qos.LATCHED))
+    turns: list[int] = []  # the turn of each action
+
+    def arm(mode: str, fault: str = "", raw: str | None = None) -> None:
+        """What the arm bridge reports on /aubo/mode (``raw``: a message as it comes, whatever it is)."""
+        pub_mode.publish(String(data=raw if raw is not None else json.dumps({"mode": mode, "fault": fault})))
 
     def on_action(msg) -> None:
-        values, source = ros_msgs.action_from_msg(msg)
+        values, source, turn = ros_msgs.action_from_msg(msg)
         actions.append((time.monotonic(), values, source))
+        turns.append(turn)
         # as the arm bridge says: its first servo target went out 2 ms after it came
         servo = ros_msgs.stamp_from_ns(time.time_ns() + 2_000_000)
         pub_result.publish(ros_msgs.action_result_msg(msg.header.stamp, source, True, "ok", 0, values, servo))
@@ -83,6 +90,7 @@ def rig(tmp_path, request):
     ex.add_node(feeder)
     img = np.full((256, 256, 3), 90, np.uint8)
     next_feed = [0.0]
+    arm("enabled")  # the arm bridge enabled the arm (its mode is latched)
 
     def spin(seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -95,6 +103,7 @@ def rig(tmp_path, request):
                 next_feed[0] = time.monotonic() + 0.05
             ex.spin_once(timeout_sec=0.005)
 
+    spin.arm, spin.turns = arm, turns  # type: ignore[attr-defined]
     yield node, spin, actions, diagnostics, server, tmp_path / "timing.jsonl"
     node.shutdown()
     ex.shutdown()
@@ -154,7 +163,7 @@ def test_on_the_physical_cell_the_policy_drives_only_after_an_explicit_start(rig
 
     node, spin, actions, _, _, _ = rig
     spin(1.5)
-    assert not actions and not node.running
+    assert not actions and not node.running  # the arm is enabled (rig): on hardware nothing starts by itself
     (ok,) = node.set_parameters([Parameter("policy.task", value="")])  # no task: no world here to give one
     refused = node._srv_start(Trigger.Request(), Trigger.Response())
     assert ok.successful and not refused.success and not node.running
@@ -196,3 +205,40 @@ def test_a_refused_chunk_holds_the_arm_and_the_diagnostics_warn_with_the_reason(
     server.policy.poisoned = False
     spin(2.5)
     assert node.records[-1].action is not None and diagnostics[-1]["level"] == 0  # valid chunks again: OK
+
+
+def test_an_arm_stop_or_fault_ends_the_episode_and_only_a_start_on_the_enabled_arm_drives_again(rig) -> None:
+    """Issue 35, item 1: every stop, homing or fault of the arm ends the policy's episode (its status says so);
+    a start is refused until the arm is enabled, and the start after it is a new turn (the arm drops the old)."""
+    from std_srvs.srv import Trigger
+
+    node, spin, actions, _, _, _ = rig
+    for mode, fault in (("fault", "controller protective stop"), ("disabled", ""), ("homing", "")):
+        spin(1.0)
+        assert node.running and actions, mode
+        old_turn = spin.turns[-1]
+        spin.arm(mode, fault)
+        spin(0.3)
+        assert not node.running and mode in node.ended_by and fault in node.ended_by
+        n = len(actions)
+        spin(0.6)
+        assert len(actions) <= n + 1, mode  # at most one already on its way
+        refused = node._srv_start(Trigger.Request(), Trigger.Response())
+        assert not refused.success and f"the arm is {mode}" in refused.message and "enable it first" in refused.message
+        spin.arm("enabled")  # the operator enables the arm (or homing ends): nothing drives by itself
+        spin(0.6)
+        assert len(actions) <= n + 1 and not node.running, mode
+        assert node._srv_start(Trigger.Request(), Trigger.Response()).success
+        spin(0.5)
+        assert len(actions) > n + 5 and spin.turns[-1] > old_turn, mode  # a new turn: the arm follows it
+
+
+def test_a_bad_arm_mode_message_is_dropped_and_counted(rig) -> None:
+    node, spin, actions, diagnostics, _, _ = rig
+    spin(1.0)
+    for raw in ("[]", '{"mode": 5}', '{"mode": "sideways"}', "[" * 5000, "not json"):
+        spin.arm("", raw=raw)
+        spin(0.1)
+    spin(1.2)
+    assert node.running and node.arm is not None and node.arm.mode == "enabled"  # the last good report stands
+    assert node._arm_reader.dropped == 5 and diagnostics[-1]["dropped_arm_mode"] == "5"

@@ -28,7 +28,7 @@ class Session:
     """A core stepped at 20 Hz with advancing time stamps."""
 
     def __init__(self, config: TeleopConfig | None = None) -> None:
-        self.core = TeleopCore(config or TeleopConfig())
+        self.core = TeleopCore(config or TeleopConfig(), arm_enabled=True)
         self.t = 0
 
     def step(self, state=STATE, stamp: int | None = None, **kw):
@@ -114,7 +114,7 @@ def test_the_trigger_closes_the_gripper_and_a_loss_of_tracking_never_opens_it() 
 @pytest.mark.parametrize("t0", [0.0, 5000.0])  # a monotonic clock reads anything
 def test_a_frozen_stream_holds_and_a_live_one_resumes_from_a_fresh_latch(t0) -> None:
     cfg = TeleopConfig(stale_timeout=0.1)
-    core = TeleopCore(cfg)
+    core = TeleopCore(cfg, arm_enabled=True)
     assert core.step(sample(7), STATE, t0).status is Status.FOLLOWING
     assert core.step(sample(7, pos=(0.0, 1.0, -0.31)), STATE, t0 + 0.05).status is Status.FOLLOWING  # not stale
     frozen = core.step(sample(7, pos=(0.0, 1.0, -0.32)), STATE, t0 + 0.15)
@@ -156,7 +156,7 @@ def test_an_orientation_jump_is_a_glitch_that_holds_and_re_anchors_like_a_positi
 
 
 def test_the_stale_and_jump_limits_hold_only_beyond_them_as_documented() -> None:
-    core = TeleopCore(TeleopConfig(stale_timeout=0.125, max_jump=0.0625))  # exact binary fractions
+    core = TeleopCore(TeleopConfig(stale_timeout=0.125, max_jump=0.0625), arm_enabled=True)  # exact binary fractions
     assert core.step(sample(1), STATE, 0.0).status is Status.FOLLOWING
     assert core.step(sample(1), STATE, 0.125).status is Status.FOLLOWING  # not advanced for exactly the limit
     assert core.step(sample(2, pos=(0.0, 1.0, -0.3625)), STATE, 0.25).status is Status.FOLLOWING  # moved exactly it
@@ -315,7 +315,7 @@ def check_step(step, core: TeleopCore, gripper_before: float) -> None:
     stamps=st.lists(st.integers(0, 3), min_size=1, max_size=6),
 )  # fmt: skip
 def test_whatever_the_controller_gives_the_action_is_valid_and_a_hold_never_moves(pose, grip, trigger, stamps) -> None:
-    core, gripper = TeleopCore(), GRIPPER_OPEN
+    core, gripper = TeleopCore(arm_enabled=True), GRIPPER_OPEN
     for i, stamp in enumerate(stamps):
         step = core.step(ControllerSample(stamp, tuple(pose), trigger, grip, False, False), STATE, i * 0.05)
         check_step(step, core, gripper)
@@ -325,7 +325,7 @@ def test_whatever_the_controller_gives_the_action_is_valid_and_a_hold_never_move
 @settings(max_examples=200, deadline=None)
 @given(session=sessions())
 def test_whatever_the_headset_and_the_state_report_each_step_is_valid_and_a_fault_is_reported(session) -> None:
-    core = TeleopCore()
+    core = TeleopCore(arm_enabled=True)
     gripper = GRIPPER_OPEN
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow or invalid-value warning from any input: bounds come first

@@ -86,7 +86,7 @@ def test_without_its_service_the_sdk_gives_zeros_and_the_arm_holds(free_port) ->
     finally:
         reader.close()
     assert s.pose == (0.0,) * 7 and s.grip == 0.0 and not s.a
-    step = TeleopCore().step(s, STATE, 0.0)
+    step = TeleopCore(arm_enabled=True).step(s, STATE, 0.0)
     assert step.status is Status.NO_TRACKING and not np.any(step.action[:6])
 
 
@@ -99,7 +99,7 @@ def test_the_sdk_streams_the_controller_into_the_clutch_trigger_and_buttons(free
         first = reader.wait_for(lambda s: s.pose == pytest.approx(p0))
         assert first.trigger == 0.75 and first.grip == 1.0 and first.a and not first.b
         assert abs(first.stamp_ns - time.time_ns()) < 2e9  # the service's clock, passed through
-        core = TeleopCore()
+        core = TeleopCore(arm_enabled=True)
         latched = core.step(first, STATE, 0.0)
         assert latched.status is Status.FOLLOWING and latched.presses == (Button.A,)
         assert latched.action[6] == GRIPPER_CLOSE

@@ -46,9 +46,17 @@ def test_a_bad_headset_sample_or_robot_state_holds_and_is_reported_never_publish
     node = TeleopNode()
     feeder = rclpy.create_node("teleop_feeder")
     actions: list[np.ndarray] = []
+    turns: list[int] = []  # each action's turn
     statuses: list[dict] = []
-    feeder.create_subscription(JointState, Topics.ACTION, lambda m: actions.append(np.array(m.position)),
-                               qos(Qos.COMMAND))  # fmt: skip
+
+    def on_action(msg: JointState) -> None:
+        values, _source, turn = ros_msgs.action_from_msg(msg)
+        actions.append(values)
+        turns.append(turn)
+
+    feeder.create_subscription(JointState, Topics.ACTION, on_action, qos(Qos.COMMAND))
+    arm_pub = feeder.create_publisher(String, Topics.ARM_MODE, qos(Qos.LATCHED))
+    arm = lambda mode: arm_pub.publish(String(data=json.dumps({"mode": mode, "fault": ""})))  # noqa: E731
     feeder.create_subscription(String, Topics.TELEOP_STATUS, lambda m: statuses.append(json.loads(m.data)),
                                qos(Qos.STATE))  # fmt: skip
     state_pub = feeder.create_publisher(JointState, Topics.ROBOT_STATE, qos(Qos.STATE))
@@ -65,11 +73,27 @@ def test_a_bad_headset_sample_or_robot_state_holds_and_is_reported_never_publish
                 return statuses[-1]
         raise AssertionError(f"no {status!r} on /teleop/status within {WAIT} s; got {statuses}")
 
+    def spin(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            ex.spin_once(timeout_sec=0.02)
+
     try:
         node.source = headset
         until("no_state")  # no robot state yet: nothing is sent
         state_pub.publish(ros_msgs.state_msg(STATE, time.time()))
+        # issue 35, item 1: the clutch engages only on the enabled arm, from a grip pressed after it was enabled
+        arm("disabled")
+        until("arm_not_enabled")  # the grip is held, the arm disabled: holding, and saying why
+        arm("enabled")
+        spin(0.5)
+        assert statuses[-1]["status"] == "arm_not_enabled"  # a grip held through the enable does not engage
+        headset.grip = 0.0
+        until("idle")
+        headset.grip = 1.0
         until("following")
+        spin(0.2)
+        first_turn = turns[-1]
         headset.trigger = float("nan")
         held = until("bad_input")
         assert "trigger" in held["fault"] and held["holds"]["bad_input"] >= 1
@@ -89,6 +113,24 @@ def test_a_bad_headset_sample_or_robot_state_holds_and_is_reported_never_publish
         while not late and time.monotonic() < deadline:
             ex.spin_once(timeout_sec=0.05)
         assert late and late[-1]["status"] == "bad_state", late
+        state_pub.publish(ros_msgs.state_msg(STATE, time.time()))
+        until("following")
+        spin(0.2)
+        following_turn = turns[-1]
+        assert following_turn > first_turn  # the clutch engaged again after the hold: a new start
+        for mode in ("fault", "disabled", "homing"):  # a stop of the arm releases the clutch ...
+            arm(mode)
+            until("arm_not_enabled")
+            arm("enabled")
+            spin(0.5)
+            assert statuses[-1]["status"] == "arm_not_enabled" and turns[-1] == following_turn, mode
+            headset.grip = 0.0  # ... and it follows again only from a fresh grip, under a new turn
+            until("idle")
+            headset.grip = 1.0
+            until("following")
+            spin(0.2)
+            assert turns[-1] > following_turn, mode
+            following_turn = turns[-1]
     finally:
         node.shutdown()
         ex.shutdown()

@@ -38,7 +38,7 @@ def node_steps(draw) -> list[tuple[str, object, object]]:
 @settings(max_examples=150, deadline=None)
 @given(steps=node_steps())
 def test_whatever_arrives_the_node_publishes_only_valid_actions_and_reports_each_fault(steps) -> None:
-    out = TeleopOutput(TeleopCore())
+    out = TeleopOutput(TeleopCore(arm_enabled=True))
     published, faults, changes = [], 0, 0
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow or invalid-value warning on the way
@@ -64,7 +64,7 @@ def test_whatever_arrives_the_node_publishes_only_valid_actions_and_reports_each
 
 
 def test_a_nan_trigger_while_holding_a_part_is_a_counted_fault_and_the_part_stays_held() -> None:
-    out = TeleopOutput(TeleopCore())
+    out = TeleopOutput(TeleopCore(arm_enabled=True))
     first = out.step(sample(1, trigger=1.0), STATE, 0.05)
     assert first.changed and first.step.status is Status.FOLLOWING and out.transition() is None
     glitch = out.step(sample(2, trigger=float("nan")), STATE, 0.1)
@@ -80,7 +80,7 @@ def test_a_nan_trigger_while_holding_a_part_is_a_counted_fault_and_the_part_stay
 
 
 def test_an_invalid_action_from_the_core_is_never_published(monkeypatch: pytest.MonkeyPatch) -> None:
-    out = TeleopOutput(TeleopCore())
+    out = TeleopOutput(TeleopCore(arm_enabled=True))
     out.step(sample(1, trigger=1.0), STATE, 0.05)
     monkeypatch.setattr(teleop_pico.core, "tracking_action", lambda *a, **k: np.array([np.nan, 0, 0, 0, 0, 2.0, 1]))
     o = out.step(sample(2, trigger=1.0), STATE, 0.1)

@@ -59,7 +59,7 @@ def test_the_headset_source_reads_the_sdk_into_the_core_clutch_trigger_and_butto
         {"t": 2, "pose": (0.0, 1.0, -0.31, *q), "grip": 1.0, "trigger": 0.9},  # 10 mm forward, closing
         {"t": 3, "pose": (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), "a": True},  # tracking lost, A pressed
     ])  # fmt: skip
-    source, core = HeadsetSource(sdk), TeleopCore()
+    source, core = HeadsetSource(sdk), TeleopCore(arm_enabled=True)
     steps = [core.step(source.read(), STATE, 0.05 * i) for i in range(3)]
     assert [s.status for s in steps] == [Status.FOLLOWING, Status.FOLLOWING, Status.NO_TRACKING]
     np.testing.assert_allclose(steps[1].action, [0.6, 0, 0, 0, 0, 0, 1.0], atol=1e-9)
@@ -78,7 +78,7 @@ def test_an_sdk_error_is_no_sample_and_the_arm_holds() -> None:
     sdk.get_right_controller_pose = broken
     source = HeadsetSource(sdk)
     assert source.read() is None
-    assert TeleopCore().step(source.read(), STATE, 0.0).status is Status.NO_SOURCE
+    assert TeleopCore(arm_enabled=True).step(source.read(), STATE, 0.0).status is Status.NO_SOURCE
 
 
 def test_the_real_sdk_without_its_service_is_no_tracking() -> None:
@@ -86,7 +86,7 @@ def test_the_real_sdk_without_its_service_is_no_tracking() -> None:
     sdk = pytest.importorskip("xrobotoolkit_sdk")
     source = HeadsetSource(sdk)
     try:
-        steps = [TeleopCore().step(source.read(), STATE, 0.0) for _ in range(3)]
+        steps = [TeleopCore(arm_enabled=True).step(source.read(), STATE, 0.0) for _ in range(3)]
     finally:
         source.close()
     assert all(s.status in (Status.NO_TRACKING, Status.FROZEN) for s in steps)
@@ -171,7 +171,7 @@ def test_the_shipped_scripted_session_does_the_whole_d2s_task_in_its_world() -> 
     script = load_session(find_config_file("config/teleop/d2s_scripted_session.json"))
     spec = TaskSpec.from_dict(script.task)
     rig = make_sim_rig(spec, active_source=SOURCE_TELEOP)
-    source, core = ScriptedSource(script, clock=lambda: rig.world.sim_time), TeleopCore()
+    source, core = ScriptedSource(script, clock=lambda: rig.world.sim_time), TeleopCore(arm_enabled=True)
     presses = []
     try:
         while (sample := source.read()) is not None:

@@ -158,8 +158,8 @@ class DriverService:
         return DriverSnapshot(now, self.driver.status(), replace(self._stats, alive=self._thread.is_alive()),
                               pids=self._pids)  # fmt: skip
 
-    def submit_action(self, action: Any, source: str) -> ActionResult:
-        return self.driver.submit_action(action, source)
+    def submit_action(self, action: Any, source: str, turn: int = 0) -> ActionResult:
+        return self.driver.submit_action(action, source, turn)
 
     def state_stats(self) -> dict[str, float]:
         """The arm backend's state-path figures (HostedArcsArm.state_stats), where it has them."""
@@ -268,9 +268,9 @@ class HostedDriver:
     def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
         return self._host.call(method, *args, timeout=self._t_call if timeout is None else timeout)
 
-    def submit_action(self, action: object, source: str) -> ActionResult:
+    def submit_action(self, action: object, source: str, turn: int = 0) -> ActionResult:
         try:
-            return self._call("submit_action", action, source)  # validated in the child, as in the node
+            return self._call("submit_action", action, source, turn)  # validated in the child, as in the node
         except BackendError as exc:
             return ActionResult(False, f"arm driver: {exc}")
 
