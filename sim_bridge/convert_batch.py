@@ -30,6 +30,7 @@ from typing import Any
 
 from libero_workcell.libero_format import (
     Demo,
+    DemoReader,
     LiberoFormatError,
     demo_files,
     demo_order,
@@ -135,21 +136,21 @@ def run_batch(
     for stale in out.glob("*/*.hdf5.partial"):  # a run that was killed mid-write
         stale.unlink()
     todo, rows = [], []
-    sources = SourceCache()
-    for job in plan_jobs(inputs, out):
-        done = already_done(job, lambda job=job: recorded_placed(sources.demo(job)))
-        (rows.append(done) if done is not None else todo.append(job))
-    bar = progress_bar(len(todo), "converting", "demo", enabled=progress)
-    if on_ray:
-        from sim_bridge.convert_cluster import ray_rows
+    with SourceCache() as sources:
+        for job in plan_jobs(inputs, out):
+            done = already_done(job, lambda job=job: recorded_placed(sources.demo(job)))
+            (rows.append(done) if done is not None else todo.append(job))
+        bar = progress_bar(len(todo), "converting", "demo", enabled=progress)
+        if on_ray:
+            from sim_bridge.convert_cluster import ray_rows
 
-        converted = ray_rows(todo, out, render, kinematic, sources.demo)
-    else:
-        converted = local_rows(todo, jobs, render, kinematic)
-    for row in converted:
-        rows.append(row)
-        bar.update()
-    bar.close()
+            converted = ray_rows(todo, out, render, kinematic, sources.demo)
+        else:
+            converted = local_rows(todo, jobs, render, kinematic)
+        for row in converted:
+            rows.append(row)
+            bar.update()
+        bar.close()
     rows.sort(key=lambda r: (r["source"], demo_order(r["demo"])))
     tmp = out / (SUMMARY_FILE + ".partial")
     tmp.write_text(json.dumps(rows, indent=2))
@@ -158,16 +159,28 @@ def run_batch(
 
 
 class SourceCache:
-    """The demos of the source file read last (without images): jobs come file by file, so each is read once."""
+    """The source file read last, kept open (its links checked once): jobs come file by file, and each reads its
+    own demo only (without images), never the whole file."""
 
     def __init__(self) -> None:
-        self.path: Path | None = None
-        self.demos: dict[str, Demo] = {}
+        self.reader: DemoReader | None = None
 
     def demo(self, job: Job) -> Demo:
-        if job.source != self.path:
-            self.demos, self.path = {d.name: d for d in read_demos(job.source).demos}, job.source
-        return self.demos[job.demo]
+        if self.reader is None or self.reader.path != Path(job.source):
+            self.close()
+            self.reader = DemoReader(job.source)
+        return self.reader.demo(job.demo)
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+
+    def __enter__(self) -> SourceCache:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
 def local_rows(todo: Sequence[Job], jobs: int, render: bool, kinematic: bool) -> Iterator[dict[str, Any]]:

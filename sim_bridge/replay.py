@@ -29,7 +29,7 @@ from aubo_bridge.config import ArmConfig
 from aubo_bridge.model.kinematics import HOME_Q, fk, ik
 from libero_workcell.image_convention import ROBOSUITE_RAW, convention_of
 from libero_workcell.layout import ROBOT
-from libero_workcell.libero_format import Demo, LiberoFormatError, read_demos
+from libero_workcell.libero_format import Demo, DemoReader, LiberoFormatError
 from libero_workcell.task import TaskSpec
 from libero_workcell.tracking_law import tracking_action
 from sim_bridge.panda.model import HAND_TO_GRIP_SITE
@@ -116,18 +116,14 @@ def plan_from_demo(demo: Demo, arm: ArmConfig | None = None, image_convention: s
 
 
 def load_plan(path: str | Path, name: str = "", arm: ArmConfig | None = None) -> ReplayPlan:
-    """The plan for demo ``name`` of a LIBERO-layout file ("" = its first demo); clear errors, nothing written."""
-    f = read_demos(path)
-    try:
-        convention = convention_of(f.env_args)
-    except ValueError as exc:
-        raise LiberoFormatError(f"{path}: {exc}") from None
-    if not name:
-        return plan_from_demo(f.demos[0], arm, convention, f.env_args)
-    by_name = {d.name: d for d in f.demos}
-    if name not in by_name:
-        raise LiberoFormatError(f"{path}: no demo {name!r}; it holds {list(by_name)}")
-    return plan_from_demo(by_name[name], arm, convention, f.env_args)
+    """The plan for demo ``name`` of a LIBERO-layout file ("" = its first demo), reading that demo only; clear
+    errors, nothing written."""
+    with DemoReader(path) as f:
+        try:
+            convention = convention_of(f.env_args)
+        except ValueError as exc:
+            raise LiberoFormatError(f"{path}: {exc}") from None
+        return plan_from_demo(f.demo(name or f.names[0]), arm, convention, f.env_args)
 
 
 def held_ticks(servo_tick: Sequence[int] | np.ndarray | None, steps: int, nominal: int) -> np.ndarray:

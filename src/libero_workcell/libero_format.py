@@ -60,6 +60,9 @@ MAX_STEPS: Final = 1_000_000  # rows of a per-step dataset (14 hours at 20 Hz)
 MAX_ARRAY_BYTES: Final = 256 * 1024**2  # a numeric dataset read whole (a 14-hour demo's actions: 56 MB)
 MAX_FRAME_BYTES: Final = 64 * 1024**2  # one image frame (a 256 x 256 rgb8 frame is 192 KiB)
 MAX_IMAGES_BYTES: Final = 8 * 1024**3  # one camera's frames read whole (40 minutes at 256 x 256, 20 Hz)
+# what one read holds in memory at most, every dataset together (LoadBudget): 4 million steps of a demo's numbers
+# (55 hours at 20 Hz; LIBERO-90's 4,500 demos are 0.7 million), or 11 minutes of both cameras' frames at 20 Hz
+MAX_LOAD_BYTES: Final = 1024**3
 
 
 class LiberoFormatError(ValueError):
@@ -223,10 +226,84 @@ def checked_frames(group: h5py.Group, key: str, where: str, rows: int | None = N
     return ds
 
 
-def _array(group: h5py.Group, key: str, where: str, width: int | tuple[int, ...] | None, length: int | None):
-    a = checked_dataset(group, key, where, rows=length)[()]
-    if a.ndim == 0 or (length is not None and a.shape[0] != length):
-        raise LiberoFormatError(f"{where}: {key!r} has shape {a.shape}, expected {length} rows (one per action)")
+class LoadBudget:
+    """The bytes a reader may still load. Each read takes the in-memory size of what it is about to read (as
+    declared, before reading), so datasets that are each within their bounds cannot add up past what a machine
+    holds: a 50 KiB file of 12 demos, each within the per-dataset bounds, declared 7 GiB. One budget can span
+    every read of a run that keeps what it read (the preference report); by default each read has its own."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit, self.used = int(MAX_LOAD_BYTES if limit is None else limit), 0
+
+    def take(self, nbytes: int, what: str) -> None:
+        """Count ``nbytes`` of ``what`` as loaded; LiberoFormatError (nothing counted) if that passes the limit."""
+        if self.used + nbytes > self.limit:
+            raise LiberoFormatError(f"{what} would load {_amount(nbytes)} ({_amount(self.used)} loaded already), "
+                                    f"over the {_amount(self.limit)} a reader loads (MAX_LOAD_BYTES): not a demo file, "
+                                    "or read its demos one at a time (DemoReader)")  # fmt: skip
+        self.used += nbytes
+
+
+def _amount(nbytes: int) -> str:
+    return f"{nbytes / 1024**2:.0f} MiB" if nbytes >= 10 * 1024**2 else f"{nbytes:,} bytes"
+
+
+def _group(parent: h5py.Group, key: str) -> h5py.Group | None:
+    """``parent[key]`` if it is a group (``key in`` a dataset would iterate its rows)."""
+    item = parent.get(key)
+    return item if isinstance(item, h5py.Group) else None
+
+
+def _numeric(group: h5py.Group, key: str, where: str, rows: int | None = None,
+             max_bytes: int = MAX_ARRAY_BYTES) -> h5py.Dataset:  # fmt: skip
+    """:func:`checked_dataset` whose dtype is numbers (bool, integers, floats): nothing else converts to them."""
+    ds = checked_dataset(group, key, where, max_bytes, rows)
+    if ds.dtype.kind not in "biuf":
+        raise LiberoFormatError(f"{where}: {key!r} is {ds.dtype}, expected numbers")
+    return ds
+
+
+def _held_bytes(found: Mapping[str, h5py.Dataset]) -> int:
+    """What reading ``found`` holds in memory: images as stored, every other array as float64 (at least)."""
+    images = {f"obs/{k}" for k in IMAGE_KEYS}
+    return sum(math.prod(ds.shape) * (ds.dtype.itemsize if key in images else max(ds.dtype.itemsize, 8))
+               for key, ds in found.items())  # fmt: skip
+
+
+def _demo_datasets(g: h5py.Group, where: str, images: bool) -> dict[str, h5py.Dataset]:
+    """The datasets of one demo a read loads (by their path in the demo), each checked before anything is read:
+    there, numeric, its declared size within the bounds, one row per action; images (T, H, W, 3) uint8."""
+    actions = _numeric(g, "actions", where)
+    if actions.ndim != 2 or actions.shape[1] != ACTION_DIM:
+        raise LiberoFormatError(f"{where}: 'actions' has shape {actions.shape}, expected (T, {ACTION_DIM})")
+    t = actions.shape[0]
+    obs, ow = _group(g, "obs"), f"{where}/obs"
+    if obs is None:
+        raise LiberoFormatError(f"{where}: missing 'obs'")
+    found = {"actions": actions}
+    for key in ("ee_pos", "ee_ori", "gripper_states", "joint_states"):
+        if key != "joint_states" or key in obs:
+            found[f"obs/{key}"] = _numeric(obs, key, ow, t)
+    found["robot_states"] = _numeric(g, "robot_states", where, t)
+    for key in IMAGE_KEYS if images else ():
+        if key in obs:
+            img = checked_dataset(obs, key, ow, MAX_IMAGES_BYTES, rows=t)
+            if img.ndim != 4 or img.shape[3] != 3 or img.dtype != np.uint8:
+                raise LiberoFormatError(f"{ow}: {key!r} has shape {img.shape} {img.dtype}, expected (T, H, W, 3) uint8")
+            found[f"obs/{key}"] = img
+    optional = {"timing": ("servo_tick",), "preference": ("satisfaction",),
+                "scene": ("workpiece_pos", "workpiece_held")}  # fmt: skip
+    for name, keys in optional.items():
+        sub = _group(g, name)
+        for key in keys if sub is not None else ():
+            if key in sub or name == "scene":  # a scene has both
+                found[f"{name}/{key}"] = _numeric(sub, key, f"{where}/{name}", t)
+    return found
+
+
+def _array(ds: h5py.Dataset, where: str, width: int | tuple[int, ...] | None) -> np.ndarray:
+    """A checked numeric dataset read as float64 (T, width), every value finite."""
+    key, a = ds.name.rsplit("/", 1)[-1], ds[()]
     if isinstance(width, int) and (a.ndim != 2 or a.shape[1] != width):
         raise LiberoFormatError(f"{where}: {key!r} has shape {a.shape}, expected (T, {width})")
     if isinstance(width, tuple) and (a.ndim != 2 or a.shape[1] not in width):
@@ -239,102 +316,151 @@ def _array(group: h5py.Group, key: str, where: str, width: int | tuple[int, ...]
     return np.asarray(a, dtype=float)
 
 
-def _json_attr(attrs: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+def json_attr(attrs: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    """A JSON attribute (``env_args``, ``problem_info``) as a mapping ({} when absent, ``{"value": v}`` when not
+    a mapping); LiberoFormatError when it is not JSON."""
     if key not in attrs:
         return {}
     raw = attrs[key]
-    raw = raw.decode() if isinstance(raw, bytes) else str(raw)
+    raw = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise LiberoFormatError(f"{where}: attribute {key!r} is not JSON: {exc}") from exc
+    except ValueError as exc:  # JSONDecodeError, and RecursionError's kin: a value nested past what json takes
+        raise LiberoFormatError(f"{where}: attribute {key!r} is not JSON: {exc}") from None
     return value if isinstance(value, dict) else {"value": value}
 
 
-def _read_demo(name: str, g: h5py.Group, images: bool) -> Demo:
+def _load_demo(name: str, g: h5py.Group, found: Mapping[str, h5py.Dataset]) -> Demo:
+    """Read and validate one demo's ``found`` datasets (:func:`_demo_datasets`, its load already taken)."""
     where = f"data/{name}"
-    actions = _array(g, "actions", where, ACTION_DIM, None)
+    actions = _array(found["actions"], where, ACTION_DIM)
     if len(actions) < 2:
         raise LiberoFormatError(f"{where}: {len(actions)} steps; a demonstration needs at least 2")
     if np.any(actions < ACTION_LOW) or np.any(actions > ACTION_HIGH):
         bad = int(np.argwhere((actions < ACTION_LOW) | (actions > ACTION_HIGH))[0][0])
         raise LiberoFormatError(f"{where}: 'actions' leaves [{ACTION_LOW}, {ACTION_HIGH}] at step {bad}")
-    t = len(actions)
-    if "obs" not in g or not isinstance(g["obs"], h5py.Group):
-        raise LiberoFormatError(f"{where}: missing 'obs'")
-    obs, ow = g["obs"], f"{where}/obs"
-    ee_pos = _array(obs, "ee_pos", ow, 3, t)
-    ee_ori = _array(obs, "ee_ori", ow, 3, t)
-    gripper = _array(obs, "gripper_states", ow, (1, 2), t)
-    joints = _array(obs, "joint_states", ow, None, t) if "joint_states" in obs else np.zeros((t, 0))
-    robot_states = _array(g, "robot_states", where, None, t)
-    pictures = {}
-    if images:
-        for key in IMAGE_KEYS:
-            if key in obs:
-                img = checked_dataset(obs, key, ow, MAX_IMAGES_BYTES, rows=t)[()]
-                if img.ndim != 4 or img.shape[0] != t or img.shape[3] != 3 or img.dtype != np.uint8:
-                    expected = "expected (T, H, W, 3) uint8"
-                    raise LiberoFormatError(f"{ow}: {key!r} has shape {img.shape} {img.dtype}, {expected}")
-                pictures[key] = img
-    attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in g.attrs.items()}
-    if "num_samples" in attrs and int(attrs["num_samples"]) != t:
-        raise LiberoFormatError(f"{where}: num_samples is {attrs['num_samples']} but 'actions' has {t} rows")
-    servo_tick = None
-    if "timing" in g and "servo_tick" in g["timing"]:
-        servo_tick = np.asarray(checked_dataset(g["timing"], "servo_tick", f"{where}/timing", rows=t)[()])
+    t, ow = len(actions), f"{where}/obs"
+    ee_pos, ee_ori = _array(found["obs/ee_pos"], ow, 3), _array(found["obs/ee_ori"], ow, 3)
+    gripper = _array(found["obs/gripper_states"], ow, (1, 2))
+    joints = _array(found["obs/joint_states"], ow, None) if "obs/joint_states" in found else np.zeros((t, 0))
+    robot_states = _array(found["robot_states"], where, None)
+    pictures = {key: found[f"obs/{key}"][()] for key in IMAGE_KEYS if f"obs/{key}" in found}
+    attrs = {k: (v.decode(errors="replace") if isinstance(v, bytes) else v) for k, v in g.attrs.items()}
+    if "num_samples" in attrs and not _equals(attrs["num_samples"], t):
+        raise LiberoFormatError(f"{where}: num_samples is {attrs['num_samples']!s:.40} but 'actions' has {t} rows")
+    servo_tick = scene_pos = scene_held = satisfaction = None
+    if "timing/servo_tick" in found:
+        servo_tick = found["timing/servo_tick"][()]
         if servo_tick.shape != (t,) or not np.issubdtype(servo_tick.dtype, np.integer):
             raise LiberoFormatError(f"{where}/timing: 'servo_tick' is {servo_tick.shape} {servo_tick.dtype}, "
                                     f"expected ({t},) integers")  # fmt: skip
         servo_tick = servo_tick.astype(np.int64)
-    scene_pos = scene_held = satisfaction = None
-    if "scene" in g:
-        scene_pos = _array3(g["scene"], "workpiece_pos", f"{where}/scene", t)
-        held = checked_dataset(g["scene"], "workpiece_held", f"{where}/scene", rows=t)
-        scene_held = np.asarray(held[()]).astype(bool)
+    if "scene/workpiece_pos" in found:
+        scene_pos = np.asarray(found["scene/workpiece_pos"][()], float)
+        if scene_pos.ndim != 3 or scene_pos.shape[2] != 3:
+            raise LiberoFormatError(f"{where}/scene: 'workpiece_pos' has shape {scene_pos.shape}, expected ({t}, N, 3)")
+        scene_held = np.asarray(found["scene/workpiece_held"][()]).astype(bool)
         if scene_held.shape != scene_pos.shape[:2]:
             raise LiberoFormatError(f"{where}/scene: 'workpiece_held' is {scene_held.shape}, expected "
                                     f"{scene_pos.shape[:2]}")  # fmt: skip
-    if "preference" in g and "satisfaction" in g["preference"]:
-        satisfaction = np.asarray(checked_dataset(g["preference"], "satisfaction", f"{where}/preference")[()], float)
-        if satisfaction.ndim != 2 or satisfaction.shape[0] != t:
+    if "preference/satisfaction" in found:
+        satisfaction = np.asarray(found["preference/satisfaction"][()], float)
+        if satisfaction.ndim != 2:
             raise LiberoFormatError(f"{where}/preference: 'satisfaction' is {satisfaction.shape}, expected ({t}, k)")
     return Demo(name, actions, ee_pos, ee_ori, gripper, joints, robot_states, pictures, attrs, servo_tick,
                 scene_pos, scene_held, satisfaction)  # fmt: skip
 
 
-def _array3(group: h5py.Group, key: str, where: str, length: int) -> np.ndarray:
-    a = np.asarray(checked_dataset(group, key, where, rows=length)[()], float)
-    if a.ndim != 3 or a.shape[0] != length or a.shape[2] != 3:
-        raise LiberoFormatError(f"{where}: {key!r} has shape {a.shape}, expected ({length}, N, 3)")
-    return a
+def _equals(value: Any, t: int) -> bool:
+    """Whether an attribute records the integer ``t`` (HDF5 gives numpy scalars; a file from elsewhere, anything)."""
+    try:
+        return bool(value == t)
+    except (TypeError, ValueError):  # an array attribute: its truth is ambiguous
+        return False
 
 
-def read_demos(path: str | Path, images: bool = False) -> DemoFile:
-    """Every demo of a LIBERO-layout file, validated; opened read-only (nothing is ever written)."""
-    with _data_group(path) as (path, data):
-        names = sorted((k for k in data if isinstance(data[k], h5py.Group)), key=demo_order)
-        if not names:
-            raise LiberoFormatError(f"{path}: 'data' holds no demos")
+class DemoReader:
+    """A LIBERO-layout file, open read-only (:func:`open_demo_file`'s checks made once), whose demos are read
+    when asked, by name, each validated, and never more than a :class:`LoadBudget` allows: a reader that needs
+    one demo of a file (replay, one conversion job) or one at a time (the export, the preference report) loads
+    only that. Every LiberoFormatError names the file. Close it (``with DemoReader(p) as r``)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._files = contextlib.ExitStack()
+        self.path, data = self._files.enter_context(_data_group(path))
         try:
-            demos = [_read_demo(n, data[n], images) for n in names]
-            info = _json_attr(data.attrs, "problem_info", "data")
-            env_args = _json_attr(data.attrs, "env_args", "data")
+            self.names = sorted((k for k in data if isinstance(data[k], h5py.Group)), key=demo_order)
+            if not self.names:
+                raise LiberoFormatError(f"{self.path}: 'data' holds no demos")
+            with self._named():
+                self.problem_info = json_attr(data.attrs, "problem_info", "data")
+                self.env_args = json_attr(data.attrs, "env_args", "data")
+        except BaseException:
+            self._files.close()
+            raise
+        self._data = data
+
+    @contextlib.contextmanager
+    def _named(self) -> Iterator[None]:
+        """LiberoFormatError raised inside names this file."""
+        try:
+            yield
         except LiberoFormatError as exc:
-            raise LiberoFormatError(f"{path}: {exc}") from None
-    return DemoFile(path, info, env_args, demos)
+            raise LiberoFormatError(f"{self.path}: {exc}") from None
+
+    def group(self, name: str) -> h5py.Group:
+        """Demo ``name``'s group, as stored (nothing checked beyond its name; valid while the reader is open)."""
+        if name not in self.names:
+            shown = self.names if len(self.names) <= 20 else [*self.names[:20], "..."]
+            raise LiberoFormatError(f"{self.path}: 'data' holds no demo {name!r}; it holds {shown}")
+        return self._data[name]
+
+    def each(self, names: Iterable[str] | None = None, images: bool = False,
+             budget: LoadBudget | None = None) -> Iterator[Demo]:  # fmt: skip
+        """The demos ``names`` (default: all, in demo order), validated, read one at a time as the caller goes:
+        their whole load is taken from ``budget`` (default: a budget of their own) before the first is read."""
+        names = self.names if names is None else list(names)
+        groups = [(n, self.group(n)) for n in names]
+        what = f"data/{names[0]}" if len(names) == 1 else f"{len(names)} demos"
+        with self._named():
+            found = [(n, g, _demo_datasets(g, f"data/{n}", images)) for n, g in groups]
+            (budget if budget is not None else LoadBudget()).take(sum(_held_bytes(f) for *_, f in found), what)
+        for n, g, f in found:
+            with self._named():
+                demo = _load_demo(n, g, f)
+            yield demo
+
+    def demos(self, names: Iterable[str] | None = None, images: bool = False,
+              budget: LoadBudget | None = None) -> list[Demo]:  # fmt: skip
+        """:meth:`each`, as a list."""
+        return list(self.each(names, images, budget))
+
+    def demo(self, name: str, images: bool = False, budget: LoadBudget | None = None) -> Demo:
+        """Demo ``name``, validated, its load taken from ``budget`` (default: its own)."""
+        return self.demos([name], images, budget)[0]
+
+    def close(self) -> None:
+        self._files.close()
+
+    def __enter__(self) -> DemoReader:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
-def read_demo(path: str | Path, name: str, images: bool = False) -> Demo:
+def read_demos(path: str | Path, images: bool = False, budget: LoadBudget | None = None) -> DemoFile:
+    """Every demo of a LIBERO-layout file, validated; opened read-only (nothing is ever written). All of them
+    together within ``budget`` (default :data:`MAX_LOAD_BYTES`), refused before any is read otherwise."""
+    with DemoReader(path) as r:
+        return DemoFile(r.path, r.problem_info, r.env_args, r.demos(images=images, budget=budget))
+
+
+def read_demo(path: str | Path, name: str, images: bool = False, budget: LoadBudget | None = None) -> Demo:
     """One demo of a LIBERO-layout file, validated as :func:`read_demos` validates it, the others not read (a
     worker converting one demo of a file of many reads only its own)."""
-    with _data_group(path) as (path, data):
-        if not isinstance(data.get(name), h5py.Group):
-            raise LiberoFormatError(f"{path}: 'data' holds no demo {name!r}")
-        try:
-            return _read_demo(name, data[name], images)
-        except LiberoFormatError as exc:
-            raise LiberoFormatError(f"{path}: {exc}") from None
+    with DemoReader(path) as r:
+        return r.demo(name, images, budget)
 
 
 @contextlib.contextmanager
@@ -348,7 +474,7 @@ def _data_group(path: str | Path) -> Iterator[tuple[Path, h5py.Group]]:
     except OSError as exc:
         raise LiberoFormatError(f"{path}: not an HDF5 file ({exc})") from exc
     with f:
-        if "data" not in f or not isinstance(f["data"], h5py.Group):
+        if not isinstance(f.get("data"), h5py.Group):
             raise LiberoFormatError(f"{path}: missing the 'data' group (not LIBERO's layout)")
         yield path, f["data"]
 
@@ -359,13 +485,14 @@ def read_frames(path: str | Path, demo: str, key: str, steps: Sequence[int]) -> 
         raise LiberoFormatError(f"{key!r} is not an image key; image keys: {list(IMAGE_KEYS)}")
     with _data_group(path) as (path, data):
         where = f"data/{demo}/obs"
-        obs = data.get(f"{demo}/obs")
+        obs = data.get(f"{demo}/obs") if isinstance(data.get(demo), h5py.Group) else None
         if not isinstance(obs, h5py.Group) or key not in obs:
             raise LiberoFormatError(f"{path}: {where} has no {key!r}")
         ds = checked_frames(obs, key, f"{path}: {where}")
         bad = [s for s in steps if not 0 <= s < ds.shape[0]]
         if bad:
             raise LiberoFormatError(f"{path}: {where}/{key} has {ds.shape[0]} frames; asked for steps {bad}")
+        LoadBudget().take(len(steps) * math.prod(ds.shape[1:]) * ds.dtype.itemsize, f"{path}: {where}/{key}")
         return np.stack([ds[int(s)] for s in steps]) if len(steps) else np.zeros((0, *ds.shape[1:]), np.uint8)
 
 

@@ -8,10 +8,11 @@ the report (summary.json, curves.png, trajectories.png, report.html) goes to DIR
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from libero_workcell.libero_format import demo_files, read_demos
+from libero_workcell.libero_format import DemoReader, LiberoFormatError, LoadBudget, demo_files
 from preferences.catalogue import Catalogue
 from preferences.labels import Calibration
 from preferences.report import screenshot, write_report
@@ -27,13 +28,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     catalogue, calibration = Catalogue.load(), Calibration.load()
     episodes, trajs = [], {}
-    for path in demo_files(a.demos):
-        for demo in read_demos(path).demos:
-            traj = Trajectory.from_demo(demo, float(demo.attrs.get("control_hz", 20.0)))
-            name = f"{path.stem}/{demo.name}"
-            traj = Trajectory(**{**traj.__dict__, "name": name})
-            episodes.append(score(traj, catalogue.condition(list(traj.task.preference_specs)), catalogue, calibration))
-            trajs[name] = traj
+    budget = LoadBudget()  # every trajectory is kept for the report: one bound on what the whole run loads
+    try:
+        for path in demo_files(a.demos):
+            with DemoReader(path) as reader:
+                for demo in reader.each(budget=budget):  # a file's load taken first, its demos read one by one
+                    traj = Trajectory.from_demo(demo, float(demo.attrs.get("control_hz", 20.0)))
+                    name = f"{path.stem}/{demo.name}"
+                    traj = Trajectory(**{**traj.__dict__, "name": name})
+                    condition = catalogue.condition(list(traj.task.preference_specs))
+                    episodes.append(score(traj, condition, catalogue, calibration))
+                    trajs[name] = traj
+    except (FileNotFoundError, LiberoFormatError) as exc:
+        print(f"preferences: {exc}", file=sys.stderr)
+        return 2
     html = write_report(a.out, episodes, trajs, title=f"Preferences: {', '.join(a.demos)}")
     print(f"{len(episodes)} episodes; report {html}")
     if a.screenshot:

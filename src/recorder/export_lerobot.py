@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import math
 import os
 import sys
 import time
@@ -43,7 +44,6 @@ import numpy as np
 from libero_workcell import libero_format
 from libero_workcell.contract import STATE_DIM, format_prompt
 from libero_workcell.image_convention import POLICY_LIBERO, POLICY_VIEWS, convention_of, policy_image
-from libero_workcell.libero_format import demo_order
 from libero_workcell.progress import progress_bar
 
 IMAGE_OUT: Final = POLICY_VIEWS
@@ -119,66 +119,79 @@ def demo_files(sources: Sequence[str | Path]) -> list[Path]:
 
 def demo_outcome(attrs: Mapping[str, Any]) -> tuple[bool | None, str]:
     """Whether a demo succeeded, from its recorded outcome (``SR``, else ``placed``), and how that reads;
-    (None, ...) when it records none."""
+    (None, ...) when it records none. ValueError when what it records is no outcome."""
     if "SR" in attrs:
-        sr = float(attrs["SR"])
+        try:
+            sr = float(attrs["SR"])
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"SR {attrs['SR']!s:.40} is not a number") from None
         return sr >= 1.0, f"SR {sr:g}"
     if "placed" in attrs:
         raw = attrs["placed"]
-        placed = [bool(x) for x in (json.loads(raw) if isinstance(raw, str | bytes) else raw)]
+        try:
+            placed = [bool(x) for x in (json.loads(raw) if isinstance(raw, str | bytes) else raw)]
+        except (TypeError, ValueError):
+            raise ValueError(f"placed {raw!s:.40} is not a list of outcomes") from None
         return all(placed), f"placed {sum(placed)} of {len(placed)}"
     return None, "no recorded outcome"
 
 
-def executed_steps(demo: h5py.Group) -> np.ndarray:
+def executed_steps(demo: h5py.Group, t: int, where: str) -> np.ndarray:
     """The steps whose action the arm executed or may have (bool, T): all but those a recorder stored as refused
-    (``action_accepted`` 0; -1, no report, is kept)."""
-    t = len(demo["actions"])
+    (``action_accepted`` 0; -1, no report, is kept). Its declared size is checked before it is read."""
     if "action_accepted" not in demo:
         return np.ones(t, bool)
-    accepted = np.asarray(demo["action_accepted"][()])
-    if accepted.shape != (t,):
-        raise ExportError(f"{demo.name}: action_accepted is {accepted.shape}, the demo has {t} steps")
-    return accepted != 0
-
-
-def _open(path: Path) -> h5py.File:
     try:
-        return libero_format.open_demo_file(path)  # a file from elsewhere: nothing read from outside its folder
+        ds = libero_format.checked_dataset(demo, "action_accepted", where, rows=t)
+    except libero_format.LiberoFormatError as exc:
+        raise ExportError(str(exc)) from None
+    if ds.shape != (t,) or ds.dtype.kind not in "biuf":
+        raise ExportError(f"{where}: action_accepted is {ds.shape} {ds.dtype}, expected ({t},) integers")
+    return ds[()] != 0
+
+
+def _reader(path: Path) -> libero_format.DemoReader:
+    try:  # a file from elsewhere: nothing read from outside its folder, nothing bigger than its bounds
+        return libero_format.DemoReader(path)
     except (OSError, libero_format.LiberoFormatError) as exc:
-        raise ExportError(f"{path}: {exc}") from None
+        raise ExportError(str(exc)) from None
 
 
 def count_demos(files: Sequence[Path]) -> int:
     """How many demos the files hold (the progress bar's total)."""
     total = 0
     for path in files:
-        with _open(path) as f:
-            total += len(f["data"])
+        with _reader(path) as r:
+            total += len(r.names)
     return total
 
 
 def _episodes(
     path: Path, images: str, everything: bool, summary: dict[str, Any], bar: Any
 ) -> Iterator[tuple[str, float, Iterator[dict[str, Any]]]]:
-    """(task text, fps, frames) per demo of ``path`` to export, frames produced one by one; what is skipped or
-    dropped goes into ``summary`` (``skipped``, ``dropped``, ``no_outcome``). ``bar`` steps for each demo skipped
-    (the caller steps it for each demo exported)."""
-    with _open(path) as f:
-        data = f["data"]
-        env_args = json.loads(data.attrs["env_args"])
-        problem = json.loads(data.attrs.get("problem_info", "{}"))
-        stored = convention_of(env_args)
-        for name in sorted(data, key=demo_order):
-            g = data[name]
-            a = g.attrs
+    """(task text, fps, frames) per demo of ``path`` to export, each demo read when its turn comes (validated as
+    libero_format reads it, within its bounds), its frames one by one; what is skipped or dropped goes into
+    ``summary`` (``skipped``, ``dropped``, ``no_outcome``). ``bar`` steps for each demo skipped (the caller steps
+    it for each demo exported)."""
+    with _reader(path) as r:
+        try:
+            stored = convention_of(r.env_args)
+        except ValueError as exc:
+            raise ExportError(f"{path}: {exc}") from None
+        for name in r.names:
+            g = r.group(name)
+            a = {k: (v.decode(errors="replace") if isinstance(v, bytes) else v) for k, v in g.attrs.items()}
             where = f"{path.name}:{name}"
-            success, outcome = demo_outcome(a)
+            try:
+                success, outcome = demo_outcome(a)
+            except ValueError as exc:
+                raise ExportError(f"{path}: data/{name}: {exc}") from None
             if success is False and not everything:
                 summary["skipped"].append(f"{where}: not successful ({outcome}); --all exports it")
                 bar.update()
                 continue
-            keep = executed_steps(g)
+            demo = _demo(r, name)
+            keep = executed_steps(g, demo.num_samples, f"{path}: data/{name}")
             if not keep.any():
                 summary["skipped"].append(f"{where}: the arm refused every action")
                 bar.update()
@@ -187,19 +200,20 @@ def _episodes(
             if not keep.all():
                 summary["dropped"].append(f"{where}: {int((~keep).sum())} of {len(keep)} steps dropped: the arm "
                                           "refused their actions")  # fmt: skip
-            task = str(a.get("language_instruction", "") or problem.get("language_instruction", ""))
+            task = str(a.get("language_instruction", "") or r.problem_info.get("language_instruction", ""))
             if not task:
                 raise ExportError(f"{path}:{name}: no language instruction (demo attrs or problem_info)")
             preference = a.get("preference")
             prompt = format_prompt(task, str(preference) if preference else None)
-            fps = float(a.get("control_hz", env_args.get("control_freq", 20.0)))
-            obs = g["obs"]
-            actions, state = _arrays(path, name, g)
+            fps = _fps(a.get("control_hz", r.env_args.get("control_freq", 20.0)), f"{path}: data/{name}")
+            cameras = _cameras(g, demo.num_samples, f"{path}: data/{name}")
+            state = np.concatenate([demo.ee_pos, demo.ee_ori, demo.gripper_states[:, :1]], axis=1)
             view = lambda im, stored=stored: policy_image(im, images, stored)  # noqa: E731
 
-            def frames(obs=obs, state=state, actions=actions, view=view, keep=keep) -> Iterator[dict[str, Any]]:
+            def frames(cameras=cameras, state=state, actions=demo.actions, view=view,
+                       keep=keep) -> Iterator[dict[str, Any]]:  # fmt: skip
                 for t in np.flatnonzero(keep):
-                    frame = {out: np.ascontiguousarray(view(obs[key][t])) for key, out in CAMERA_FEATURES.items()}
+                    frame = {out: np.ascontiguousarray(view(cameras[key][t])) for key, out in CAMERA_FEATURES.items()}
                     frame["state"] = state[t].astype(np.float32)
                     frame["actions"] = actions[t].astype(np.float32)
                     yield frame
@@ -207,20 +221,39 @@ def _episodes(
             yield prompt, fps, frames()
 
 
-def _arrays(path: Path, name: str, g: h5py.Group) -> tuple[np.ndarray, np.ndarray]:
-    """A demo's actions and 7-D states, each dataset's declared size checked before it is read; its camera
-    datasets' frames checked the same way (they are read one by one)."""
-    where, obs = f"{path}: data/{name}", g["obs"]
+def _demo(r: libero_format.DemoReader, name: str) -> libero_format.Demo:
+    """Demo ``name`` as libero_format reads it (every key, shape and value checked), within a budget of its own:
+    the export holds one demo at a time."""
     try:
-        actions = libero_format.checked_dataset(g, "actions", where)[()]
-        t = len(actions)
-        parts = [libero_format.checked_dataset(obs, k, f"{where}/obs", rows=t)[()] for k in ("ee_pos", "ee_ori")]
-        parts.append(libero_format.checked_dataset(obs, "gripper_states", f"{where}/obs", rows=t)[()][:, :1])
-        for key in CAMERA_FEATURES:
-            libero_format.checked_frames(obs, key, f"{where}/obs", rows=t)
+        return r.demo(name)
     except libero_format.LiberoFormatError as exc:
         raise ExportError(str(exc)) from None
-    return actions, np.concatenate(parts, axis=1)
+
+
+def _fps(value: Any, where: str) -> float:
+    try:
+        fps = float(value)
+    except (TypeError, ValueError, OverflowError):
+        fps = float("nan")
+    if not (math.isfinite(fps) and fps >= 1.0):
+        raise ExportError(f"{where}: control_hz {value!s:.40} is not a control rate (Hz, at least 1)")
+    return fps
+
+
+def _cameras(g: h5py.Group, t: int, where: str) -> dict[str, h5py.Dataset]:
+    """A demo's camera datasets, read frame by frame later: each frame checked now to be what the dataset's
+    features are ((256, 256, 3) uint8; LeRobot refuses anything else)."""
+    obs, cameras = g["obs"], {}
+    for key, out in CAMERA_FEATURES.items():
+        try:
+            ds = libero_format.checked_frames(obs, key, f"{where}/obs", rows=t)
+        except libero_format.LiberoFormatError as exc:
+            raise ExportError(str(exc)) from None
+        if ds.shape[1:] != FEATURES[out]["shape"] or ds.dtype != np.uint8:
+            raise ExportError(f"{where}/obs: {key!r} frames are {ds.shape[1:]} {ds.dtype}; the export writes "
+                              f"{FEATURES[out]['shape']} uint8 (LeRobot's {out!r} feature)")  # fmt: skip
+        cameras[key] = ds
+    return cameras
 
 
 def export(

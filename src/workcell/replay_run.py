@@ -144,10 +144,11 @@ def run_replay(argv: Sequence[str]) -> int:
     env = dds.loopback_env(args.domain_id)
     timeout = args.timeout
     if timeout is None:
-        from libero_workcell.libero_format import read_demos
+        from libero_workcell.libero_format import DemoReader
 
-        demos = {d.name: d for d in read_demos(args.demo_path).demos}
-        demo = demos.get(args.demo) if args.demo else next(iter(demos.values()))
+        with DemoReader(args.demo_path) as reader:  # the one demo replayed, not the whole file
+            name = args.demo or reader.names[0]
+            demo = reader.demo(name) if name in reader.names else None
         timeout = (demo.num_samples / 20.0 * 3 if demo is not None else 0.0) + 120.0  # a loaded machine: 1/3 x
     print(f"workcell replay: {args.demo_path} ({args.mode}) on the simulated workcell, "
           f"ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} (loopback)", flush=True)  # fmt: skip

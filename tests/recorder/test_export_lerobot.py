@@ -29,6 +29,11 @@ def upright_glyph(t: int, camera: int) -> np.ndarray:
     return img
 
 
+def action_of(demo: int) -> np.ndarray:
+    """Each step's action in demo ``demo``: one per demo, within the contract's [-1, 1]."""
+    return np.linspace(-0.5, 0.5, 7) * (demo + 1) / 4
+
+
 def write_demos(path, convention: str, n_demos: int = 2, steps: int = 6, preference: str | None = None,
                 outcomes: tuple[dict, ...] = ()):  # fmt: skip
     """``outcomes``: each demo's outcome attributes (SR, placed), in order; the rest record none."""
@@ -39,7 +44,7 @@ def write_demos(path, convention: str, n_demos: int = 2, steps: int = 6, prefere
         ups = {k: np.stack([upright_glyph(t, c) for t in range(steps)]) for c, k in
                enumerate(("agentview_rgb", "eye_in_hand_rgb"))}  # fmt: skip
         demos.append(Demo(
-            f"demo_{d}", np.tile(np.linspace(-0.5, 0.5, 7), (steps, 1)) * (d + 1),
+            f"demo_{d}", np.tile(action_of(d), (steps, 1)),
             np.tile([0.3, 0.0, 0.3 + 0.01 * d], (steps, 1)), np.tile([np.pi, 0, 0], (steps, 1)),
             np.full((steps, 1), 0.25), np.zeros((steps, 6)), np.zeros((steps, 7)),
             images={k: np.stack([stored(im, convention) for im in v]) for k, v in ups.items()},
@@ -69,7 +74,7 @@ def test_demos_export_in_openpis_layout_and_read_back_with_lerobots_loader(tmp_p
     item = ds[7]  # demo_1, step 1
     assert item["task"] == TASK and int(item["episode_index"]) == 1 and int(item["frame_index"]) == 1
     np.testing.assert_allclose(item["state"].numpy(), [0.3, 0.0, 0.31, np.pi, 0, 0, 0.25], atol=1e-6)
-    np.testing.assert_allclose(item["actions"].numpy(), np.linspace(-0.5, 0.5, 7) * 2, atol=1e-6)
+    np.testing.assert_allclose(item["actions"].numpy(), action_of(1), atol=1e-6)
     image = as_uint8(item["image"])
     expected = upright_glyph(1, 0)[:, ::-1]  # LIBERO's convention: the upright image mirrored left to right
     np.testing.assert_array_equal(image, expected)
@@ -123,7 +128,7 @@ def test_only_successful_demos_are_exported_and_steps_the_arm_refused_are_droppe
         item = ds[6 + k]
         assert int(item["episode_index"]) == 1 and int(item["frame_index"]) == k
         np.testing.assert_array_equal(as_uint8(item["image"]), upright_glyph(t, 0))  # its own step's frame
-        np.testing.assert_allclose(item["actions"].numpy(), np.linspace(-0.5, 0.5, 7) * 4, atol=1e-6)
+        np.testing.assert_allclose(item["actions"].numpy(), action_of(3), atol=1e-6)
     assert main([str(tmp_path), "--out", str(tmp_path / "all"), "--all"]) == 0
     out = capsys.readouterr().out
     assert "skipped" not in out and "4 episodes, 22 frames" in out
