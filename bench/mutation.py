@@ -39,9 +39,12 @@ TARGETS: dict[str, tuple[str | tuple[str, ...], list[str]]] = {
             "tests/arm/test_arm_driver_answers_and_boundaries.py",
             "tests/arm/test_arm_driver_properties.py",
             "tests/arm/test_arm_driver_libero.py",
+            "tests/arm/test_source_turns.py",
             "tests/contract/test_action_response.py",
         ],
     ),
+    # which source, and which of its streams, may drive: the turns a stop, homing, a fault or a switch ends
+    "arbiter": ("src/aubo_bridge/arbiter.py", ["tests/arm/test_source_turns.py", "tests/arm/test_arm_driver.py"]),
     "chunks": (
         "src/policy_node/chunks.py",
         ["tests/policy/test_policy_chunks.py", "tests/policy/test_policy_splice.py"],

@@ -68,8 +68,10 @@ class SourceArbiter:
 
     def admit_turn(self, source: str, turn: int, arm_enabled: bool) -> str | None:
         """None if ``source``'s stream ``turn`` may drive, else why not. Its first action opens a turn when the arm
-        is enabled and ``source`` active (checked by the caller with :meth:`permits`); any other first action
-        ends it for good."""
+        is enabled and ``source`` active; any other first action ends it for good. Whether ``source`` may drive
+        at all is :meth:`permits`'s question."""
+        if source not in ACTION_SOURCES:  # nothing is kept for a name no source has (any publisher may send one)
+            return f"{source!r} is not an action source"
         with self._lock:
             floor = self._floor.get(source, -1)
             opened = self._open.setdefault(source, set())

@@ -328,13 +328,15 @@ class ArmDriver:
         that did not start on the enabled arm, or was ended by a stop, a fault, homing or a switch, is dropped
         without disturbing the arm)."""
         with self._lock:
+            enabled = self._mode in (ArmMode.ENABLED, ArmMode.HOLDING)
+            # every source's turns are seen, active or not: a stream begun while another source drove never drives
+            ended = self.arbiter.admit_turn(source, turn, enabled)
             if not self.arbiter.permits(source):
                 return self._reject(
                     "source", f"source {source!r} may not drive (active: {self.arbiter.active!r})", hold=False
                 )
-            enabled = self._mode in (ArmMode.ENABLED, ArmMode.HOLDING)
-            # (on an arm that is not enabled the turn ends here, and the mode's refusal below says why)
-            if (ended := self.arbiter.admit_turn(source, turn, enabled)) is not None and enabled:
+            # (on an arm that is not enabled the turn ended just now, and the mode's refusal below says why)
+            if ended is not None and enabled:
                 return self._reject("turn", ended, hold=False)
             try:
                 a = validate_action(action)

@@ -329,8 +329,7 @@ class PolicyNode(Node):
         self.ended_by = f"the arm is {report.mode}" + (f" ({report.fault})" if report.fault else "")
         self._end_episode(self.ended_by)
         self.runner.restart_episode()
-        self._status.publish(String(data=json.dumps({"running": False, "connected": self.runner.connected,
-                                                     "ended_by": self.ended_by, **self._status_extras()})))  # fmt: skip
+        self._publish_idle_status()
         self.get_logger().warning(f"policy episode ended: {self.ended_by}; it drives again only after "
                                   f"{Services.POLICY_START} on the enabled arm (workcell call policy start)")
 
@@ -373,13 +372,22 @@ class PolicyNode(Node):
         self.running = False
         self._end_episode("stopped")
         self.runner.restart_episode()
-        self._status.publish(String(data=json.dumps({"running": False, "connected": self.runner.connected,
-                                                     **self._status_extras()})))  # fmt: skip
+        self.ended_by = ""
+        self._publish_idle_status()
         res.success, res.message = True, "policy stopped: nothing more is sent, the arm holds"
         self.get_logger().info(res.message)
         return res
 
+    def _publish_idle_status(self) -> None:
+        """The status while no episode runs (sent at each stop and then every second, as the steps send theirs: a
+        console or `workcell status` that joins later still reads why it stopped)."""
+        self._status.publish(String(data=json.dumps({"running": False, "ended_by": self.ended_by,
+                                                     "connected": self.runner.connected,
+                                                     **self._status_extras()})))  # fmt: skip
+
     def _publish_diagnostics(self) -> None:
+        if not self.running:
+            self._publish_idle_status()
         r = self.runner
         level = ros_msgs.DIAG_OK if r.connected else ros_msgs.DIAG_ERROR
         message = "connected" if r.connected else f"no policy server: {r.last_error or 'connecting'}"

@@ -195,7 +195,9 @@ def test_only_the_active_source_drives(rig) -> None:
     np.testing.assert_allclose(arm.q, q0)
     driver.arbiter.select(SOURCE_TELEOP)
     assert not driver.submit_action(np.array([0.5, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY).accepted
-    assert driver.submit_action(np.array([0.5, 0, 0, 0, 0, 0, 0]), SOURCE_TELEOP).accepted
+    # teleop's stream from before the switch stays refused; teleop started again (a new turn) drives
+    assert not driver.submit_action(np.array([0.5, 0, 0, 0, 0, 0, 0]), SOURCE_TELEOP).accepted
+    assert driver.submit_action(np.array([0.5, 0, 0, 0, 0, 0, 0]), SOURCE_TELEOP, turn=1).accepted
     with pytest.raises(ValueError, match="unknown action source"):
         driver.arbiter.select("joystick")
 
