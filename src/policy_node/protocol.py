@@ -20,6 +20,8 @@ from policy_node.chunks import validate_chunk
 from policy_node.observation import Snapshot
 
 MAX_REPLY_BYTES_DEFAULT: Final = 4 * 1024 * 1024  # openpi's replies are a few KiB; the node's policy.max_reply_bytes
+# actions in one chunk: pi0's is 50, 51 s at 20 Hz is more than any policy plans; refused before any is validated
+MAX_CHUNK_ACTIONS: Final = 1024
 # after consecutive faults of a server that answers, the wait before the next connection doubles up to this many
 # reconnect periods (a server sending bad frames is not reconnected to at the control rate)
 BACKOFF_MAX_PERIODS: Final = 8
@@ -59,7 +61,12 @@ class Reply:
 def reply_from(actions: object, round_trip_ms: float, policy_infer_ms: float | None = None,
                server_infer_ms: float | None = None, server_prev_total_ms: float | None = None) -> Reply:  # fmt: skip
     """A Reply whose actions are a valid (H, 7) chunk of contract actions; MalformedReply with the reason
-    otherwise. Every client builds its replies here, so no protocol hands the runner an unchecked chunk."""
+    otherwise. Every client builds its replies here, so no protocol hands the runner an unchecked chunk, nor
+    one longer than MAX_CHUNK_ACTIONS (validating each action costs CPU the control loop shares)."""
+    shape = getattr(actions, "shape", None)
+    length = shape[0] if shape else len(actions) if isinstance(actions, (list, tuple)) else None
+    if length is not None and length > MAX_CHUNK_ACTIONS:
+        raise MalformedReply(f"a chunk of {length} actions (at most {MAX_CHUNK_ACTIONS})")
     try:
         checked = validate_chunk(actions)
     except ContractError as exc:

@@ -34,6 +34,7 @@ from policy_node.config import PolicyConfig, PolicyConfigError
 from policy_node.observation import Snapshot
 from policy_node.protocol import (
     BACKOFF_MAX_PERIODS,
+    MAX_CHUNK_ACTIONS,
     MalformedReply,
     PolicyServerError,
     ServerMetadataError,
@@ -183,6 +184,34 @@ def test_a_reply_that_is_no_reply_map_says_what_it_was(server, reply, error, rea
     server.reply = reply
     with pytest.raises(error, match=re.escape(reason) + "$"):
         TimedPolicyClient(server.url, timeout=WAIT).infer_reply(OBS)
+
+
+# issue 35, item 13: actions as plain msgpack lists, not arrays (300,000 were accepted after 5-8 s of CPU), and
+# chunks longer than any policy plans
+LONG = {
+    "300,000 actions as lists": (crafted_reply([[0] * 7] * 300_000), MalformedReply,
+                                 "the reply is not openpi's msgpack-numpy: a list or map declares more than 16384 "
+                                 "values"),
+    "2,400 actions as lists": (crafted_reply([[0.0] * 7] * 2400), MalformedReply,
+                               "the reply is not openpi's msgpack-numpy: the frame holds more than 16384 values"),
+    "1,025 actions as an array": (packed({"actions": np.zeros((MAX_CHUNK_ACTIONS + 1, 7))}), MalformedReply,
+                                  f"a chunk of {MAX_CHUNK_ACTIONS + 1} actions (at most {MAX_CHUNK_ACTIONS})"),
+    "1,025 actions as lists": (crafted_reply([[0.0] * 7] * (MAX_CHUNK_ACTIONS + 1)), MalformedReply,
+                               f"a chunk of {MAX_CHUNK_ACTIONS + 1} actions (at most {MAX_CHUNK_ACTIONS})"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("reply, error, reason", LONG.values(), ids=LONG.keys())
+def test_a_reply_of_too_many_actions_is_refused_however_it_is_encoded(server, reply, error, reason) -> None:
+    assert len(reply) < 4 * 1024 * 1024  # within the default max_reply_bytes: that bound alone let it in
+    server.reply = reply
+    client = TimedPolicyClient(server.url, timeout=WAIT)
+    with pytest.raises(error, match="^" + re.escape(reason)):
+        client.infer_reply(OBS)
+    server.reply = crafted_reply([[0.5] * 7] * MAX_CHUNK_ACTIONS)  # the longest chunk there is, as lists
+    if client.is_open:  # a refused frame closes the connection; a refused chunk leaves it open
+        assert client.infer_reply(OBS).actions.shape == (MAX_CHUNK_ACTIONS, 7)
+    assert TimedPolicyClient(server.url, timeout=WAIT).infer_reply(OBS).actions.shape == (MAX_CHUNK_ACTIONS, 7)
 
 
 def test_a_broken_socket_is_a_lost_connection_and_closes(server) -> None:

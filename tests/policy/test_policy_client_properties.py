@@ -14,15 +14,31 @@ import msgpack
 import numpy as np
 import pytest
 from conftest import wait_for
-from crafted_policy_server import GOOD_METADATA, CraftedPolicyServer, array_map, crafted_reply, good_reply, packed
-from hypothesis import HealthCheck, event, given, settings
+from crafted_policy_server import (
+    GOOD_METADATA,
+    CraftedPolicyServer,
+    array_map,
+    crafted_reply,
+    good_reply,
+    packed,
+    values_in,
+)
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from libero_workcell.contract import ACTION_DIM
-from policy_node.clients.openpi_ws.wire import MAX_ELEMENTS, MAX_NDIM, NUMERIC_KINDS, WireError, unpack_frame
+from policy_node.clients.openpi_ws.wire import (
+    MAX_ELEMENTS,
+    MAX_NDIM,
+    MAX_VALUES,
+    NUMERIC_KINDS,
+    WireError,
+    unpack_frame,
+)
 from policy_node.config import MIN_REPLY_BYTES, PolicyConfig
 from policy_node.observation import Snapshot
+from policy_node.protocol import MAX_CHUNK_ACTIONS, MAX_REPLY_BYTES_DEFAULT, MalformedReply, reply_from
 from policy_node.runner import PolicyRunner, StepRecord
 
 STATE = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
@@ -118,6 +134,50 @@ def test_any_bytes_decode_or_are_a_wire_error(frame) -> None:
 @given(structures)
 def test_any_msgpack_structure_decodes_to_bounded_numeric_arrays_or_is_a_wire_error(obj) -> None:
     _check_decoded(msgpack.packb(obj))
+
+
+SIZES = [0, 1, 50, 1024, 1025, 2048, 2400, 16384, 16385, 300_000]
+
+
+@st.composite
+def wide_frames(draw) -> bytes:
+    """Replies within the default max_reply_bytes shaped as a hostile server could shape them: lists nested up to
+    hundreds of thousands of values (issue 35: 300,000 actions as lists passed), maps, arrays among them; a third
+    of them reply-shaped chunks of valid actions as plain lists, up to and past every bound."""
+    if draw(st.integers(0, 2)) == 0:
+        horizon, value = draw(st.sampled_from(SIZES[1:])), draw(st.floats(-1.0, 1.0, width=32))
+        return msgpack.packb({"actions": [[value] * ACTION_DIM] * horizon, "server_timing": {"infer_ms": 1.0}})
+    leaf = draw(st.sampled_from([0, 0.5, -0.25, 1.5, "a", None]) | declared_arrays)
+    outer = draw(st.lists(st.sampled_from(SIZES), max_size=2))
+    dims = [*outer, *draw(st.sampled_from([[7], [7], [7], [8], []]))]  # an action is 7 values
+    assume(int(np.prod(dims)) <= 2_500_000)
+    obj = leaf
+    for n in reversed(dims):
+        obj = [obj] * n
+    frame = msgpack.packb({"actions": obj, "server_timing": {"infer_ms": 1.0}} if draw(st.booleans()) else obj)
+    assume(len(frame) <= MAX_REPLY_BYTES_DEFAULT)
+    return frame
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(wide_frames())
+def test_any_reply_within_the_byte_limit_decodes_within_bounded_counts_or_is_refused(frame) -> None:
+    """Decoded, a frame holds at most MAX_VALUES values (else WireError); its actions are a chunk of at most
+    MAX_CHUNK_ACTIONS actions (else MalformedReply, the protocol's error)."""
+    try:
+        decoded = unpack_frame(frame)
+    except WireError:
+        event("refused by the decoder")
+        return
+    assert values_in(decoded) <= MAX_VALUES
+    if isinstance(decoded, dict):
+        try:
+            reply = reply_from(decoded["actions"], 1.0)
+        except MalformedReply:
+            event("refused as a chunk")
+            return
+        event("a chunk")
+        assert 1 <= len(reply.actions) <= MAX_CHUNK_ACTIONS
 
 
 # ---------------------------------------------------------------------- the client thread on a real websocket

@@ -6,12 +6,13 @@ from __future__ import annotations
 import msgpack
 import numpy as np
 import pytest
-from crafted_policy_server import array_map
+from crafted_policy_server import array_map, values_in
 from openpi_client import msgpack_numpy
 
 from policy_node.clients.openpi_ws.wire import (
     MAX_ELEMENTS,
     MAX_NDIM,
+    MAX_VALUES,
     WireError,
     checked_shape,
     numeric_dtype,
@@ -120,3 +121,49 @@ def test_an_array_nested_anywhere_is_checked() -> None:
     with pytest.raises(WireError, match="'\\|O' is not numeric"):
         unpack_frame(msgpack.packb(deep))
     assert unpack_frame(bytearray(msgpack.packb([1, 2]))) == [1, 2]
+
+
+def nested(leaf: object, *dims: int) -> object:
+    for n in reversed(dims):
+        leaf = [leaf] * n
+    return leaf
+
+
+def test_lists_and_maps_are_bounded_like_arrays_up_to_max_values_and_not_one_past() -> None:
+    """Issue 35, item 13: a reply of 300,000 actions as plain msgpack lists passed every array check."""
+    at_limit = nested(0.5, MAX_VALUES // 8, 7)  # 2048 lists of 7: 16,384 values
+    assert values_in(at_limit) == MAX_VALUES and unpack_frame(msgpack.packb(at_limit)) == at_limit
+    with pytest.raises(WireError, match=f"the frame holds more than {MAX_VALUES} values"):
+        unpack_frame(msgpack.packb([*at_limit, []]))  # one more list item
+    with pytest.raises(WireError, match=f"the frame holds more than {MAX_VALUES} values"):
+        unpack_frame(msgpack.packb({"actions": at_limit}))  # one more map entry
+    with pytest.raises(WireError, match=f"the frame holds more than {MAX_VALUES} values"):  # arrays count too
+        unpack_frame(msgpack.packb([array_map(b"\0" * MAX_ELEMENTS, "|u1", [MAX_ELEMENTS])] * 3))
+    for flat in ([0] * (MAX_VALUES + 1), {str(i): 0 for i in range(MAX_VALUES + 1)}):  # one header declares them
+        with pytest.raises(WireError, match=f"a list or map declares more than {MAX_VALUES} values"):
+            unpack_frame(msgpack.packb(flat))
+    with pytest.raises(WireError, match="a list or map declares more than"):  # 2**32 - 1 items, none sent
+        unpack_frame(b"\xdd\xff\xff\xff\xff")
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [{"actions": nested(0, 300_000, 7)}, {"actions": nested(0.25, 2400, 7)}, nested("a", 100, 100, 100),
+     {"actions": nested({"k": 1}, 4, 4, 4, 4, 4, 4, 4, 4)}, nested(array_map(b"\0" * 56, "<f8", [7]), 3000)],
+    ids=["300,000 actions", "2,400 actions", "a million strings", "nested maps", "3,000 arrays"],
+)  # fmt: skip
+def test_decoding_refuses_a_frame_before_it_builds_what_the_frame_declares(obj) -> None:
+    """Bounded in memory, not in time: what decoding allocates before it refuses stays a small multiple of
+    MAX_VALUES objects, whatever the frame holds (300,000 actions as lists built 35 MB of Python objects)."""
+    import tracemalloc
+
+    frame = msgpack.packb(obj)
+    assert len(frame) <= 4 * 1024 * 1024  # within the default max_reply_bytes: the reply bound alone let it in
+    tracemalloc.start()
+    try:
+        with pytest.raises(WireError, match=f"more than {MAX_VALUES} values"):
+            unpack_frame(frame)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 1024 * 1024, peak

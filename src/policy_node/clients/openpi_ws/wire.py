@@ -7,7 +7,11 @@ crashed the node, or handed it the values of live objects), a zero-itemsize dtyp
 the server (its metadata and each reply) is decoded here instead: an array is built only from a numeric dtype
 (bool, signed and unsigned integers, floats of 1, 2, 4 or 8 bytes), at most :data:`MAX_NDIM` dimensions and
 :data:`MAX_ELEMENTS` elements, and a data buffer exactly as long as its shape and itemsize say, all checked
-before numpy sees the buffer. Anything else is a :class:`WireError` naming what was refused.
+before numpy sees the buffer. Plain msgpack lists and maps are bounded too (a reply of 300,000 actions as lists
+of numbers passed every array check and took seconds of CPU to validate): a frame holds at most
+:data:`MAX_VALUES` values (list items, map entries and array elements, counted as msgpack builds them), and
+msgpack itself refuses a list or map header declaring more before it builds one. Anything else is a
+:class:`WireError` naming what was refused.
 
 Requests are still packed with openpi's packer (it refuses object, void and complex dtypes when packing).
 """
@@ -23,6 +27,8 @@ import numpy as np
 
 MAX_NDIM: Final = 4  # an action chunk is (H, 7); nothing openpi sends back needs more
 MAX_ELEMENTS: Final = 8192  # pi0's (50, 7) chunk is 350; a frame declaring more is refused before numpy sees it
+# values in one frame, lists, maps and arrays together: pi0's chunk as lists of numbers is 400, openpi's metadata a few
+MAX_VALUES: Final = 2 * MAX_ELEMENTS
 NUMERIC_KINDS: Final = "biuf"  # bool, signed and unsigned integers, floats (never object, void, strings, datetime)
 # how openpi's packer writes a numeric dtype (``dtype.str``): byte order, kind, itemsize ("<f8", "|u1", "|b1")
 _DTYPE_TEXT: Final = re.compile(rf"[<>|=]?[{NUMERIC_KINDS}][1248]")
@@ -78,12 +84,29 @@ def _scalar(obj: dict[Any, Any]) -> np.generic:
         raise WireError(f"scalar {data!r} does not fit {dtype.str}: {exc}") from None
 
 
-def _object_hook(obj: dict[Any, Any]) -> Any:
-    if ARRAY_KEY in obj:
-        return _array(obj)
-    if SCALAR_KEY in obj:
-        return _scalar(obj)
-    return obj
+class _Counted:
+    """msgpack's hooks for one frame: arrays and scalars built as checked, and every value counted as its list or
+    map is completed (inner ones first), the frame refused once it holds more than MAX_VALUES."""
+
+    def __init__(self) -> None:
+        self.values = 0
+
+    def _count(self, n: int) -> None:
+        self.values += n
+        if self.values > MAX_VALUES:
+            raise WireError(f"the frame holds more than {MAX_VALUES} values (list items, map entries, array elements)")
+
+    def object_hook(self, obj: dict[Any, Any]) -> Any:
+        if ARRAY_KEY in obj:
+            array = _array(obj)
+            self._count(array.size)
+            return array
+        self._count(len(obj))
+        return _scalar(obj) if SCALAR_KEY in obj else obj
+
+    def list_hook(self, items: list[Any]) -> list[Any]:
+        self._count(len(items))
+        return items
 
 
 def _refuse_ext(code: int, _data: bytes) -> Any:
@@ -92,12 +115,19 @@ def _refuse_ext(code: int, _data: bytes) -> Any:
 
 def unpack_frame(frame: bytes) -> Any:
     """One frame from the policy server, decoded; WireError with the reason for anything refused (corrupt
-    msgpack, trailing bytes, an extension type, an array or scalar that fails the checks above)."""
+    msgpack, trailing bytes, an extension type, an array or scalar that fails the checks above, more than
+    MAX_VALUES values)."""
     if not isinstance(frame, (bytes, bytearray, memoryview)):
         raise WireError(f"a frame is bytes, got a {type(frame).__name__}")
+    hooks = _Counted()
     try:
-        return msgpack.unpackb(frame, raw=False, object_hook=_object_hook, ext_hook=_refuse_ext)
+        return msgpack.unpackb(frame, raw=False, object_hook=hooks.object_hook, list_hook=hooks.list_hook,
+                               ext_hook=_refuse_ext, max_array_len=MAX_VALUES, max_map_len=MAX_VALUES)  # fmt: skip
     except WireError:
         raise
+    except ValueError as exc:
+        if "exceeds max_" in str(exc):  # a list or map header declaring more than MAX_VALUES: refused unbuilt
+            raise WireError(f"a list or map declares more than {MAX_VALUES} values ({exc})") from None
+        raise WireError(f"not msgpack: {type(exc).__name__}: {exc}") from None
     except Exception as exc:  # msgpack's own errors on a corrupt frame: FormatError, ExtraData, StackError, ...
         raise WireError(f"not msgpack: {type(exc).__name__}: {exc}") from None
