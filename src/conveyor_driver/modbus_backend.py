@@ -24,7 +24,7 @@ from typing import Any
 from conveyor_driver.driver import BeltState
 from libero_workcell.config_base import MappedConfig
 from transports.errors import BackendError
-from transports.modbus_bus import FLUSH_DELAY, BusError, ModbusDevice, SerialLineConfig, Snapshot
+from transports.modbus_bus import FLUSH_DELAY, MAX_READ, BusError, ModbusDevice, SerialLineConfig, Snapshot
 
 PRESETS: dict[str, dict[str, int]] = {
     # Delta VFD-EL/E/M communication map. Reset = 0x2002 bit 1 (the manuals' "2002H bit1: reset");
@@ -131,6 +131,11 @@ class ConveyorModbusConfig(SerialLineConfig, MappedConfig):
         for name in ("reg_command", "reg_setpoint"):
             if getattr(self, name) < 0:
                 raise ConveyorConfigError(f"{name} is required")
+        if (span := self.poll_blocks()[0][1]) > MAX_READ:
+            raise ConveyorConfigError(
+                f"reg_fault and reg_speed_feedback span {span} registers: one read (at most {MAX_READ}) must "
+                "answer both, so a late reply to one is never taken for the other's"
+            )
         try:
             budget = self.serial().retry_budget() + 2.0 / self.poll_hz
         except BusError as exc:
@@ -154,9 +159,10 @@ class ConveyorModbusConfig(SerialLineConfig, MappedConfig):
 
     def poll_blocks(self) -> list[tuple[int, int]]:
         """The registers read every poll: the fault and speed feedback, or with neither the setpoint (a link
-        check); reads only."""
-        blocks = [(r, 1) for r in (self.reg_fault, self.reg_speed_feedback) if r >= 0]
-        return blocks or [(self.reg_setpoint, 1)]
+        check); reads only. One read spans both: an RTU read reply names no address, so a late reply to a
+        read of one register would be taken for another read of one (the speed read as the fault code)."""
+        regs = [r for r in (self.reg_fault, self.reg_speed_feedback) if r >= 0] or [self.reg_setpoint]
+        return [(min(regs), max(regs) - min(regs) + 1)]
 
 
 def belt_to_motor_rpm(speed: float, cfg: ConveyorModbusConfig) -> float:

@@ -6,6 +6,15 @@ traffic: it executes queued writes in order, polls the feedback registers at
 a fixed rate into a cached :class:`Snapshot`, retries a failed transaction,
 and after ``retries`` failures marks the link faulted (with the reason) and
 reconnects at a slow rate. Readers only ever copy the latest snapshot.
+
+RTU has no transaction id, and pymodbus (3.16) takes the first frame with the
+right slave id and a valid CRC as the reply, whatever request it answers: a
+drive that answers after the timeout has its reply read by the next request.
+pymodbus drops unread input before each send; this module adds what it lacks:
+every reply is checked against its request (function code; a read's byte count;
+a write's echoed address and value, or count), the line is drained after a
+failed attempt, and two polled blocks never share a reply shape (a read's reply
+names no address, so only its byte count tells two reads apart).
 """
 
 from __future__ import annotations
@@ -19,11 +28,12 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from pymodbus import FramerType
 from pymodbus.client import ModbusSerialClient
 from pymodbus.exceptions import ModbusException
+from pymodbus.pdu import ModbusPDU
 
 from transports.errors import BackendError
 
@@ -33,11 +43,16 @@ logging.getLogger("pymodbus").addHandler(logging.NullHandler())
 
 
 _T = TypeVar("_T")
-FLUSH_DELAY = 0.02  # s of silence before dropping unread input after a failed attempt
+FLUSH_DELAY = 0.02  # s the line is drained after a failed attempt, for a late reply still on its way
+MAX_READ = 125  # registers one FC3 read may ask for (the protocol's limit)
 
 
 class BusError(BackendError):
     """The port cannot be used, or a transaction failed after all retries."""
+
+
+class UnmatchedReplyError(BusError):
+    """A reply that does not answer the request just sent (a late one, or another device's): never used."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +152,7 @@ class ModbusDevice:
             raise BusError(f"poll_hz must be positive, got {poll_hz}")
         self.serial = serial
         self.blocks = [(int(a), int(n)) for a, n in blocks]
+        _check_blocks(self.blocks)
         self.poll_period = 1.0 / poll_hz
         self._on_connect = on_connect
         self._on_poll = on_poll
@@ -149,7 +165,8 @@ class ModbusDevice:
         self._closing = threading.Event()
         self._client: ModbusSerialClient | None = None
         self._thread: threading.Thread | None = None
-        self.stats = {"polls": 0, "writes": 0, "retries": 0, "failures": 0, "connects": 0, "connect_failures": 0}
+        self.stats = {"polls": 0, "writes": 0, "retries": 0, "failures": 0, "connects": 0, "connect_failures": 0,
+                      "unmatched": 0, "drained_bytes": 0}  # fmt: skip
 
     # ------------------------------------------------------------ public API
     def start(self, connect_timeout: float = 2.0) -> None:
@@ -213,11 +230,10 @@ class ModbusDevice:
                 r = self._client.write_register(address, vals[0], device_id=sid)
             else:
                 r = self._client.write_registers(address, vals, device_id=sid)
-            if r.isError():
-                raise BusError(f"device refused write to 0x{address:04X}: {r}")
-            # RTU has no transaction id: check the echo so a late reply to an earlier request is not taken for this one.
-            if getattr(r, "address", address) != address:
-                raise BusError(f"reply for 0x{r.address:04X} to a write of 0x{address:04X}")
+            self._match(r, 6 if len(vals) == 1 else 16, f"write to 0x{address:04X}")
+            echo = (r.address, list(r.registers)) if len(vals) == 1 else (r.address, r.count)
+            if echo != ((address, vals) if len(vals) == 1 else (address, len(vals))):
+                self._unmatched(f"echo {echo} to a write of {vals} to 0x{address:04X}")
 
         self._transact(once, f"write 0x{address:04X}")
         self.stats["writes"] += 1
@@ -225,11 +241,21 @@ class ModbusDevice:
     def _read_block(self, address: int, count: int) -> list[int]:
         assert self._client is not None
         r = self._client.read_holding_registers(address, count=count, device_id=self.serial.slave_id)
-        if r.isError():
-            raise BusError(f"device refused read of 0x{address:04X}: {r}")
-        if len(r.registers) != count:
-            raise BusError(f"read of 0x{address:04X} returned {len(r.registers)} registers, expected {count}")
+        self._match(r, 3, f"read of 0x{address:04X}")
+        if len(r.registers) != count:  # the reply's byte count: all that names the read it answers
+            self._unmatched(f"{len(r.registers)} registers in reply to a read of {count} at 0x{address:04X}")
         return list(r.registers)
+
+    def _match(self, reply: ModbusPDU, function_code: int, what: str) -> None:
+        """The reply answers a request of this function code, or the device refused it; else it is not ours."""
+        if reply.function_code == function_code | 0x80:
+            raise BusError(f"device refused {what}: {reply}")
+        if reply.function_code != function_code:
+            self._unmatched(f"function {reply.function_code} in reply to {what} (function {function_code})")
+
+    def _unmatched(self, why: str) -> NoReturn:
+        self.stats["unmatched"] += 1
+        raise UnmatchedReplyError(f"unmatched reply: {why}")
 
     def _transact(self, fn: Callable[[], _T], what: str) -> _T:
         last: Exception | None = None
@@ -240,17 +266,26 @@ class ModbusDevice:
                 return fn()
             except (ModbusException, BusError, OSError) as exc:
                 last = exc
-                self._flush()
+                self._drain()
         self.stats["failures"] += 1
         raise BusError(f"{what}: no valid reply after {self.serial.retries + 1} attempts ({_short(last)})")
 
-    def _flush(self) -> None:
-        """Drop a late or garbled reply so the next request does not read it as its own."""
+    def _drain(self) -> None:
+        """After a failed attempt, drop what arrives for FLUSH_DELAY: a late reply still on its way is read and
+        dropped here, not by the next request (what comes later still, pymodbus drops before its next send, and
+        the match refuses)."""
         client = self._client
-        if client is not None and client.socket is not None:
-            with contextlib.suppress(Exception):
-                time.sleep(min(FLUSH_DELAY, self.serial.timeout))
-                client.socket.reset_input_buffer()
+        if client is None or client.socket is None:
+            return
+        port = client.socket
+        deadline = time.monotonic() + min(FLUSH_DELAY, self.serial.timeout)
+        with contextlib.suppress(Exception):
+            while True:
+                if waiting := port.in_waiting:
+                    self.stats["drained_bytes"] += len(port.read(waiting))
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.001)
 
     def _poll(self) -> None:
         regs: dict[int, int] = {}
@@ -279,7 +314,7 @@ class ModbusDevice:
             parity=s.parity,
             stopbits=s.stopbits,
             timeout=s.timeout,
-            retries=0,  # retries are counted here, with an input flush between attempts
+            retries=0,  # retries are counted here, with the line drained between attempts
         )
         if not self._client.connect():
             raise BusError(f"cannot open {s.port}")
@@ -363,6 +398,19 @@ def read_once(serial: SerialSettings, blocks: Sequence[tuple[int, int]], timeout
     if snap.stamp == 0.0:
         raise BusError(snap.fault or f"{name}: no answer")
     return dict(snap.regs)
+
+
+def _check_blocks(blocks: Sequence[tuple[int, int]]) -> None:
+    """Polled blocks must be told apart by their replies: an FC3 reply names no address, only its byte count."""
+    counts: dict[int, int] = {}
+    for address, count in blocks:
+        if not (0 <= address <= 0xFFFF and 1 <= count <= MAX_READ and address + count <= 0x10000):
+            raise BusError(f"bad poll block 0x{address:04X} x {count} (1..{MAX_READ} registers within 0..0xFFFF)")
+        if (other := counts.setdefault(count, address)) != address:
+            raise BusError(
+                f"poll blocks 0x{other:04X} and 0x{address:04X} both read {count} register(s): a late reply to one "
+                "would be taken for the other's (an RTU read reply names no address); read them as one block"
+            )
 
 
 def _short(exc: BaseException | None) -> str:

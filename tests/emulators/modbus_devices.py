@@ -8,14 +8,23 @@ API that replaces the deprecated ``ModbusDeviceContext`` /
 ``ModbusSequentialDataBlock`` in v4); writes are seen through its async
 ``action`` hook and applied by the model right after pymodbus stores them.
 Pinned to pymodbus 3.16.x: the SimDevice action signature is new in 3.x.
+
+A drive under load answers late: the server sits on an inner pty, and the
+emulator carries the bytes between it and ``port`` on the same loop, holding
+each reply back by ``reply_delay`` (or the next of :meth:`delay_replies`).
+Replies leave in the order the device made them, as one device answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
+import tty
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from pymodbus import FramerType
@@ -30,11 +39,18 @@ class ModbusEmulator:
 
     BLOCKS: tuple[tuple[int, int], ...] = ()
 
-    def __init__(self, port: str, slave_id: int = 1, tick: float = 0.005, realtime: int = 0) -> None:
+    def __init__(
+        self, port: str, slave_id: int = 1, tick: float = 0.005, realtime: int = 0, reply_delay: float = 0.0
+    ) -> None:
         self.port = port
         self.slave_id = slave_id
         self.tick = tick
         self.realtime = realtime  # > 0: the device's thread asks for SCHED_FIFO (serial_link.device_priority)
+        self.reply_delay = reply_delay  # s each reply is held back (a drive under load); settable at any time
+        self._delays: deque[tuple[int | None, float]] = deque()  # (function or any, s): the next replies' delays
+        self._due = 0.0  # loop time the last reply leaves: a later one never overtakes it
+        self.replies = 0  # replies sent on the line
+        self._line = self._inner = self._inner_slave = -1  # fds: the line, the inner pty's master and slave
         self.writes: list[tuple[int, list[int]]] = []  # every write the device received, in order
         self._regs: list[int] | None = None
         self._base = 0
@@ -64,6 +80,15 @@ class ModbusEmulator:
 
         return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result(2.0)
 
+    def answer_late(self, delay: float) -> None:
+        """Hold every reply back ``delay`` s from now on (0: on time), as a drive under load does."""
+        self.reply_delay = float(delay)
+
+    def delay_replies(self, delays: Iterable[float], function: int | None = None) -> None:
+        """The next replies (to requests of ``function`` only, if given) late by these s, one each, in order;
+        then ``reply_delay`` again."""
+        self.call(self._delays.extend, [(function, float(d)) for d in delays])
+
     # ----------------------------------------------------------------- model
     def on_write(self, address: int, values: list[int]) -> None:
         """Called after a write landed in the register file."""
@@ -88,10 +113,42 @@ class ModbusEmulator:
         asyncio.set_event_loop(self._loop)
         self._loop.run_until_complete(self._main())
 
+    def _open_line(self) -> str:
+        """``port`` (the line) and an inner pty for the server, joined on this loop; the inner tty's path."""
+        self._line = os.open(self.port, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        self._inner, self._inner_slave = os.openpty()
+        for fd in (self._line, self._inner, self._inner_slave):
+            tty.setraw(fd)
+        os.set_blocking(self._inner, False)
+        self._loop.add_reader(self._line, self._request_in)
+        self._loop.add_reader(self._inner, self._reply_out)
+        return os.ttyname(self._inner_slave)
+
+    def _request_in(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._inner, os.read(self._line, 4096))  # a request reaches the device at once
+
+    def _reply_out(self) -> None:
+        try:
+            data = os.read(self._inner, 4096)  # one reply: the server writes each frame whole
+        except OSError:
+            return
+        delay = self.reply_delay
+        if self._delays and self._delays[0][0] in (None, data[1] & 0x7F if len(data) > 1 else None):
+            delay = self._delays.popleft()[1]
+        self._due = max(self._loop.time() + max(0.0, delay), self._due)
+        self._loop.call_at(self._due, self._send_reply, data)
+
+    def _send_reply(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._line, data)
+            self.replies += 1
+
     async def _main(self) -> None:
         simdata = [SimData(a, count=n, values=0, datatype=DataType.REGISTERS) for a, n in self.BLOCKS]
         device = SimDevice(self.slave_id, simdata=simdata, action=self._action)
-        self._server = ModbusSerialServer(device, framer=FramerType.RTU, port=self.port, baudrate=115200)
+        inner = self._open_line()
+        self._server = ModbusSerialServer(device, framer=FramerType.RTU, port=inner, baudrate=115200)
         await self._server.serve_forever(background=True)
         # Touch the register file once so the model has it before the first request.
         await self._server.context.async_getValues(self.slave_id, 3, self.BLOCKS[0][0], 1)  # type: ignore[union-attr]
@@ -108,10 +165,15 @@ class ModbusEmulator:
             server, self._server = self._server, None
             if server is not None:
                 await server.shutdown()
+            for fd in (self._line, self._inner):
+                self._loop.remove_reader(fd)
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), self._loop).result(3.0)
         self._thread.join(timeout=3.0)
+        for fd in (self._line, self._inner, self._inner_slave):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def hi_lo(value: int) -> tuple[int, int]:

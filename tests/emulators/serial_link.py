@@ -17,6 +17,8 @@ import tempfile
 import threading
 import time
 import tty
+from collections import deque
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
@@ -62,7 +64,8 @@ class SocatPair:
 class FaultyLink:
     """A relay between two kernel pty pairs: ``client_port`` <-> ``device_port``.
 
-    Requests (client -> device) always pass. Replies (device -> client) can be
+    Requests (client -> device) pass unless :meth:`lose_requests` says one is lost
+    on the line (the device never hears it). Replies (device -> client) can be
     dropped (``drop``), have one byte flipped (``corrupt``, a CRC error) or be
     held back (``delay`` s). ``drop_next(n)`` / ``corrupt_next(n)`` affect only
     the next n replies; a reply is one read chunk, which over a pty is one frame.
@@ -82,6 +85,8 @@ class FaultyLink:
         self.delay = 0.0
         self._drop_n = 0
         self._corrupt_n = 0
+        self._lose: deque[tuple[Callable[[bytes], bool] | None, bool]] = deque()  # (which, lost?) per request
+        self.requests_lost = 0
         self.replies_dropped = 0
         self.replies_corrupted = 0
         self._lock = threading.Lock()
@@ -97,11 +102,25 @@ class FaultyLink:
         with self._lock:
             self._corrupt_n += n
 
+    def lose_requests(self, pattern: Iterable[bool], match: Callable[[bytes], bool] | None = None) -> None:
+        """The next requests (those ``match`` accepts, if given), one flag each: True = lost on the line, the
+        device never hears it."""
+        with self._lock:
+            self._lose.extend((match, bool(x)) for x in pattern)
+
     def heal(self) -> None:
         with self._lock:
             self.drop = self.corrupt = False
             self.delay = 0.0
             self._drop_n = self._corrupt_n = 0
+            self._lose.clear()
+
+    def _request(self, data: bytes) -> bytes | None:
+        with self._lock:
+            if self._lose and (self._lose[0][0] is None or self._lose[0][0](data)) and self._lose.popleft()[1]:
+                self.requests_lost += 1
+                return None
+        return data
 
     def _reply(self, data: bytes) -> bytes | None:
         with self._lock:
@@ -128,7 +147,8 @@ class FaultyLink:
                 except OSError:
                     continue
                 if fd == self._cm:
-                    os.write(self._dm, data)
+                    if (req := self._request(data)) is not None:
+                        os.write(self._dm, req)
                 elif (out := self._reply(data)) is not None:
                     os.write(self._cm, out)
 

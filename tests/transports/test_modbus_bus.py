@@ -112,3 +112,17 @@ def test_a_missing_port_and_a_zero_rate_are_refused_at_start(tmp_path):
     with pytest.raises(BusError):
         bus.start()
     assert issubclass(BusError, BackendError)  # a driver catches one error for every transport
+
+
+def test_a_read_the_device_refuses_is_a_fault_that_says_so(link):
+    emu = RegisterFile(link.device_port)  # registers at BASE..BASE+3 only
+    bus = ModbusDevice(SerialSettings(link.client_port, timeout=0.05, retries=1, reconnect_period=0.2),
+                       [(BASE + 0x40, 1)], 50.0, name="test-bus")  # fmt: skip
+    try:
+        bus.start()
+        assert wait_for(lambda: bus.snapshot().fault is not None and "refused" in bus.snapshot().fault, 5.0)
+        assert "device refused read of 0x0140" in bus.snapshot().fault  # its exception reply, not "unmatched"
+        assert bus.stats["unmatched"] == 0
+    finally:
+        bus.close()
+        emu.close()
