@@ -49,9 +49,32 @@ class Cell:
         return {"path": str(self.path), "settings": redact(self.overrides)}
 
 
+# a URL's user information (``ws://user:pw@host``: from the scheme to the last ``@`` before a space, so a password
+# with a ``/`` or ``#`` a user did not escape goes too), and a query parameter named like a secret (``?api_key=``)
+_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)\S*@")
+_QUERY_SECRET = re.compile(rf"([?&;][^=&;#\s]*(?:{_SECRET.pattern})[^=&;#\s]*=)[^&;#\s]*", re.IGNORECASE)
+
+
 def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """``settings`` with the value of every key that names a secret (password, token, ...) replaced."""
-    return {k: (REDACTED if _SECRET.search(k) else v) for k, v in settings.items()}
+    """``settings`` with the value of every key that names a secret (password, token, ...) replaced, and the
+    credentials of every URL in the other values (``policy.url: ws://user:pw@host``: :func:`redact_text`)."""
+    return {k: (REDACTED if _SECRET.search(k) else redact_value(v)) for k, v in settings.items()}
+
+
+def redact_value(value: Any) -> Any:
+    """A setting's value with the credentials of the URLs in it replaced (texts, and lists of them)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_value(v) for v in value)
+    return value
+
+
+def redact_text(text: str) -> str:
+    """``text`` (a URL, or a message naming one) with every URL's credentials replaced: ``ws://user:pw@host:8000``
+    reads ``ws://<redacted>@host:8000``, ``?api_key=abc`` ``?api_key=<redacted>``. What is stored, printed or
+    published (a session's env_args, bring-up's lines, diagnostics, the MCAP log) goes through here."""
+    return _QUERY_SECRET.sub(rf"\1{REDACTED}", _URL_USERINFO.sub(rf"\1{REDACTED}@", text))
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any], where: str) -> None:

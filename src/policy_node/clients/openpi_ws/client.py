@@ -27,6 +27,7 @@ from openpi_client.websocket_client_policy import WebsocketClientPolicy
 from websockets.frames import CloseCode
 from websockets.protocol import State
 
+from libero_workcell.cell_file import redact_text
 from policy_node.clients.openpi_ws.wire import WireError, unpack_frame
 from policy_node.protocol import (
     MAX_REPLY_BYTES_DEFAULT,
@@ -82,7 +83,8 @@ class TimedPolicyClient(WebsocketClientPolicy):
         except (OSError, TimeoutError, websockets.exceptions.WebSocketException) as exc:
             if isinstance(exc, websockets.exceptions.ConnectionClosed) and too_big(exc):
                 raise ServerMetadataError(self._too_big("the server's metadata")) from None
-            raise PolicyServerError(f"cannot connect to the policy server at {url}: {exc}") from None
+            # the message is published (diagnostics, the MCAP log): the URL's credentials are not
+            raise PolicyServerError(redact_text(f"cannot connect to the policy server at {url}: {exc}")) from None
 
     def _wait_for_server(self):  # openpi's, with deadlines, a bound on the frame and our decoder
         headers = {"Authorization": f"Api-Key {self._api_key}"} if self._api_key else None
