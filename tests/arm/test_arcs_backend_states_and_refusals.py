@@ -212,14 +212,20 @@ def test_state_recovers_by_itself_when_a_slow_controller_answers_again(emu: Arcs
 
 
 def test_joint_speeds_and_the_poll_count_are_what_the_controller_reports(emu: ArcsEmulator, backend) -> None:
+    """The speeds are the controller's; ``polls`` counts the polls the controller answered in full (each ends
+    with its collision flag), not a rate measured here (a loaded machine's scheduler decides that)."""
     backend.servo(HOME_Q)
-    polls0, t0 = backend.polls, time.monotonic()
+    polls0 = backend.polls
     backend.servo(HOME_Q + 0.3)  # the emulated arm moves toward it at 2 rad/s
     assert wait_for(lambda: np.max(np.abs(backend.read().qd)) > 1.0, 2.0)
     qd = backend.read().qd
     assert qd.shape == (6,) and qd.dtype == float
-    rate = (backend.polls - polls0) / (time.monotonic() - t0)
-    assert 0.3 * backend.config.state_hz < rate < 1.3 * backend.config.state_hz
+
+    def answered() -> int:  # the last call of a poll, as the controller counted it
+        return sum(n for method, n in emu.state()["counts"].items() if method.endswith("isCollisionOccurred"))
+
+    assert backend.polls > polls0
+    assert wait_for(lambda: answered() - backend.polls in (0, 1), 2.0), (answered(), backend.polls)  # 1: in flight
 
 
 @pytest.mark.parametrize("model", ["refuse", "relatch"])

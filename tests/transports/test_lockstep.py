@@ -174,6 +174,7 @@ def test_an_observer_is_waited_for_at_the_start_only_and_its_death_stops_nothing
     out = CTX.Queue()
     assert registered(link) == set() and registered(f"none{uuid.uuid4().hex[:8]}") == set()
     _start(procs, link, "arm", SERVO, out)
+    assert w.wait_for(["arm"], timeout=30) == []  # (a spawned process takes its time on a loaded machine)
     assert w.wait_for(["arm", "log"], timeout=0.6) == ["log"]  # the first tick would wait for the observer
     assert registered(link) == {"arm"}  # what an observer looks at before it registers itself
     log = _start(procs, link, "log", OBSERVER, out)
