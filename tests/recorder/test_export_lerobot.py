@@ -138,3 +138,15 @@ def test_an_export_with_nothing_to_export_says_so(tmp_path, capsys) -> None:
     write_demos(tmp_path / "demos.hdf5", UPRIGHT, n_demos=1, outcomes=({"SR": 0.0},))
     assert main([str(tmp_path), "--out", str(tmp_path / "none")]) == 1
     assert "nothing to export" in capsys.readouterr().err and not (tmp_path / "none").exists()
+
+
+def test_a_file_of_an_unknown_image_convention_is_a_clear_error_not_a_traceback(tmp_path, capsys) -> None:
+    """Issue 35, item 13: ``env_args["images"]`` naming no convention the export knows ended it in a ValueError."""
+    write_demos(tmp_path / "demos.hdf5", UPRIGHT, n_demos=1)
+    with h5py.File(tmp_path / "demos.hdf5", "r+") as f:
+        f["data"].attrs["env_args"] = '{"images": "fisheye"}'
+    assert main([str(tmp_path / "demos.hdf5"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"^export: .*demos\.hdf5: unknown image convention 'fisheye' in env_args; known: \['upright', "
+                     r"'robosuite raw: upright view flipped vertically'\]$", err, re.M), err  # fmt: skip
+    assert not (tmp_path / "out").exists()
