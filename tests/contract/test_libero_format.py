@@ -83,6 +83,18 @@ def _corrupt(path, edit) -> None:
             lambda f: f["data"].attrs.__setitem__("problem_info", "{not json"),
             r"attribute 'problem_info' is not JSON",
         ),
+        (  # read as numbers, they would be a ValueError from numpy (issue 35, item 13)
+            lambda f: replace(f, "data/demo_1/robot_states", np.array([[b"x"] * 9] * 9)),
+            r"data/demo_1: 'robot_states' is \|S1, expected numbers",
+        ),
+        (  # an attribute from elsewhere may be an array: compared with the step count, it is no count
+            lambda f: f["data/demo_1"].attrs.__setitem__("num_samples", [9, 9]),
+            r"num_samples is \[9 9\] but 'actions' has 9 rows",
+        ),
+        (  # a dataset where a group belongs ('obs' in a dataset would iterate its rows)
+            lambda f: (f["data/demo_1"].__delitem__("obs"), f["data/demo_1"].create_dataset("obs", data=np.zeros(9))),
+            r"data/demo_1: missing 'obs'",
+        ),
     ],
 )
 def test_a_malformed_file_is_a_clear_error_and_is_not_modified(tmp_path, edit, message) -> None:

@@ -254,13 +254,13 @@ READERS = """
 import json
 from pathlib import Path
 
-from libero_workcell.libero_format import LiberoFormatError, read_demo, read_demos
+from libero_workcell.libero_format import LiberoFormatError, read_demo, read_demos, read_frames
 from preferences.__main__ import main as preferences
 from recorder.export_lerobot import ExportError, _episodes
 from sim_bridge.convert_batch import Job, SourceCache
 from sim_bridge.replay import load_plan
 
-big, wide, accepted, out = {paths!r}
+big, wide, accepted, frames, out = {paths!r}
 
 
 class Bar:
@@ -283,6 +283,7 @@ print(json.dumps({{
     "replay plan": outcome(lambda: load_plan(big, "demo_99").steps),
     "conversion source": outcome(lambda: SourceCache().demo(Job(Path(big), "demo_99", Path(out))).num_samples),
     "export": outcome(lambda: next(_episodes(Path(accepted), "libero", True, {{}}, Bar()))),
+    "frames": outcome(lambda: read_frames(frames, "demo_0", "agentview_rgb", [0, 1] * 200).shape),
     "preferences": outcome(lambda: preferences([big, "--out", out])),
 }}))
 """
@@ -294,7 +295,7 @@ def test_demos_each_within_bounds_that_add_up_past_memory_are_refused_not_a_memo
     a reader within its budget fits in, every reader ends with its answer: the whole file is refused before
     anything is read, a demo whose float32 datasets are 0.8 GiB as stored and 1.6 GiB as read too; replay and
     conversion read the one demo they need; the preference report refuses the file it would keep whole; the
-    export refuses the declared ``action_accepted``."""
+    export refuses the declared ``action_accepted``; read_frames refuses 400 frames of 3 MiB."""
     from dataclasses import replace
 
     from source_demos import source_demo
@@ -306,7 +307,13 @@ def test_demos_each_within_bounds_that_add_up_past_memory_are_refused_not_a_memo
     with h5py.File(accepted, "a") as f:  # one row per step, 64 GiB declared, nothing stored
         f["data/demo_0"].create_dataset("action_accepted", shape=(8, 2**30), dtype=np.int64, chunks=(1, 4096))
     assert max(p.stat().st_size for p in (big, wide, accepted)) < 128 * 1024
-    child = run_capped(READERS.format(paths=(str(big), str(wide), str(accepted), str(tmp_path / "out"))), CAP)
+    frames = tmp_path / "frames.hdf5"
+    file_with_demo(frames, images=False, t=6)
+    with h5py.File(frames, "a") as f:  # 3 MiB frames, declared: 400 of them asked for are 1.2 GiB
+        f["data/demo_0/obs"].create_dataset("agentview_rgb", shape=(6, 1024, 1024, 3), dtype=np.uint8,
+                                            chunks=(1, 64, 64, 3))  # fmt: skip
+    paths = (str(big), str(wide), str(accepted), str(frames), str(tmp_path / "out"))
+    child = run_capped(READERS.format(paths=paths), CAP)
     assert child.returncode == 0, child.stderr[-2000:]
     got = json.loads(child.stdout.splitlines()[-1])
     assert not [k for k, v in got.items() if "MemoryError" in v], got
@@ -316,6 +323,8 @@ def test_demos_each_within_bounds_that_add_up_past_memory_are_refused_not_a_memo
     assert got["replay plan"] == got["conversion source"] == f"read {source_demo().num_samples}", got
     assert re.fullmatch(r"refused: .*'action_accepted' declares shape \(8, 1073741824\) int64 \(65536 MiB\), over "
                         r"the bounds for a demo.*", got["export"]), got  # fmt: skip
+    assert re.fullmatch(r"refused: .*frames\.hdf5: data/demo_0/obs/agentview_rgb would load 1200 MiB .*",
+                        got["frames"]), got
     assert got["preferences"] == "read 2" and "preferences: " in child.stderr and "13 demos would load" in child.stderr
 
 
