@@ -169,17 +169,19 @@ class GraphSession:
         return self.startup_s
 
     def fresh_episode(self) -> dict[str, Any]:
-        """Stop the arm, reset the world (new episode from t=0), enable the arm again."""
+        """Stop the arm, enable it again, reset the world (new episode from t=0). The stop ends the expert's turn;
+        the new episode starts its next one, on the enabled arm (docs/operator.md, "The arm and its sources")."""
         p = self.probe
         t0 = time.time()
         out: dict[str, Any] = {"stop": p.trigger(Services.ARM_STOP)}
+        p.turn = 0  # the probe's own actions, too, take a new turn after it
         t1 = time.time()
-        out["reset"] = p.trigger(Services.SIM_RESET, timeout=30.0)
-        t2 = time.time()
         out["enable"] = p.trigger(Services.ARM_ENABLE)
-        out["call_s"] = {"stop": t1 - t0, "reset": t2 - t1, "enable": time.time() - t2}
+        t2 = time.time()
         if not out["enable"][0]:
             raise RuntimeError(f"graph {self.tag}: arm did not enable: {out['enable'][1]}")
+        out["reset"] = p.trigger(Services.SIM_RESET, timeout=30.0)
+        out["call_s"] = {"stop": t1 - t0, "enable": t2 - t1, "reset": time.time() - t2}
         return out
 
     def scan_logs(self) -> dict[str, dict[str, Any]]:

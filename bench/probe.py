@@ -64,6 +64,7 @@ class Probe:
         self.tcp: list[tuple[float, float, float, float, float]] = []
         # (recv, stamp, source)
         self.actions: list[tuple[float, float, str]] = []
+        self.turn = 0  # the turn of the actions this probe publishes (publish_action)
         # camera -> [(recv, stamp)]
         self.images: dict[str, list[tuple[float, float]]] = {c: [] for c in CAMERA_NAMES}
         self.diagnostics: list[Diag] = []
@@ -96,7 +97,8 @@ class Probe:
         self.tcp.append((recv, ros_msgs.wall_from_stamp(msg.header.stamp), p.x, p.y, p.z))
 
     def _on_action(self, msg: JointState) -> None:
-        self.actions.append((time.time(), ros_msgs.wall_from_stamp(msg.header.stamp), msg.header.frame_id))
+        source = msg.header.frame_id.partition(ros_msgs.TURN_SEPARATOR)[0]  # SOURCE#TURN
+        self.actions.append((time.time(), ros_msgs.wall_from_stamp(msg.header.stamp), source))
 
     def _image_cb(self, cam: str) -> Callable[[Image], None]:
         store = self.images[cam]
@@ -125,10 +127,14 @@ class Probe:
         return np.array(self.tcp[-1][2:]) if self.tcp else None
 
     # ------------------------------------------------------------ commands
-    def publish_action(self, values: Sequence[float], source: str) -> float:
-        """Publish one 7-D action; returns its stamp (= time.time() just before publishing)."""
+    def publish_action(self, values: Sequence[float], source: str, turn: int | None = None) -> float:
+        """Publish one 7-D action of ``source``'s stream ``turn`` (default: this probe's, taken at its first
+        action: the arm follows it until its next stop); returns its stamp (= time.time() just before publishing)."""
+        if turn is None:
+            self.turn = self.turn or ros_msgs.new_turn()
+            turn = self.turn
         t = time.time()
-        self.action_pub.publish(ros_msgs.action_msg(values, source, wall_time=t))
+        self.action_pub.publish(ros_msgs.action_msg(values, source, wall_time=t, turn=turn))
         return t
 
     def _client(self, srv_type: type, name: str) -> Any:

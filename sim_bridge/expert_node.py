@@ -9,7 +9,6 @@ way.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from typing import Any, Final
@@ -21,7 +20,7 @@ from std_msgs.msg import String
 from aubo_bridge.config import ACTION_RESPONSES, RESPONSE_LIBERO
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, Params, Qos, Topics
-from libero_workcell.json_topics import ArmModeReport, JsonTopicReader
+from libero_workcell.json_topics import ArmModeReport, GroundTruth, JsonTopicReader, SimEpisodeReport
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
@@ -66,12 +65,16 @@ class ExpertNode(Node):
         # fault of the arm it drives again only from the next world episode (aubo_bridge.arbiter).
         self.turn = 0
         self._arm_seen_enabled = lockstep  # in lockstep the arm enables at the world's first tick, before any step
-        self._arm_reader = JsonTopicReader(ArmModeReport, Topics.ARM_MODE, self.get_logger())
+        log = self.get_logger()
+        self._arm_reader = JsonTopicReader(ArmModeReport, Topics.ARM_MODE, log)
+        self._truth_reader = JsonTopicReader(GroundTruth, Topics.SIM_GROUND_TRUTH, log)
+        self._episode_reader = JsonTopicReader(SimEpisodeReport, Topics.SIM_EPISODE, log)
         self.done = threading.Event()
         self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, lockstep))
         self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE, lockstep))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, lockstep))
-        self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        self.create_subscription(String, Topics.SIM_EPISODE, self._episode_reader.then(self._on_episode),
+                                 qos(Qos.LATCHED))  # fmt: skip
         self.create_subscription(String, Topics.ARM_MODE, self._arm_reader.then(self._on_arm_mode), qos(Qos.LATCHED))
         self.steps = StepRunner(self.get_name(), hz, self._step, lockstep=lockstep, sim_link=str(p(Params.SIM_LINK)),
                                 source=SOURCE_EXPERT, ready=self._matched, priority=CONTROL_PRIORITY)  # fmt: skip
@@ -87,9 +90,12 @@ class ExpertNode(Node):
                 and self._pub.get_subscription_count() > 0)  # fmt: skip
 
     def _on_truth(self, msg: String) -> None:
-        gt = json.loads(msg.data)
-        stamp = int(gt["clock_ns"]) if "clock_ns" in gt else time.time_ns()
-        self.inputs.put(TRUTH, stamp, (time.time_ns(), int(gt.get("episode", 0)), SceneView.from_ground_truth(gt)))
+        got = self._truth_reader.checked(msg)  # a bad one is counted, logged and dropped (libero_workcell.json_topics)
+        if got is None:
+            return
+        doc, gt = got
+        stamp = doc.clock_ns if doc.clock_ns is not None else time.time_ns()
+        self.inputs.put(TRUTH, stamp, (time.time_ns(), doc.episode, SceneView.from_ground_truth(gt)))
 
     def _on_state(self, msg: JointState) -> None:
         state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
@@ -101,10 +107,9 @@ class ExpertNode(Node):
             self._arm_seen_enabled = True
             self.turn = ros_msgs.new_turn()
 
-    def _on_episode(self, msg: String) -> None:
-        info = json.loads(msg.data)
-        if info.get("done") and not self.done.is_set():
-            self.get_logger().info(f"episode done: {json.dumps(info.get('metrics', {}))}")
+    def _on_episode(self, report: SimEpisodeReport) -> None:
+        if report.done and not self.done.is_set():
+            self.get_logger().info(f"episode done: {report.metrics.model_dump_json()}")
             self.done.set()
 
     def _step(self, step: Step) -> bool:

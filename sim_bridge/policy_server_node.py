@@ -10,7 +10,6 @@ policy_node connects to it as it would to a GPU machine's server. ``delay_ms`` a
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Final
 
@@ -18,6 +17,7 @@ from rclpy.node import Node
 from std_msgs.msg import String
 
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, Params, Qos, Topics
+from libero_workcell.json_topics import GroundTruth, JsonTopicReader
 from libero_workcell.loopback import LOOPBACK
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
@@ -59,6 +59,7 @@ class PolicyServerNode(Node):
         if kind not in POLICIES:
             raise ValueError(f"policy must be one of {list(POLICIES)}, got {kind!r}")
         self._truth = StampedInputs((TRUTH,), depth=64)
+        self._truth_reader = JsonTopicReader(GroundTruth, Topics.SIM_GROUND_TRUTH, self.get_logger())
         hz, horizon, delay = float(p(Params.CONTROL_HZ)), int(p("horizon")), float(p("delay_ms"))
         if kind == "expert":
             policy = ExpertChunkPolicy(self.truth, horizon, hz, delay_ms=delay)
@@ -88,8 +89,10 @@ class PolicyServerNode(Node):
             time.sleep(0.05)
 
     def _on_truth(self, msg: String) -> None:
-        gt = json.loads(msg.data)
-        self._truth.put(TRUTH, int(gt.get("clock_ns", 0)), gt)
+        got = self._truth_reader.checked(msg)  # a bad one is counted, logged and dropped (libero_workcell.json_topics)
+        if got is not None:
+            doc, gt = got
+            self._truth.put(TRUTH, doc.clock_ns or 0, gt)
 
     def truth(self, clock_ns: int | None = None) -> dict | None:
         """The newest ground truth; with ``clock_ns`` (a lockstep request), the one of that moment (it is on its

@@ -53,6 +53,7 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.image_convention import to_upright
+from libero_workcell.json_topics import JsonTopicReader, SimEpisodeReport
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, LiberoFormatError, read_frames
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
@@ -138,7 +139,9 @@ class ReplayNode(Node):
         self._status_pub = self.create_publisher(String, Topics.REPLAY_STATUS, qos(Qos.LATCHED))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, True))
         self.create_subscription(String, Topics.ACTIVE_SOURCE, self._on_source, qos(Qos.LATCHED))
-        self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        self._episode_reader = JsonTopicReader(SimEpisodeReport, Topics.SIM_EPISODE, self.get_logger())
+        self.create_subscription(String, Topics.SIM_EPISODE, self._episode_reader.then(self._on_episode),
+                                 qos(Qos.LATCHED))  # fmt: skip
         self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND, True))
         for cam in CAMERA_NAMES:
             self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m),
@@ -179,10 +182,9 @@ class ReplayNode(Node):
     def _on_source(self, msg: String) -> None:
         self._source = msg.data
 
-    def _on_episode(self, msg: String) -> None:
-        info = json.loads(msg.data)
-        if self.phase in (Phase.REPLAYING, Phase.SETTLING, Phase.DONE) and info.get("episode") == self._episode + 1:
-            self._episodes.append(info)
+    def _on_episode(self, report: SimEpisodeReport) -> None:
+        if self.phase in (Phase.REPLAYING, Phase.SETTLING, Phase.DONE) and report.episode == self._episode + 1:
+            self._episodes.append(report.model_dump())
 
     def _on_action_result(self, msg: String) -> None:
         outcome = ros_msgs.decoded_or_logged(ros_msgs.action_result_from_msg, msg, self.get_logger())

@@ -10,7 +10,6 @@ their own callback group, so state publishing goes on meanwhile.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -23,7 +22,8 @@ from std_msgs.msg import Float64, String
 from conveyor_driver.backends import CONFIG_PARAMS, IO_PARAMS, MODBUS_PARAMS, make_backend
 from conveyor_driver.driver import ConveyorConfig, ConveyorDriver, ConveyorError
 from libero_workcell import ros_msgs
-from libero_workcell.contract import BELT_JOINT_NAME, Params, Qos, Services, Topics
+from libero_workcell.contract import ARM_FAULT, BELT_JOINT_NAME, Params, Qos, Services, Topics
+from libero_workcell.json_topics import ArmModeReport, JsonTopicReader
 from libero_workcell.node_main import log_outcome, off_executor, run_node, serve_trigger
 from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup
 from libero_workcell.ros_qos import qos
@@ -87,6 +87,7 @@ class ConveyorNode(Node):
         self.create_timer(1.0, self._publish_diag)
         # The cell interlock: an arm fault (an e-stop among them) stops the belt; it starts again only when told
         self._arm_fault = ""
+        self._arm_reader = JsonTopicReader(ArmModeReport, Topics.ARM_MODE, self.get_logger())
         if bool(self.get_parameter("stop_on_arm_fault").value):
             self.create_subscription(String, Topics.ARM_MODE, self._on_arm_mode, qos(Qos.LATCHED),
                                      callback_group=commands)  # fmt: skip
@@ -100,12 +101,10 @@ class ConveyorNode(Node):
         self.driver.close()
 
     async def _on_arm_mode(self, msg: String) -> None:
-        try:
-            report = json.loads(msg.data)
-            faulted, fault = report.get("mode") == "fault", str(report.get("fault") or "")
-        except (ValueError, AttributeError):
-            self.get_logger().error(f"{Topics.ARM_MODE}: not a mode report: {msg.data[:80]!r}")
+        report = self._arm_reader(msg)  # a bad message is counted, logged and dropped: the interlock keeps its state
+        if report is None:
             return
+        faulted, fault = report.mode == ARM_FAULT, report.fault
         if faulted and not self._arm_fault:
             self._arm_fault = fault or "fault"
             ok, text = await off_executor(self, self.driver.stop)
@@ -146,6 +145,7 @@ class ConveyorNode(Node):
             "confirmed": s.confirmed,
             "speed_mps": f"{s.speed:.4f}",
             "set_speed_mps": self.driver.set_speed_value,
+            "dropped_arm_mode": self._arm_reader.dropped,  # bad /aubo/mode messages (the interlock ignored them)
         }
         self._pub_diag.publish(ros_msgs.diagnostics_msg("conveyor", "belt", level, s.fault or "ok", values,
                                                         self.get_clock().now().to_msg()))  # fmt: skip

@@ -3,7 +3,6 @@ and the recorder's status."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,7 @@ class GraphProbe:
         from std_msgs.msg import String
 
         from libero_workcell.contract import Qos, Topics
+        from libero_workcell.json_topics import JsonTopicReader, RecorderStatus, SimEpisodeReport
         from libero_workcell.ros_qos import qos
 
         self._ctx = Context()
@@ -34,13 +34,18 @@ class GraphProbe:
         self._ex.add_node(self.node)
         self.episode: dict[str, Any] | None = None
         self.recorder: dict[str, Any] | None = None
-        self.node.create_subscription(
-            String, Topics.SIM_EPISODE, lambda m: setattr(self, "episode", json.loads(m.data)), qos(Qos.LATCHED)
-        )
-        self.node.create_subscription(
-            String, Topics.RECORDER_STATUS, lambda m: setattr(self, "recorder", json.loads(m.data)), qos(Qos.LATCHED)
-        )
+        # each report checked (libero_workcell.json_topics): a bad message is counted, logged and dropped
+        log = self.node.get_logger()
+        for attr, model, topic in (("episode", SimEpisodeReport, Topics.SIM_EPISODE),
+                                   ("recorder", RecorderStatus, Topics.RECORDER_STATUS)):  # fmt: skip
+            reader = JsonTopicReader(model, topic, log)
+            self.node.create_subscription(String, topic, lambda m, r=reader, a=attr: self._keep(a, r.checked(m)),
+                                          qos(Qos.LATCHED))  # fmt: skip
         return self
+
+    def _keep(self, attr: str, got: tuple[Any, Any] | None) -> None:
+        if got is not None:
+            setattr(self, attr, got[1])
 
     def __exit__(self, *exc: object) -> None:
         self._ex.shutdown()

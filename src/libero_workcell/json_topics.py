@@ -14,51 +14,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, field_validator
 
 from libero_workcell.contract import ARM_DRIVEN_MODES, ARM_MODES, ContractError
+from libero_workcell.task import WORKPIECE_CATALOG, TaskSpec
 
 MAX_DOCUMENT_BYTES: Final = 1 << 20  # a status or report is a few KiB; the ground truth with every object ~10
-MAX_DEPTH: Final = 32  # the deepest real document nests 5 levels; json recursing on 2,000 `[` would not return
 
 
 def parse(text: str | bytes, what: str = "message") -> Any:
-    """The JSON value of ``text``, or ContractError (too large, nested too deep, not JSON). The depth is
-    counted on the raw text before ``json`` parses it, so a deeply nested document costs one pass, no recursion."""
+    """The JSON value of ``text``, or ContractError (too large, not JSON, nested deeper than Python recurses:
+    ``json`` raises RecursionError there, which is a refusal like any other, never an escaping exception)."""
     size = len(text)
     if size > MAX_DOCUMENT_BYTES:
         raise ContractError(f"{what}: {size} bytes of JSON, more than {MAX_DOCUMENT_BYTES}")
-    raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-    if _depth(raw) > MAX_DEPTH:
-        raise ContractError(f"{what}: JSON nested deeper than {MAX_DEPTH} levels")
     try:
-        return json.loads(raw)
-    except (ValueError, RecursionError) as exc:
+        return json.loads(text)
+    except RecursionError:
+        raise ContractError(f"{what}: JSON nested too deep") from None
+    except ValueError as exc:  # (UnicodeDecodeError and JSONDecodeError among them)
         raise ContractError(f"{what}: not JSON ({exc})") from None
-
-
-def _depth(text: str) -> int:
-    """The deepest nesting of brackets outside strings."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest
 
 
 class TopicDocument(BaseModel):
@@ -79,17 +56,109 @@ class ArmModeReport(TopicDocument):
         return self.mode in ARM_DRIVEN_MODES
 
 
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Vec3 = Annotated[tuple[Finite, Finite, Finite], Field()]
+
+
+class SimMetrics(TopicDocument):
+    """The world's evaluation of an episode (sim_bridge.metrics): which workpieces are placed, SR, PCR ..."""
+
+    placed: list[bool] = Field(max_length=64)
+    SR: Finite
+    PCR_T: Finite
+
+
+class SimEpisodeReport(TopicDocument):
+    """``/sim/episode`` (latched, sim only): the world's episode, its task and how it stands (all of it, as the
+    world always sends it: a document without them is not the world's)."""
+
+    episode: NonNegativeInt
+    sim_time: Finite
+    done: bool
+    spec: dict[str, Any]  # the task (libero_workcell.task.TaskSpec.to_dict)
+    metrics: SimMetrics
+
+    @field_validator("spec")
+    @classmethod
+    def _a_task(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        if spec:
+            try:
+                TaskSpec.from_dict(spec)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise ValueError(f"not a task: {exc}") from None
+        return spec
+
+    @property
+    def instruction(self) -> str:
+        """The task's language instruction ("" when the report carries no task)."""
+        return str(self.spec.get("language_instruction", "")) if self.spec else ""
+
+
+class GroundTruthPiece(TopicDocument):
+    name: str
+    type: str
+    pos: Vec3
+    lin_vel: Vec3
+    arrived: bool
+    in_slot: bool
+    target_pos: Vec3
+
+    @field_validator("type")
+    @classmethod
+    def _known(cls, kind: str) -> str:
+        if kind not in WORKPIECE_CATALOG:
+            raise ValueError(f"unknown workpiece type {kind[:40]!r}")
+        return kind
+
+
+class GroundTruthBelt(TopicDocument):
+    speed: Finite
+
+
+class GroundTruth(TopicDocument):
+    """``/sim/ground_truth`` (sim only): the world's state at a control step, what the scripted expert reads."""
+
+    sim_time: Finite
+    episode: NonNegativeInt = 0
+    clock_ns: NonNegativeInt | None = None
+    belt: GroundTruthBelt
+    slot_rule: str = "ordered"
+    workpieces: list[GroundTruthPiece] = Field(max_length=64)
+
+
+class RecorderStatus(TopicDocument):
+    """``/recorder/status`` (latched): what the recorder records and has saved (as the recorder always sends it)."""
+
+    recording: bool
+    saving: NonNegativeInt
+    num_demos: NonNegativeInt
+    save_failures: NonNegativeInt
+    error: str | None
+    session_file: str
+    last_saved: dict[str, Any] | None = None  # the demo saved last: its name, and what the session log keeps of it
+
+
+class StatusDocument(TopicDocument):
+    """A status topic shown as it comes (``/teleop/status``, ``/policy/status``, ``/replay/status``): any object."""
+
+
 Doc = TypeVar("Doc", bound=TopicDocument)
 
 
 def decode(model: type[Doc], text: str | bytes, topic: str) -> Doc:
     """``text`` as ``model``'s document, or ContractError naming ``topic`` and what is wrong."""
+    return checked(model, text, topic)[0]
+
+
+def checked(model: type[Doc], text: str | bytes, topic: str) -> tuple[Doc, Any]:
+    """``text`` as ``model``'s document and as the JSON value it parsed to (for a reader that keeps the plain
+    value, checked), or ContractError naming ``topic`` and what is wrong."""
     value = parse(text, topic)
     try:
-        return model.model_validate(value)
+        return model.model_validate(value), value
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the document'}: {e['msg']}" for e in exc.errors())
-        raise ContractError(f"{topic}: {problems}") from None
+        raise ContractError(f"{topic}: {problems[:400]}") from None
 
 
 class JsonTopicReader(Generic[Doc]):
@@ -102,8 +171,13 @@ class JsonTopicReader(Generic[Doc]):
 
     def __call__(self, msg: Any) -> Doc | None:
         """``msg``: a std_msgs/String (or its text)."""
+        got = self.checked(msg)
+        return None if got is None else got[0]
+
+    def checked(self, msg: Any) -> tuple[Doc, Any] | None:
+        """The document and the plain JSON value it was read from (:func:`checked`), or None."""
         try:
-            return decode(self.model, getattr(msg, "data", msg), self.topic)
+            return checked(self.model, getattr(msg, "data", msg), self.topic)
         except ContractError as exc:
             self.dropped += 1
             self.last_error = str(exc)[:300]

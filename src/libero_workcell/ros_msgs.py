@@ -20,6 +20,7 @@ from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 
+from libero_workcell import json_topics
 from libero_workcell.contract import (
     ACTION_NAMES,
     BASE_FRAME,
@@ -155,7 +156,7 @@ def action_result_msg(
 def action_result_from_msg(msg: String) -> ActionOutcome:
     """The outcome in an ACTION_RESULT message; ContractError when it is not one."""
     try:
-        body = json.loads(msg.data)
+        body = json_topics.parse(msg.data, "an action result")
         sec, nanosec = body["stamp"]
         tick = body["servo_tick"]
         stamp = wall_from_stamp(Time(sec=int(sec), nanosec=int(nanosec)))
@@ -170,7 +171,7 @@ def action_result_from_msg(msg: String) -> ActionOutcome:
             servo = ns_from_stamp(Time(sec=int(servo[0]), nanosec=int(servo[1]))) * 1e-9  # as Step.time reads ns
         return ActionOutcome(stamp, str(body["source"]), bool(body["accepted"]), str(body["reason"]), tick, applied,
                              servo)  # fmt: skip
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:  # (ContractError is a ValueError)
         raise ContractError(f"not an action result: {msg.data[:80]!r} ({exc})") from None
 
 

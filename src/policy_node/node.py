@@ -50,8 +50,9 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from libero_workcell import ros_msgs
+from libero_workcell.cell_file import redact_text
 from libero_workcell.contract import CAMERA_NAMES, SOURCE_POLICY, Params, Qos, Services, Topics
-from libero_workcell.json_topics import ArmModeReport, JsonTopicReader
+from libero_workcell.json_topics import ArmModeReport, JsonTopicReader, SimEpisodeReport, decode
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup, prefixed
 from libero_workcell.rate import CONTROL_PRIORITY
@@ -154,7 +155,7 @@ class PolicyNode(Node):
         # an empty task takes the simulated world's instruction; on the physical cell there is none to take
         task = repr(self.task) if self.task else "the world's" if self.use_sim else "none (`workcell call policy task`)"
         self.get_logger().info(
-            f"policy from {c.url} as {SOURCE_POLICY!r} at {c.control_hz:g} Hz: {c.mode}, replan_steps "
+            f"policy from {redact_text(c.url)} as {SOURCE_POLICY!r} at {c.control_hz:g} Hz: {c.mode}, replan_steps "
             f"{c.replan_steps}, images {c.image_view}, state {c.state_format}, task {task}"
             + (f", preference {c.condition.spec!r} ({c.condition.kind}: {c.preference_text!r})" if c.preference else "")
         )
@@ -226,10 +227,10 @@ class PolicyNode(Node):
                 self._timing.write(json.dumps(row) + "\n")
 
     def _on_episode(self, msg: String) -> None:
-        episode = self.drops.decode("episode", _episode_instruction, msg)
-        if episode is None:
+        report = self.drops.decode("episode", lambda m: decode(SimEpisodeReport, m.data, Topics.SIM_EPISODE), msg)
+        if report is None:
             return
-        number, instruction = episode
+        number, instruction = report.episode, report.instruction
         with self._lock:
             self._instructions[number] = instruction
         if not self.config.task and instruction and not self.lockstep:  # sim: the world's instruction is the task
@@ -396,8 +397,9 @@ class PolicyNode(Node):
             # connected, yet the arm holds on a fault (a refused reply, a stale observation): say so, and why
             level, message = ros_msgs.DIAG_WARN, f"holding: {last.reason}"
         rtts = [x.round_trip_ms for x in self.records if x.round_trip_ms is not None]
-        values: dict[str, Any] = {"url": self.config.url, "mode": self.config.mode, "running": self.running,
-                                  "connected": r.connected, "last_error": r.last_error, "prefetch": r.prefetch(),
+        values: dict[str, Any] = {"url": redact_text(self.config.url), "mode": self.config.mode,
+                                  "running": self.running, "connected": r.connected, "last_error": r.last_error,
+                                  "prefetch": r.prefetch(),
                                   "loop_overruns": self.loop.overruns if self.loop else 0,
                                   "loop_errors": self.loop.errors if self.loop else self.steps.errors}  # fmt: skip
         if rtts:
@@ -437,12 +439,6 @@ class PolicyNode(Node):
 def _result_key(stamp_s: float) -> int:
     """An action's key between its step and its result: its stamp as ActionOutcome reads it, in us."""
     return round(stamp_s * 1e6)
-
-
-def _episode_instruction(msg: String) -> tuple[int, str]:
-    """The world's episode report (JSON): its number and its instruction."""
-    info = json.loads(msg.data)
-    return int(info.get("episode", 0)), str(info.get("spec", {}).get("language_instruction", ""))
 
 
 def main(args: list[str] | None = None) -> None:

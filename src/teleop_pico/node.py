@@ -32,7 +32,7 @@ from std_srvs.srv import Trigger
 from libero_workcell import ros_msgs
 from libero_workcell.config_files import find_config_file
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_TELEOP, Params, Qos, Services, Topics
-from libero_workcell.json_topics import ArmModeReport, JsonTopicReader
+from libero_workcell.json_topics import ArmModeReport, JsonTopicReader, RecorderStatus, SimEpisodeReport
 from libero_workcell.node_main import log_outcome, run_node
 from libero_workcell.node_params import declare_all, declare_config, prefixed, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
@@ -122,11 +122,17 @@ class TeleopNode(Node):
         self._status_text: str | None = None  # the last status sent: repeated every STATUS_REPEAT_S of wall time
         self.create_timer(STATUS_REPEAT_S, self._repeat_status, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, self.lockstep))
-        self.create_subscription(String, Topics.RECORDER_STATUS, self._on_recorder, qos(Qos.LATCHED))
-        self._arm_reader = JsonTopicReader(ArmModeReport, Topics.ARM_MODE, self.get_logger())
-        self.create_subscription(String, Topics.ARM_MODE, self._arm_reader.then(self._on_arm_mode), qos(Qos.LATCHED))
+        # the JSON topics, each decoded and checked in one place (libero_workcell.json_topics): a bad message is
+        # counted and dropped, the last good one stands
+        log = self.get_logger()
+        self._readers = {Topics.RECORDER_STATUS: JsonTopicReader(RecorderStatus, Topics.RECORDER_STATUS, log),
+                         Topics.ARM_MODE: JsonTopicReader(ArmModeReport, Topics.ARM_MODE, log),
+                         Topics.SIM_EPISODE: JsonTopicReader(SimEpisodeReport, Topics.SIM_EPISODE, log)}  # fmt: skip
+        for topic, handle in ((Topics.RECORDER_STATUS, self._on_recorder), (Topics.ARM_MODE, self._on_arm_mode)):
+            self.create_subscription(String, topic, self._readers[topic].then(handle), qos(Qos.LATCHED))
         if self._script is not None and self._script.task is not None:
-            self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+            reader = self._readers[Topics.SIM_EPISODE]
+            self.create_subscription(String, Topics.SIM_EPISODE, reader.then(self._on_episode), qos(Qos.LATCHED))
         self._task_checked = False
         self._recorder_clients = {c: self.create_client(Trigger, name) for c, name in COMMAND_SERVICES.items()}
         self._reset = self.create_client(Trigger, Services.SIM_RESET) if self.reset_sim else None
@@ -173,9 +179,9 @@ class TeleopNode(Node):
                                       "again once the arm is enabled")  # fmt: skip
         self.core.arm_driven(report.driven)
 
-    def _on_episode(self, msg: String) -> None:
+    def _on_episode(self, report: SimEpisodeReport) -> None:
         """A scripted demonstration is made for one task: say so loudly if the world holds another."""
-        spec, made_for = json.loads(msg.data).get("spec", {}), self._script.task if self._script else None
+        spec, made_for = report.spec, self._script.task if self._script else None
         if self._task_checked or not made_for:
             return
         self._task_checked = True
@@ -186,13 +192,12 @@ class TeleopNode(Node):
                 "set the world to the session's task (docs/teleop.md)"
             )
 
-    def _on_recorder(self, msg: String) -> None:
-        status = json.loads(msg.data)
-        self._recording = bool(status.get("recording"))
+    def _on_recorder(self, status: RecorderStatus) -> None:
+        self._recording = status.recording
         self._recorder_seen = True
         over = self._script is not None and self._runs_left == 0 and self.source is None
         over = over and not self._pending_run and not self._starting
-        if over and not self._recording and not status.get("saving", 0):
+        if over and not self._recording and not status.saving:
             self.done.set()
 
     # ------------------------------------------------------------------ the control loop
@@ -247,14 +252,20 @@ class TeleopNode(Node):
         """The status again, changed or not: a console or a session log that joined after the last change sees it
         (the topic is volatile: a late reader gets nothing of the past)."""
         if self._status_text is not None:
+            self._status_text = self._status_json()  # (its counts may have grown meanwhile)
             self._status_pub.publish(String(data=self._status_text))
+
+    def _status_json(self) -> str:
+        """/teleop/status: the core's status, and the bad messages dropped on each JSON topic, if any."""
+        dropped = {topic: r.dropped for topic, r in self._readers.items() if r.dropped}
+        return json.dumps({**self.output.status(), **({"dropped": dropped} if dropped else {})})
 
     def _report(self, out: Outgoing) -> None:
         """The step's button presses to the recorder; a changed status to /teleop/status and, once, the log."""
         self._handle(out.step.presses)
         if not out.changed:
             return
-        self._status_text = json.dumps(self.output.status())
+        self._status_text = self._status_json()
         self._status_pub.publish(String(data=self._status_text))
         said = self.output.transition()
         if said is not None:

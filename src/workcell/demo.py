@@ -25,6 +25,7 @@ import cv2
 
 from libero_workcell import dds, ros_msgs
 from libero_workcell.contract import CAMERA_NAMES, Qos, Topics
+from libero_workcell.json_topics import JsonTopicReader, SimEpisodeReport
 from libero_workcell.loopback import free_port
 from libero_workcell.progress import progress_bar, write_beside
 from policy_node.clients import local_url
@@ -88,6 +89,7 @@ class _Watcher:
         self.node = rclpy.create_node(f"demo_watcher_{os.getpid()}", context=self.context)
         self.episode: dict | None = None
         self.frames: dict[str, Image] = {}
+        self._episode_reader = JsonTopicReader(SimEpisodeReport, Topics.SIM_EPISODE, self.node.get_logger())
         self.node.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
         for cam in CAMERA_NAMES:
             self.node.create_subscription(
@@ -99,7 +101,9 @@ class _Watcher:
         self.thread.start()
 
     def _on_episode(self, msg) -> None:
-        self.episode = json.loads(msg.data)
+        got = self._episode_reader.checked(msg)  # a bad one is counted, logged and dropped
+        if got is not None:
+            self.episode = got[1]
 
     def close(self) -> None:
         self.executor.shutdown(timeout_sec=2.0)

@@ -234,7 +234,7 @@ def test_an_arm_stop_or_fault_ends_the_episode_and_only_a_start_on_the_enabled_a
 
 
 def test_a_bad_arm_mode_message_is_dropped_and_counted(rig) -> None:
-    node, spin, actions, diagnostics, _, _ = rig
+    node, spin, _, diagnostics, _, _ = rig
     spin(1.0)
     for raw in ("[]", '{"mode": 5}', '{"mode": "sideways"}', "[" * 5000, "not json"):
         spin.arm("", raw=raw)

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from hostile_json import HOSTILE
 from teleop_states import STATE
 
 from libero_workcell import ros_msgs
@@ -131,6 +132,22 @@ def test_a_bad_headset_sample_or_robot_state_holds_and_is_reported_never_publish
             spin(0.2)
             assert turns[-1] > following_turn, mode
             following_turn = turns[-1]
+        # issue 35, item 4: one `[]` on the latched /recorder/status killed teleop_pico (and a restarted one again):
+        # every hostile message on the JSON topics it reads is counted and dropped, and it follows on
+        rec_pub = feeder.create_publisher(String, Topics.RECORDER_STATUS, qos(Qos.LATCHED))
+        for text in HOSTILE:
+            for topic, pub in ((Topics.RECORDER_STATUS, rec_pub), (Topics.ARM_MODE, arm_pub)):
+                reader, deadline = node._readers[topic], time.monotonic() + WAIT
+                before = reader.dropped
+                pub.publish(String(data=text))
+                while reader.dropped == before and time.monotonic() < deadline:
+                    ex.spin_once(timeout_sec=0.01)
+                assert reader.dropped == before + 1, (topic, text[:40])
+        n, deadline = len(statuses), time.monotonic() + WAIT
+        while len(statuses) < n + 2 and time.monotonic() < deadline:  # repeated every second, with the counts then
+            ex.spin_once(timeout_sec=0.05)
+        assert statuses[-1]["status"] == "following" and turns[-1] == following_turn  # the last good mode stands
+        assert statuses[-1]["dropped"] == {Topics.RECORDER_STATUS: len(HOSTILE), Topics.ARM_MODE: len(HOSTILE)}
     finally:
         node.shutdown()
         ex.shutdown()
