@@ -130,8 +130,9 @@ class CollectionPlan:
 # ------------------------------------------------------------------------------------ `workcell plan`
 def plan_report(path: str, per_config: int, what: str) -> str:
     """``next``: the configuration to set up next (words, and the JSON a recorder's ``task`` takes);
-    ``status``: demos per configuration of the plan, held-out ones named."""
-    from recorder.session_file import saved_demo_attrs
+    ``status``: demos per configuration of the plan, held-out ones named, and the interrupted episodes beside the
+    session (never counted: recorder.session_file)."""
+    from recorder.session_file import demo_number, interrupted_episodes, saved_demo_attrs
 
     plan = CollectionPlan(per_config)
     attrs = saved_demo_attrs(path)
@@ -142,7 +143,10 @@ def plan_report(path: str, per_config: int, what: str) -> str:
         return f"set up {config.setup()}\ntask: {json.dumps(config.attrs())}"
     counts = plan.progress(attrs)
     done = sum(min(n, per_config) for n in counts.values())
-    lines = [f"{path}: {done} of {per_config * len(counts)} plan demos ({len(attrs)} demos in the file)"]
+    aside = [f"demo_{demo_number(p.name)}" for p in interrupted_episodes(path)]
+    beside = (f"; {len(aside)} interrupted episode{'s' * (len(aside) > 1)} beside it, not counted: {', '.join(aside)}"
+              if aside else "")  # fmt: skip
+    lines = [f"{path}: {done} of {per_config * len(counts)} plan demos ({len(attrs)} demos in the file{beside})"]
     for config, n in counts.items():
         mark = "done" if n >= per_config else f"{n}/{per_config}"
         lines.append(f"  {mark:>6s}  combination {config.combination} slots {list(config.slot_permutation)} "

@@ -7,8 +7,10 @@ the next episode saves. The child leaves with ``os._exit``, so no failed HDF5 ob
 
 It is forked from multiprocessing's fork server: a clean interpreter, started once per recorder, that has
 imported this module (h5py, numpy) already, so a writer is ready at once; never a fork of the node's process,
-which runs DDS threads. It ignores SIGINT: a Ctrl-C for the graph reaches the node, which lets a save in
-progress finish. The protocol, over the connection it is given, in order:
+which runs DDS threads. It leaves the node's process group and ignores SIGINT: a stopping graph signals each
+node's whole group (SIGINT, then SIGTERM), and the node, not that signal, ends its writer: it lets a save in
+progress finish, completes an episode the graph stopped, kills a writer that does not answer; a node that dies
+outright ends it too (EOF). The protocol, over the connection it is given, in order:
 
 - node -> child: ``("open", partial path, demo name, image keys, image shape)``, ``("step", RecordedStep)``
   per step (its images written at once, its low-dimensional data kept), then ``("save", SaveRequest)`` or
@@ -196,6 +198,7 @@ def _close(f: h5py.File | None) -> str | None:
 def run(conn: Connection) -> None:
     """The writer process: serve one episode, then leave at once (``os._exit``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.setpgid(0, 0)  # out of the node's process group: the graph's SIGTERM is the node's to act on, not this one's
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="[episode writer] %(levelname)s %(message)s")
     code = 1
     try:

@@ -68,6 +68,7 @@ class SavedEpisode:
     save_latency: float  # s, from save() to the index listing it
     start_time: float = 0.0  # s, the first step's observation stamp (the graph's clock: a session log's log time)
     end_time: float = 0.0  # s, the last step's
+    interrupted: str = ""  # why the graph stopped it before a save: kept aside, never in the index ("": saved)
 
 
 _server_lock = threading.Lock()
@@ -193,8 +194,11 @@ class EpisodeWriter:
         return int(np.sum(np.maximum(np.round(gaps) - 1, 0)))
 
     # ------------------------------------------------------------------ end of episode
-    def save(self) -> SavedEpisode:
-        """Complete the episode file and add it to the session (blocking: run it off the operator's path)."""
+    def save(self, interrupted: str = "") -> SavedEpisode:
+        """Complete the episode file and add it to the session (blocking: run it off the operator's path).
+        ``interrupted``: why nobody saved it (the graph stopped while it recorded): the file is completed the same
+        way, says why in its ``interrupted`` attribute, and is kept as ``demo_N.hdf5.interrupted``, never added to
+        the session (nothing that reads the session takes it for a good demo)."""
         started = time.monotonic()
         if self._closed:
             raise RecorderError(f"{self.name} is closed")
@@ -206,6 +210,8 @@ class EpisodeWriter:
         attrs = {**self.attrs, "dropped_steps": self.dropped_steps(), "stale_frames": stale,
                  "control_hz": 1.0 / self.period, "start_time": self._stamps[0] if self._stamps else 0.0,
                  "end_time": self._stamps[-1] if self._stamps else 0.0}  # fmt: skip
+        if interrupted:
+            attrs["interrupted"] = interrupted
         request = SaveRequest(attrs, dict(self._reports), dict(self.session.problem_info),
                               dict(self.session.env_args), 1.0 / self.period)  # fmt: skip
         deadline = started + self.save_timeout
@@ -223,13 +229,15 @@ class EpisodeWriter:
         if kind != "saved":
             raise RecorderError(f"{self.name} could not be written ({detail}); kept as {self.partial}")
         try:
-            os.replace(self.partial, self.session.episode_path(self.name))
+            os.replace(self.partial, self.session.episode_path(self.name, interrupted=bool(interrupted)))
             fsync_dir(self.partial.parent)
         except OSError as exc:
             raise RecorderError(f"{self.name} could not be written ({exc}); kept as {self.partial}") from None
-        self.session.add(self.name, len(self._stamps), str(self.attrs.get("language_instruction", "")))
+        if not interrupted:
+            self.session.add(self.name, len(self._stamps), str(self.attrs.get("language_instruction", "")))
         return SavedEpisode(self.name, len(self._stamps), self.duration, attrs["dropped_steps"], stale,
-                            time.monotonic() - started, attrs["start_time"], attrs["end_time"])  # fmt: skip
+                            time.monotonic() - started, attrs["start_time"], attrs["end_time"],
+                            interrupted)  # fmt: skip
 
     def discard(self) -> None:
         """Drop the episode: its writer is stopped, its partial file goes, nothing else changes."""

@@ -1,6 +1,7 @@
 """Export recorded demos to a LeRobot dataset, laid out as openpi's LIBERO converter lays it out.
 
-``python -m recorder.export_lerobot DEMOS... --out ROOT [--repo-id local/d2s] [--images libero|upright] [--all]``
+``python -m recorder.export_lerobot DEMOS... --out ROOT [--repo-id local/d2s] [--images libero|upright] [--all]
+[--interrupted]``
 reads LIBERO-layout files (a folder's ``*.hdf5``, or files; each demo once, its images frame by frame) and
 writes one LeRobot episode per demo with LeRobot's own dataset code (``lerobot`` 0.3.3, codebase v2.1, the
 format openpi's pinned LeRobot reads): features ``image`` and ``wrist_image`` (256 x 256 x 3, stored as
@@ -11,9 +12,11 @@ LIBERO-PeRM prompt), fps = the demo's control rate.
 What is exported: successful demos only, as LIBERO's and openpi's training data hold (``--all``: every
 demo). A demo's outcome is its ``SR`` attribute (1: success), else its ``placed`` list (every workpiece
 placed); a demo with neither (teleop on the physical cell, where the operator saves the demos to keep) is
-exported and counted as one without a recorded outcome. Steps whose action the arm refused (a recorder's
-``action_accepted`` = 0) are dropped: training data never holds an action the arm did not execute. The
-command prints what it skipped and dropped.
+exported and counted as one without a recorded outcome. An episode the graph stopped while it was recorded
+(``interrupted``: kept beside its session, never in it; docs/data.md) is not exported either: with
+``--interrupted`` it is, and each session named brings its interrupted episodes. Steps whose action the arm
+refused (a recorder's ``action_accepted`` = 0) are dropped: training data never holds an action the arm did
+not execute. The command prints what it skipped and dropped.
 
 Images: ``--images libero`` (default) writes the LIBERO policy convention, the one inference uses
 (libero_workcell.image_convention.policy_view: openpi's 180-degree rotation of the raw simulator image,
@@ -166,8 +169,18 @@ def count_demos(files: Sequence[Path]) -> int:
     return total
 
 
+def with_interrupted(files: Sequence[Path]) -> list[Path]:
+    """``files`` and, after each recorder session among them, its interrupted episodes (recorder.session_file)."""
+    from recorder.session_file import interrupted_episodes
+
+    out: list[Path] = []
+    for path in files:
+        out += [path, *(p for p in interrupted_episodes(path) if p not in files)]
+    return out
+
+
 def _episodes(
-    path: Path, images: str, everything: bool, summary: dict[str, Any], bar: Any
+    path: Path, images: str, everything: bool, summary: dict[str, Any], bar: Any, interrupted: bool = False
 ) -> Iterator[tuple[str, float, Iterator[dict[str, Any]]]]:
     """(task text, fps, frames) per demo of ``path`` to export, each demo read when its turn comes (validated as
     libero_format reads it, within its bounds), its frames one by one; what is skipped or dropped goes into
@@ -182,6 +195,10 @@ def _episodes(
             g = r.group(name)
             a = {k: (v.decode(errors="replace") if isinstance(v, bytes) else v) for k, v in g.attrs.items()}
             where = f"{path.name}:{name}"
+            if "interrupted" in a and not interrupted:
+                summary["skipped"].append(f"{where}: interrupted ({a['interrupted']}); --interrupted exports it")
+                bar.update()
+                continue
             try:
                 success, outcome = demo_outcome(a)
             except ValueError as exc:
@@ -258,10 +275,11 @@ def _cameras(g: h5py.Group, t: int, where: str) -> dict[str, h5py.Dataset]:
 
 def export(
     sources: Sequence[str | Path], root: str | Path, repo_id: str = "local/d2s", images: str = "libero",
-    image_writer_threads: int = 2, everything: bool = False, progress: bool = True,
+    image_writer_threads: int = 2, everything: bool = False, progress: bool = True, interrupted: bool = False,
 ) -> ExportSummary:  # fmt: skip
     """Write the successful demos of ``sources`` (``everything``: every demo) as a LeRobot dataset at ``root``
-    (which must not exist), without the steps whose action the arm refused. ``progress``: a bar of the demos
+    (which must not exist), without the steps whose action the arm refused; ``interrupted``: with
+    the episodes the graph stopped while they were recorded. ``progress``: a bar of the demos
     done (exported or skipped) on stderr."""
     if images not in IMAGE_OUT:
         raise ExportError(f"images must be one of {IMAGE_OUT}, got {images!r}")
@@ -269,6 +287,8 @@ def export(
     if root.exists():
         raise ExportError(f"{root} exists: LeRobot writes a new dataset (choose a new --out)")
     files = demo_files(sources)
+    if interrupted:
+        files = with_interrupted(files)
     dataset_class = lerobot_dataset_class()
     started = time.monotonic()
     ds = None
@@ -276,7 +296,7 @@ def export(
     summary: dict[str, Any] = {"skipped": [], "dropped": [], "no_outcome": 0}
     with progress_bar(count_demos(files), "exporting", "demo", enabled=progress) as bar:
         for path in files:
-            for prompt, fps, steps in _episodes(path, images, everything, summary, bar):
+            for prompt, fps, steps in _episodes(path, images, everything, summary, bar, interrupted):
                 if ds is None:
                     ds = dataset_class.create(
                         repo_id=repo_id, root=root, fps=round(fps), robot_type=ROBOT_TYPE, features=FEATURES,
@@ -308,9 +328,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--images", choices=IMAGE_OUT, default=POLICY_LIBERO)
     ap.add_argument("--all", action="store_true", dest="everything",
                     help="export every demo, not only the successful ones")  # fmt: skip
+    ap.add_argument("--interrupted", action="store_true",
+                    help="export the episodes the graph stopped while they were recorded too (docs/data.md)")
     args = ap.parse_args(argv)
     try:
-        s = export(args.sources, args.out, args.repo_id, args.images, everything=args.everything)
+        s = export(args.sources, args.out, args.repo_id, args.images, everything=args.everything,
+                   interrupted=args.interrupted)  # fmt: skip
     except ExportError as exc:
         print(f"export: {exc}", file=sys.stderr)
         return 2

@@ -63,6 +63,7 @@ from recorder.collection_plan import CollectionPlan, Configuration
 from recorder.episode_writer import EpisodeWriter, SavedEpisode, warm_up
 from recorder.session_file import UNREADABLE, RecorderError, SessionFile
 from recorder.step import ArmReport, RecordedStep
+from recorder.stop_signals import StopSignals, interrupted_reason
 from transports.stepping import StampedInputs, Step, StepRunner
 
 STATE, JOINTS, ACTION, RESULT = "state", "joints", "action", "result"
@@ -85,7 +86,7 @@ def finite(values: np.ndarray, size: int | None, what: str) -> np.ndarray:
 
 def recordable_action(msg: JointState) -> tuple[np.ndarray, str]:
     """The action and its source, if it can be recorded (ACTION_DIM finite numbers), else ContractError."""
-    action, source = ros_msgs.action_from_msg(msg)
+    action, source, _turn = ros_msgs.action_from_msg(msg)
     return finite(action, ACTION_DIM, "an action"), source
 
 
@@ -162,6 +163,7 @@ class RecorderNode(Node):
         if self.plan is not None and self.task:
             raise ValueError("plan_per_config and task are exclusive: the plan says which task each demo is")
         self._lock = threading.Lock()
+        self._stops = StopSignals()  # what stopped the recorder, and a shutdown no second signal cuts short
         self._state: tuple[float, np.ndarray] | None = None  # (stamp, state7)
         self._joints: np.ndarray | None = None
         self._frames: dict[str, tuple[float, np.ndarray]] = {}
@@ -286,7 +288,7 @@ class RecorderNode(Node):
                 self._episodes[int(info.get("episode", 0))] = info
 
     def _on_action(self, msg: JointState) -> None:
-        if msg.header.frame_id != self.source:  # another source's: not this recorder's business
+        if msg.header.frame_id.partition(ros_msgs.TURN_SEPARATOR)[0] != self.source:  # another source's (SOURCE#TURN)
             return
         decoded = self._decoded(ACTION, recordable_action, msg)
         if decoded is None:
@@ -315,7 +317,7 @@ class RecorderNode(Node):
             self._fail(str(exc))
 
     def _on_action_result(self, msg: String) -> None:
-        outcome = ros_msgs.decoded_or_logged(ros_msgs.action_result_from_msg, msg, self.get_logger())
+        outcome = self._decoded(RESULT, ros_msgs.action_result_from_msg, msg)  # a bad one: counted and dropped
         if outcome is None or outcome.source != self.source:
             return
         applied = None if outcome.applied is None else np.array(outcome.applied, float)
@@ -380,7 +382,8 @@ class RecorderNode(Node):
 
         return load_cell(path).recorded()  # bring-up checked it against the graph it runs
 
-    def _start_save(self, writer: EpisodeWriter) -> None:
+    def _with_task(self, writer: EpisodeWriter) -> None:
+        """The demo's task and (sim) the world's outcome into its attributes, as the save stores them."""
         for key, value in self._asked(self.task).items():  # the task may have become known after the start (sim)
             if key in PREFERENCE_KEYS:
                 writer.attrs[key] = value
@@ -389,6 +392,9 @@ class RecorderNode(Node):
         if self._sim_metrics and "placed" in self._sim_metrics:  # sim: the outcome, as replay compares it
             m = self._sim_metrics
             writer.attrs.update({"placed": [bool(x) for x in m["placed"]], "SR": m.get("SR"), "PCR_T": m.get("PCR_T")})
+
+    def _start_save(self, writer: EpisodeWriter) -> None:
+        self._with_task(writer)
         thread = threading.Thread(target=self._save, args=(writer,), name=f"save-{writer.name}", daemon=False)
         self._saving.append(thread)
         thread.start()
@@ -646,16 +652,34 @@ class RecorderNode(Node):
         return sum(t.is_alive() and t is not threading.current_thread() for t in self._saving)
 
     def shutdown(self) -> None:
-        if self.runner is not None:
-            self.runner.stop()
-            self.inputs.notify()
-        for thread in self._saving:
-            thread.join()  # a save in progress completes: nothing the operator saved is lost
-        with self._lock:
-            writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.discard()
-            self.get_logger().warning(f"{writer.name} was still recording at shutdown: discarded (never saved)")
+        """Saves in progress complete, and an episode still recording is completed as interrupted (kept, never
+        counted: recorder.session_file), whatever stopped the graph; further stop signals wait for that."""
+        with self._stops.shutting_down():
+            if self.runner is not None:
+                self.runner.stop()
+                self.inputs.notify()
+            for thread in self._saving:
+                thread.join()  # a save in progress completes: nothing the operator saved is lost
+            with self._lock:
+                writer, self._writer = self._writer, None
+                pending, self._pending = (self._pending, None) if self.lockstep else (None, None)
+            if pending is not None:  # started, not yet at its first step: nothing recorded
+                pending.discard()
+            if writer is not None:
+                self._keep_interrupted(writer, interrupted_reason(self._stops.first))
+
+    def _keep_interrupted(self, writer: EpisodeWriter, reason: str) -> None:
+        """Complete ``writer``'s episode as interrupted, with its task and ``reason`` (here, not in a thread)."""
+        self._with_task(writer)
+        try:
+            saved = writer.save(interrupted=reason)
+        except Exception as exc:  # (RecorderError: fewer than 2 steps, a failed writer; its partial stays marked)
+            self.get_logger().error(f"{writer.name}: {reason}; it could not be kept: {exc}")
+            return
+        where = self.session.episode_path(saved.name, interrupted=True)
+        self.get_logger().warning(f"{saved.name}: {reason}; kept as {where.name} ({saved.num_samples} steps, in "
+                                  f"{saved.save_latency:.2f} s) beside the session: never counted or exported as a "
+                                  "demo unless asked (docs/data.md)")  # fmt: skip
 
 
 def main(args: list[str] | None = None) -> None:

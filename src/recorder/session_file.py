@@ -16,6 +16,10 @@ links without knowing. This is what makes ``kill -9`` harmless:
 - an episode file that cannot be read at resume (torn: a copy cut short, a disk that failed) is reported by
   name and moved aside as ``demo_N.hdf5.unreadable`` (never deleted, its number never reused); the session
   resumes with the rest;
+- an episode the graph stopped before the operator saved or discarded it (Ctrl-C, a node that died) is
+  completed as ``demo_N.hdf5.interrupted``: whole and readable, its ``interrupted`` attribute saying why, and
+  never linked (no training tool, count or plan takes it for a good demo; ``export_lerobot --interrupted``
+  includes it);
 - index writes are serialized (one lock; two saves may finish at once), each through a temporary file of its
   own, synced and renamed into place; a failed write is a :class:`RecorderError` (the episode files stay
   complete, and the next start adds any the index missed).
@@ -42,6 +46,7 @@ from libero_workcell.libero_format import LiberoFormatError, demo_order, open_de
 log = logging.getLogger(__name__)
 PARTIAL: Final = ".partial"
 UNREADABLE: Final = ".unreadable"  # a complete episode file resume could not read, moved aside (never deleted)
+INTERRUPTED: Final = ".interrupted"  # a complete episode the graph stopped before a save or discard: kept, unlisted
 INDEX_TEMP: Final = ".writing"  # suffix of the index's temporary files (each write its own)
 MIN_FREE_BYTES: Final = 512 * 1024**2  # refuse to start below this: ~5 minutes of two-camera recording
 _EPISODE = re.compile(r"^demo_(\d+)\.hdf5$")
@@ -72,9 +77,19 @@ def complete_episodes(folder: Path) -> list[str]:
 
 
 def demo_number(filename: str) -> int | None:
-    """N of an episode file's name, complete, partial or set aside (``demo_N.hdf5[.partial|.unreadable]``)."""
-    m = _EPISODE.match(filename.removesuffix(PARTIAL).removesuffix(UNREADABLE))
+    """N of an episode file's name, complete, partial, interrupted or set aside
+    (``demo_N.hdf5[.partial|.interrupted|.unreadable]``)."""
+    m = _EPISODE.match(filename.removesuffix(PARTIAL).removesuffix(INTERRUPTED).removesuffix(UNREADABLE))
     return int(m.group(1)) if m else None
+
+
+def interrupted_episodes(path: str | Path) -> list[Path]:
+    """A session's interrupted episode files (``demo_N.hdf5.interrupted``), in demo order."""
+    folder = episodes_dir_of(path)
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.glob(f"*{INTERRUPTED}") if demo_number(p.name) is not None]
+    return sorted(found, key=lambda p: demo_number(p.name) or 0)
 
 
 def episode_samples(episode: Path) -> int:
@@ -126,6 +141,7 @@ class SessionFile:
         self.partials = sorted(p.name for p in self.episodes_dir.glob(f"*{PARTIAL}"))
         if self.partials:
             log.warning("%s: incomplete episodes from an earlier run, kept as they are: %s", self.path, self.partials)
+        self.interrupted = [p.name for p in interrupted_episodes(self.path)]  # kept, never listed in the index
         adopted = []
         for name in complete_episodes(self.episodes_dir):
             samples = self._readable(name)
@@ -152,12 +168,12 @@ class SessionFile:
     def total(self) -> int:
         return sum(self._counts.values())
 
-    def episode_path(self, name: str, partial: bool = False) -> Path:
-        return self.episodes_dir / (f"{name}.hdf5" + (PARTIAL if partial else ""))
+    def episode_path(self, name: str, partial: bool = False, interrupted: bool = False) -> Path:
+        return self.episodes_dir / (f"{name}.hdf5" + (PARTIAL if partial else INTERRUPTED if interrupted else ""))
 
     def next_name(self) -> str:
-        """The next demo name: after every number on disk (complete, partial or set aside), so nothing is
-        overwritten and no number is reused."""
+        """The next demo name: after every number on disk (complete, partial, interrupted or set aside), so
+        nothing is overwritten and no number is reused."""
         used = [n for p in self.episodes_dir.iterdir() if (n := demo_number(p.name)) is not None]
         return f"demo_{max(used, default=-1) + 1}"
 

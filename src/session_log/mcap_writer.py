@@ -7,17 +7,22 @@ default) is closed too (:meth:`SessionLogWriter.tick`). So a ``kill -9`` loses a
 closed chunk is whole in the file, and a reader that does not need the summary (which only :meth:`close`
 writes) reads them all (:mod:`session_log.review`).
 
+A write the OS refuses (a full disk: ENOSPC) stops the log, never the process: :attr:`SessionLogWriter.stopped`
+says why, every later call is a no-op, and :meth:`close` only closes the file (the chunks written before stay
+readable, the summary is never written). The graph is worth more than its log.
+
 Schemas are ``ros2msg`` (the ``.msg`` text with its dependencies: :mod:`session_log.definitions`), messages
 ``cdr``, the profile ``ros2``: the layout rosbag2's MCAP storage writes, which Foxglove and ``ros2 bag`` read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -97,6 +102,15 @@ class SessionLogWriter:
         self.chunks = 0  # chunks written so far (each readable after a crash)
         self._opened: float | None = None  # clock() when the open chunk got its first message
         self._closed = False
+        self.stopped: str | None = None  # why the log stopped (the OS refused a write), or None while it logs
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Around each change to the file: an OSError stops the log (:attr:`stopped`) instead of propagating."""
+        try:
+            yield
+        except OSError as exc:
+            self.stopped = f"{exc.strerror or exc} (after {self._out.tell()} bytes)"
 
     # ------------------------------------------------------------------ content
     def add_topic(self, topic: str, type_name: str, metadata: Mapping[str, str] | None = None) -> None:
@@ -104,26 +118,32 @@ class SessionLogWriter:
         :class:`~session_log.definitions.DefinitionError` if the type's definition is not installed."""
         if topic in self._channels:
             raise ValueError(f"{topic} is already in the log")
+        if self.stopped:
+            return
         before = self._out.tell()
-        if type_name not in self._schemas:
-            text = self._definition(type_name)
-            self._schemas[type_name] = self._mcap.register_schema(type_name, SCHEMA_ENCODING, text.encode())
-        self._channels[topic] = self._mcap.register_channel(topic, MESSAGE_ENCODING, self._schemas[type_name],
-                                                            dict(metadata or {}))  # fmt: skip
-        self.topics[topic] = TopicStats(type_name)
-        self._written(before)
+        text = None if type_name in self._schemas else self._definition(type_name)
+        with self._writing():
+            if text is not None:
+                self._schemas[type_name] = self._mcap.register_schema(type_name, SCHEMA_ENCODING, text.encode())
+            self._channels[topic] = self._mcap.register_channel(topic, MESSAGE_ENCODING, self._schemas[type_name],
+                                                                dict(metadata or {}))  # fmt: skip
+            self.topics[topic] = TopicStats(type_name)
+            self._written(before)
 
     def write(self, topic: str, data: bytes, log_time_ns: int, publish_time_ns: int | None = None,
               sequence: int = 0) -> None:  # fmt: skip
         """One message as received (its CDR bytes), at ``log_time_ns``; ``publish_time_ns`` defaults to it."""
+        if self.stopped:
+            return
         before = self._out.tell()
         publish = log_time_ns if publish_time_ns is None else publish_time_ns
-        self._mcap.add_message(self._channels[topic], int(log_time_ns), bytes(data), int(publish), sequence)
-        stats = self.topics[topic]
-        stats.messages += 1
-        stats.bytes += len(data)
-        if not self._written(before) and self._opened is None:
-            self._opened = self._clock()
+        with self._writing():
+            self._mcap.add_message(self._channels[topic], int(log_time_ns), bytes(data), int(publish), sequence)
+            stats = self.topics[topic]
+            stats.messages += 1
+            stats.bytes += len(data)
+            if not self._written(before) and self._opened is None:
+                self._opened = self._clock()
         self.tick()
 
     def _written(self, before: int) -> bool:
@@ -138,17 +158,21 @@ class SessionLogWriter:
     def add_metadata(self, name: str, values: Mapping[str, Any]) -> None:
         """A metadata record (``name``, string values: others as JSON), written at once between chunks."""
         text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
-        self._mcap.add_metadata(name, text)
+        if self.stopped:
+            return
+        with self._writing():
+            self._mcap.add_metadata(name, text)
 
     # ------------------------------------------------------------------ chunks, the end
     def tick(self) -> bool:
         """Close the open chunk if it has been open ``chunk_seconds`` or more; True if it did."""
-        if self._opened is None or self._clock() - self._opened < self.chunk_seconds:
+        if self.stopped or self._opened is None or self._clock() - self._opened < self.chunk_seconds:
             return False
-        self._mcap.flush()  # mcap >= 1.6: the open chunk, written now (its size rule alone would wait)
-        self.chunks += 1
-        self._opened = None
-        return True
+        with self._writing():
+            self._mcap.flush()  # mcap >= 1.6: the open chunk, written now (its size rule alone would wait)
+            self.chunks += 1
+            self._opened = None
+        return not self.stopped
 
     @property
     def messages(self) -> int:
@@ -160,13 +184,16 @@ class SessionLogWriter:
         return self._out.tell()
 
     def close(self) -> None:
-        """The last chunk, the summary (schemas, channels, statistics, indexes) and the footer; idempotent."""
+        """The last chunk, the summary (schemas, channels, statistics, indexes) and the footer; idempotent. A
+        stopped log is only closed (what it holds is what was written before it stopped)."""
         if self._closed:
             return
         self._closed = True
         try:
-            self._mcap.finish()
-            if self._opened is not None:
-                self.chunks += 1
+            if not self.stopped:
+                with self._writing():
+                    self._mcap.finish()
+                    if self._opened is not None:
+                        self.chunks += 1
         finally:
             self._out.close()

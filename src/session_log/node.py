@@ -9,6 +9,10 @@ message's own ``header.stamp`` as publish time where it has one. Camera frames a
 times a second. The recorder's ``/recorder/status`` is also read: each demo it saves becomes a ``demo`` metadata
 record (its session file, name, first and last step's times).
 
+A write the OS refuses (the log's disk full: ENOSPC) stops the log and nothing else: the node says so once (an
+error line, and ``/diagnostics`` at ERROR from then on), stops following the topics, and runs on with the graph;
+the file keeps every chunk written before (readable as a log cut short: session_log.review).
+
 On the simulated graph in lockstep the log is a lockstep observer (``transports.sim_lockstep.OBSERVER``): it
 has no part in any tick, but it registers only once every other participant is up and it has matched every
 publisher of the topics it follows, and the world's first tick waits for that. A session that starts at once (the
@@ -24,20 +28,24 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node, NodeNameNonExistentError
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
-from libero_workcell.contract import Params, Topics
+from libero_workcell import ros_msgs
+from libero_workcell.contract import Params, Qos, Topics
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
+from libero_workcell.ros_qos import qos
 from session_log.follow import DISCOVER_PERIOD, TopicFollower, absolute_topics, starts_with_header
 from session_log.mcap_writer import CHUNK_SECONDS, CHUNK_SIZE, SessionLogWriter, header_stamp_ns
 from session_log.topics import DEFAULT_TOPICS, IMAGE_HZ, IMAGE_TYPE, RateGate
 from transports import sim_lockstep
 
 JOIN_POLL: Final = 0.1  # wall s between looks at whether the log may join the lockstep
+DIAGNOSTICS_PERIOD: Final = 1.0  # wall s between the node's diagnostics
 
 # Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
 # (NODE.PARAM:=VALUE) and cell files are checked against.
@@ -109,8 +117,11 @@ class SessionLogNode(Node):
         self._demos: set[tuple[str, str]] = set()  # (session file, demo) already in the metadata
         self.kept_out = 0  # camera frames not kept (image_hz)
         steady = Clock(clock_type=ClockType.STEADY_TIME)  # the sim clock may stand still: the file's chunks may not
+        self._diag_pub = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
+        self._said_stopped = False
         self.create_timer(0.1, self._tick, clock=steady)
         self.create_timer(10.0, self._report, clock=steady)
+        self.create_timer(DIAGNOSTICS_PERIOD, self._publish_diagnostics, clock=steady)
         self.follower = TopicFollower(self, self.wanted, self._take, self._on_message, "logging",
                                       float(p("discover_period")))  # fmt: skip
         self.get_logger().info(f"logging {len(self.wanted)} topics into {self.log.path}")
@@ -145,6 +156,7 @@ class SessionLogNode(Node):
     def _take(self, topic: str, type_name: str, cls: type) -> None:
         """A channel in the log for ``topic`` (a DefinitionError if its type's definition is not installed)."""
         self.log.add_topic(topic, type_name)
+        self._check_stopped()
         if type_name == IMAGE_TYPE and self.image_hz > 0:
             self._gates[topic] = RateGate(self.image_hz)
         if starts_with_header(cls):
@@ -160,10 +172,35 @@ class SessionLogNode(Node):
             self.log.write(topic, data, now, header_stamp_ns(data) if topic in self._stamped else None)
             if topic == Topics.RECORDER_STATUS:
                 self._on_recorder_status(data)
+        self._check_stopped()
 
     def _tick(self) -> None:
         with self._stops.writing():
             self.log.tick()
+        self._check_stopped()
+
+    def _check_stopped(self) -> None:
+        """Once the log has stopped (the OS refused a write): say so, and follow no topic any more."""
+        if self.log.stopped is None or self._said_stopped:
+            return
+        self._said_stopped = True
+        self.follower.wanted = []  # nothing more is taken
+        for sub, _ in self.follower.subscribed.values():
+            self.destroy_subscription(sub)
+        self.get_logger().error(f"logging stopped: {self.log.path}: {self.log.stopped}; the graph runs on without "
+                                f"its log; the file holds what was logged before ({self.log.messages} messages), "
+                                "readable as a log cut short (docs/session_log.md)")  # fmt: skip
+        self._publish_diagnostics()
+
+    def _publish_diagnostics(self) -> None:
+        """OK while logging, ERROR once the log has stopped (what ``workcell status`` and the console show)."""
+        stopped = self.log.stopped
+        level = ros_msgs.DIAG_ERROR if stopped else ros_msgs.DIAG_OK
+        message = f"logging stopped: {stopped}" if stopped else "logging"
+        values = {"path": str(self.log.path), "messages": self.log.messages, "bytes": self.log.size,
+                  "topics": len(self.log.topics), "stopped": stopped or ""}  # fmt: skip
+        self._diag_pub.publish(ros_msgs.diagnostics_msg("session_log", str(self.log.path), level, message, values,
+                                                        self.get_clock().now().to_msg()))  # fmt: skip
 
     def _on_recorder_status(self, data: bytes) -> None:
         """A demo the recorder saved (``last_saved`` of its status) becomes a ``demo`` metadata record."""
@@ -176,6 +213,7 @@ class SessionLogNode(Node):
         if key[1] and key not in self._demos:
             self._demos.add(key)
             self.log.add_metadata("demo", {"session_file": key[0], **saved})
+            self._check_stopped()
 
     def _report(self) -> None:
         self.get_logger().info(f"{self.log.messages} messages on {len(self.log.topics)} topics, "
@@ -188,8 +226,10 @@ class SessionLogNode(Node):
         with self._stops.writing():
             self.log.close()
         missing = [t for t in self.wanted if t not in self.log.topics]
+        stopped = f"; it had stopped: {self.log.stopped}" if self.log.stopped else ""
         self.get_logger().info(f"closed {self.log.path}: {self.log.messages} messages on {len(self.log.topics)} "
-                               f"topics, {self.log.size / 2**20:.1f} MiB; not seen: {missing or 'none'}")  # fmt: skip
+                               f"topics, {self.log.size / 2**20:.1f} MiB; not seen: {missing or 'none'}"
+                               f"{stopped}")  # fmt: skip
 
 
 def main(args: list[str] | None = None) -> None:

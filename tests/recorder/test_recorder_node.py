@@ -148,6 +148,62 @@ def test_discard_and_a_second_start_while_recording(graph, tmp_path) -> None:
     assert spin_until(spin, lambda: status, 5) and status[-1]["plan_next"] == ""  # no plan (plan_per_config 0)
 
 
+def test_an_episode_recording_when_the_recorder_stops_is_kept_as_interrupted(graph, tmp_path) -> None:
+    """Whatever stops the graph (Ctrl-C, bring-up stopping every node after one died), the episode being recorded
+    is completed and kept as interrupted with the reason, outside the session (issue 35, item 5: it was deleted);
+    an operator's discard still deletes."""
+    from recorder.session_file import interrupted_episodes
+
+    rec, pubs, spin = graph(plan_per_config=1)
+    assert ok(rec._srv_start)
+    t0 = time.time()
+    for i in range(6):
+        feed(pubs, spin, t0 + i * 0.05, servo_tick=100 + i)
+    assert spin_until(spin, lambda: rec._writer is not None and len(rec._writer._reports) == 6), rec._writer
+    assert rec._writer.steps == 6
+    rec._stops.first = "SIGINT"  # (the signal the launcher sends: noted by the node's handler, tested below)
+    rec.shutdown()
+    (kept,) = interrupted_episodes(tmp_path / "d2s.hdf5")
+    assert kept.name == "demo_0.hdf5.interrupted" and rec.session.num_demos == 0
+    d = read_demos(kept).demos[0]
+    assert d.num_samples == 6 and list(d.servo_tick) == [100 + i for i in range(6)]
+    assert d.attrs["interrupted"] == "the recorder was stopped (SIGINT) before the episode was saved or discarded"
+    assert json.loads(d.attrs["slot_permutation"]) == list(rec.plan.configurations[0].slot_permutation)  # its task
+    assert rec.plan.next(rec.session.demo_attrs()) == rec.plan.configurations[0]  # not counted: record it again
+
+
+def test_a_stop_signal_is_noted_and_held_off_while_the_recorder_shuts_down() -> None:
+    """The node's stop handlers (node_main: SIGINT and SIGTERM raise KeyboardInterrupt) still act before the
+    shutdown, and the first signal is noted; during it the launcher's SIGTERM (5 s after its SIGINT) or a second
+    Ctrl-C waits, so it cannot cut the completion of the interrupted episode short; afterwards both are back."""
+    from recorder.stop_signals import StopSignals
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    before = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stops = StopSignals()
+        assert stops.first == ""
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # (handled before this ends)
+        assert stops.first == "SIGINT"
+        with stops.shutting_down():
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)  # held: no KeyboardInterrupt here
+            assert stops.held == 2
+        assert signal.getsignal(signal.SIGINT) is interrupt and signal.getsignal(signal.SIGTERM) is interrupt
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        assert stops.first == "SIGINT"
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
 def test_with_the_plan_each_demo_records_the_configuration_to_set_up(graph, tmp_path) -> None:
     from std_srvs.srv import Trigger
 

@@ -260,6 +260,38 @@ def test_a_writer_killed_with_sigkill_leaves_every_closed_chunk_readable(tmp_pat
     assert frames and all((f.height, f.width, len(f.data)) == (64, 64, 64 * 64 * 3) for f in frames)
 
 
+def test_a_full_disk_stops_the_log_not_its_caller_and_what_was_written_reads_back(small_disk) -> None:
+    """A real ENOSPC (a small tmpfs, filled by the log itself): the write that meets it raised OSError out of the
+    node's callback and ended the node, and bring-up then stopped the graph (issue 35, item 5). Now the log stops,
+    says why, every later call is a no-op, close() closes only, and every chunk written before reads back."""
+    path = small_disk / "full.mcap"
+    clock = FakeClock()
+    log = SessionLogWriter(path, chunk_size=50_000, clock=clock)
+    log.add_topic("/workcell/action", "sensor_msgs/msg/JointState")
+    log.add_topic("/cameras/wrist/image_raw", "sensor_msgs/msg/Image")
+    frame = serialize_message(image(0))  # random pixels: zstd cannot shrink them, the disk fills
+    i = 0
+    while log.stopped is None:  # 4 MiB: about 20 frames
+        log.write("/workcell/action", serialize_message(joint_state(i)), i * NS // 20, sequence=i)
+        log.write("/cameras/wrist/image_raw", frame, i * NS // 20, sequence=i)
+        i += 1
+        assert i < 1000, "the disk never filled"
+    assert log.stopped.startswith("No space left on device"), log.stopped
+    written, stopped_at = path.stat().st_size, log.messages
+    log.write("/workcell/action", serialize_message(joint_state(i)), i * NS // 20)  # no-ops, no error
+    log.add_topic("/aubo/mode", "std_msgs/msg/String")
+    log.add_metadata("demo", {"name": "demo_0"})
+    clock.t += 10
+    assert not log.tick()
+    log.close()
+    log.close()
+    assert log.messages == stopped_at and path.stat().st_size == written and "/aubo/mode" not in log.topics
+    assert not review.has_summary(path)
+    read = [m for m in review.messages(path) if m.channel.topic == "/workcell/action"]
+    assert len(read) > 5 and [m.message.sequence for m in read] == list(range(len(read)))  # in order, from the 1st
+    assert all(list(m.decoded_message.position) == list(joint_state(m.message.sequence).position) for m in read)
+
+
 # --------------------------------------------------------------------------
 # The review
 # --------------------------------------------------------------------------
