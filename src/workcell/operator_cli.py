@@ -78,13 +78,14 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], list[Step]]]] = {
     "stop-all": ("hold the arm, stop the belt, stop the policy", lambda a: [
         *_triggers(Services.ARM_STOP), *_triggers(Services.CONVEYOR_STOP),
         *_triggers(Services.POLICY_STOP, required=False, owner=POLICY_NODE)]),
-    "belt": ("belt start | stop | reset | speed M_PER_S", lambda a: _belt(a)),
+    "belt": ("belt start | stop | reset | emergency-stop | speed M_PER_S", lambda a: _belt(a)),
     "source": (f"the arm's active source: one of {', '.join((*ACTION_SOURCES, SOURCE_NONE))}", lambda a: _source(a)),
     "episode": ("episode start | save | discard (the recorder)", lambda a: _episode(a)),
     "policy": ("policy start | stop | task TEXT (the instruction, before start on the physical cell)",
                lambda a: _policy(a)),
-    "sim": ('sim fault "REASON" | sim clear: put the simulated controller in a protective stop with REASON (the arm '
-            "faults), or end it (then reset and enable); sim graphs only", lambda a: _sim(a)),
+    "sim": ('sim fault "REASON" | sim clear | sim reset: put the simulated controller in a protective stop with '
+            "REASON (the arm faults), or end it (then reset and enable); or start a new episode of the simulated "
+            "world; sim graphs only", lambda a: _sim(a)),
     "jog": (f"jog AXIS VALUE [STEPS]: send one action STEPS times (default {JOG_STEPS}) at the control rate as the "
             f"arm's active source; AXIS one of {', '.join(ACTION_NAMES)}, VALUE in [-1, 1] (the first motion "
             "check, docs/bringup.md)", lambda a: _jog(a)),
@@ -124,9 +125,10 @@ def _belt(args: list[str]) -> list[Step]:
         if not 0.0 <= speed < 1.0 or speed != speed:
             raise OperatorError(f"belt speed {speed} m/s: give a speed from 0 (the drive refuses beyond its limit)")
         return [Step(node="conveyor_driver", param=Params.BELT_SPEED, value=speed)]
-    verb = _one(args, ("start", "stop", "reset", "speed"), "belt")
+    verb = _one(args, ("start", "stop", "reset", "emergency-stop", "speed"), "belt")
     return _triggers({"start": Services.CONVEYOR_START, "stop": Services.CONVEYOR_STOP,
-                      "reset": Services.CONVEYOR_RESET_FAULT}[verb])  # fmt: skip
+                      "reset": Services.CONVEYOR_RESET_FAULT,
+                      "emergency-stop": Services.CONVEYOR_EMERGENCY_STOP}[verb])  # fmt: skip
 
 
 def _source(args: list[str]) -> list[Step]:
@@ -158,7 +160,8 @@ def _sim(args: list[str]) -> list[Step]:
         if not text:
             raise OperatorError('sim fault takes the reason: workcell call sim fault "protective stop: collision"')
         return [Step(node=SIM_WORLD_NODE, param=ARM_FAULT_PARAM, value=text)]
-    _one(args, ("fault", "clear"), "sim")
+    if _one(args, ("fault", "clear", "reset"), "sim") == "reset":
+        return _triggers(Services.SIM_RESET)
     return [Step(node=SIM_WORLD_NODE, param=ARM_FAULT_PARAM, value="")]
 
 

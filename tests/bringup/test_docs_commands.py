@@ -26,11 +26,12 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from doc_commands import REPO, DocCommand, doc_commands
+from doc_commands import DOC_FILES, REPO, DocCommand, doc_commands
 
+from libero_workcell.contract import Services
 from workcell import cli, launch_presets
 from workcell.bringup import Graph
-from workcell.operator_cli import COMMANDS, OperatorError
+from workcell.operator_cli import COMMANDS, OperatorError, steps_of
 
 COMMANDS_IN_DOCS = doc_commands()
 
@@ -61,8 +62,10 @@ RUN_BY: dict[str, str] = {
         "tests/evaluation/test_evaluation_sim.py::test_a_sim_evaluation_writes_results_that_agree_with_the_worlds_predicates",
     r"-m evaluation sim --out eval/ --ray":
         "tests/evaluation/test_evaluation_sim.py::test_on_a_ray_cluster_the_trials_do_the_same_and_an_actor_killed_mid_trial_costs_one_attempt",
-    r"^workcell (status|call (enable|stop-all|jog dz 0\.1))$":
+    r"^workcell (status|call (enable|stop-all|jog dz 0\.1|home))$":
         "tests/bringup/test_operator_cli.py::test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_nothing_of_it",
+    r"^workcell call belt emergency-stop$":
+        "tests/graph/test_operator_graph.py::test_the_belts_emergency_stop_is_a_workcell_call_command",
     # the physical cell's workflow, against the emulated cell (a cell file naming the emulators, the local server)
     r"^workcell check --job teleop_collect cell:=|^workcell bringup --job (teleop_collect|deploy_real cell:=)|"
     r"^workcell plan (next|status) --session|^workcell call (policy (start|stop|task)|episode)|"
@@ -123,7 +126,7 @@ NOT_RUN: dict[str, str] = {
     r"^scripts/serve_policy\.py": "openpi's server script, in openpi's repository",
     r"sim_replay\.launch\.py demo_path:=/abs/": "the same graph as `workcell replay` (run by test_replay_graph)",
     r"^workcell$|^workcell (bringup|call|status|env|plan|replay|check|demo)?( \.\.\.| COMMAND.*| cell:=PATH.*| "
-    r"--graph PATH| "
+    r"--graph PATH| jog| source NAME| "
     r"\[--domain-id N\]| --job JOB.*|)$|^\.venv/bin/workcell \.\.\.$|^workcell call enable \| .*":
         "a form, not a command (its parts are checked)",
     r"^ros2 launch( libero_workcell (\.\.\.|JOB\.launch\.py.*))?$": "a form, not a command",
@@ -221,6 +224,8 @@ def check_workcell(words: list[str], tmp: Path) -> None:
         _run_cli(["plan", *rest])
     elif sub == "call" and rest:
         assert rest[0] in COMMANDS, f"workcell call has no command {rest[0]!r}"
+        if rest == rest[:1]:  # names the command (`workcell call jog`): it exists
+            return
         try:
             COMMANDS[rest[0]][1](rest[1:])
         except OperatorError as exc:
@@ -312,6 +317,41 @@ def test_each_documented_command_is_run_by_a_test_or_says_why_not() -> None:
     unplaced = [str(c) for c in COMMANDS_IN_DOCS
                 if not any(re.search(p, c.text) for p in (*RUN_BY, *NOT_RUN))]  # fmt: skip
     assert not unplaced, "documented commands neither run by a test nor in NOT_RUN:\n" + "\n".join(unplaced)
+
+
+def _operator_table() -> list[tuple[list[str], set[str]]]:
+    """docs/operator.md's table of `workcell call` commands: each row's commands and the services it names."""
+    lines = (REPO / "docs" / "operator.md").read_text().splitlines()
+    start = lines.index("| command | what it does | service / parameter |")
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        command, _, services = (c.strip() for c in line.strip("|").split("|"))
+        rows.append((re.findall(r"`([^`]+)`", command), set(re.findall(r"`(/[\w/]+)`", services))))
+    return rows
+
+
+def test_every_service_the_docs_name_is_a_workcell_call_command() -> None:
+    """The wheel install has no `ros2` (docs/bringup.md asked for `/conveyor/emergency_stop`, and no command called
+    it): every service README.md and docs/ name is in docs/operator.md's table, on the row of a command whose steps
+    call it."""
+    services = {v for k, v in vars(Services).items() if k.isupper()}
+    named = {s for s in services for f in DOC_FILES if re.search(rf"`?{re.escape(s)}(?![\w/])", f.read_text())}
+    assert {"/conveyor/emergency_stop", "/aubo/enable", "/sim/reset"} <= named  # the search finds them
+    reached: set[str] = set()
+    for commands, listed in _operator_table():
+        calls: set[str] = set()
+        for text in commands:
+            words = text.split()
+            if words[0] not in COMMANDS:  # `episode start` / `save`: the row's command, another argument
+                words = [commands[0].split()[0], *words]
+            if any(_placeholder(w.strip('"')) for w in words[1:]):
+                continue  # a form (`belt speed V`)
+            calls |= {step.service for step in steps_of(words[0], words[1:]) if step.service}
+        assert listed & services <= calls, (commands, listed - calls)  # the row's services are what it calls
+        reached |= calls
+    assert not named - reached, f"named in the docs, no `workcell call` command reaches them: {named - reached}"
 
 
 def test_the_lists_name_real_tests_and_no_stale_commands() -> None:

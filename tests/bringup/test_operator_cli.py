@@ -29,7 +29,7 @@ def registry(tmp_path, monkeypatch):
     "command, args, match",
     [
         ("dance", [], "unknown command 'dance'; commands: enable, stop"),
-        ("belt", ["fast"], "belt takes one of: start, stop, reset, speed"),
+        ("belt", ["fast"], "belt takes one of: start, stop, reset, emergency-stop, speed"),
         ("belt", ["speed"], "belt speed takes one value"),
         ("belt", ["speed", "quick"], "'quick' is not a number"),
         ("belt", ["speed", "nan"], "give a speed from 0"),
@@ -37,7 +37,7 @@ def registry(tmp_path, monkeypatch):
         ("source", ["robot"], "source takes one of: teleop, policy, expert, none"),
         ("episode", [], "episode takes one of: start, save, discard"),
         ("policy", ["go"], "policy takes one of: start, stop"),
-        ("sim", [], "sim takes one of: fault, clear"),
+        ("sim", [], "sim takes one of: fault, clear, reset"),
         ("sim", ["fault", " "], "sim fault takes the reason"),
     ],
 )
@@ -51,6 +51,12 @@ def test_stop_all_holds_the_arm_first_and_stops_the_belt_and_any_policy():
     assert [s.service for s in steps] == [Services.ARM_STOP, Services.CONVEYOR_STOP, Services.POLICY_STOP]
     assert [s.required for s in steps] == [True, True, False]
     assert op.steps_of("belt", ["speed", "0.05"])[0].value == 0.05
+
+
+def test_the_belts_emergency_stop_and_the_simulated_worlds_reset_are_commands():
+    """Every service the docs ask an operator to call is a command (test_docs_commands checks each one named)."""
+    assert [s.service for s in op.steps_of("belt", ["emergency-stop"])] == [Services.CONVEYOR_EMERGENCY_STOP]
+    assert [s.service for s in op.steps_of("sim", ["reset"])] == [Services.SIM_RESET]
 
 
 def test_hold_and_disable_are_stop_and_policy_task_sets_the_instruction():

@@ -1,0 +1,148 @@
+"""The operator's commands on the emulated physical cell, as a lab meets them (issue 35: item 14).
+
+One graph of the real profile (``workcell bringup cell:=... --only aubo_bridge,conveyor_driver``) against the
+protocol emulators: the ARCS controller through the real pyaubo_sdk, the CTAG gripper and the Delta VFD on pty
+pairs. Every command runs as the operator types it, in a shell that knows nothing of the graph (no ROS_DOMAIN_ID,
+no DDS profile). The graph is shared by the tests below.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import wait_for
+from emulators.arcs_emulator import ArcsEmulator
+from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
+from emulators.serial_link import FaultyLink
+
+from aubo_bridge.model.description import TOOL_OFFSET
+from aubo_bridge.model.kinematics import HOME_Q
+from libero_workcell.rate import CONTROL_PRIORITY
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+COMMAND_TIMEOUT = 120.0  # s for one command on a loaded machine
+UP_TIMEOUT = 120.0  # s for a graph to come up
+RT = CONTROL_PRIORITY + 1  # the emulators' real-time priority (tests/emulators/serial_link.device_priority)
+
+
+@dataclass
+class Cell:
+    """The emulated cell, its graph's terminal and the operator's other shell."""
+
+    arm: ArcsEmulator
+    gripper: CtagEmulator
+    vfd: DeltaVfdEmulator
+    lab: Path
+    shell: dict[str, str]  # no domain, no DDS profile: where graphs are found only through their records
+    graph: subprocess.Popen
+    log: Path
+
+
+def cell_file(path: Path, arm: ArcsEmulator | None, gripper_port: str | None, belt_port: str) -> Path:
+    """A lab's cell file (docs/bringup.md) naming the emulated devices; the buses' timeouts allow for emulators
+    answering from Python threads (as tests/graph/test_physical_workflow.py)."""
+    text = "use_sim: false\n"
+    if arm is not None:
+        text += f"""aubo_bridge:
+  arcs: {{ip: 127.0.0.1, rpc_port: {arm.port}, rtde_port: {arm.rtde_port}, user: aubo, password: "123456",
+          state_source: rtde}}
+  tool_offset: {[float(v) for v in TOOL_OFFSET]}
+  workspace_min: [0.20, -0.45, 0.02]
+  workspace_max: [0.75, 0.45, 0.60]
+  gripper: {{port: {gripper_port}, slave_id: 1, baudrate: 115200, timeout: 0.2, max_age: 1.0}}
+"""
+    text += f"""conveyor_driver:
+  modbus: {{preset: delta_vfd, port: {belt_port}, slave_id: 1, timeout: 0.2, max_age: 2.0, command_timeout: 4.0}}
+"""
+    path.write_text(text)
+    return path
+
+
+def bringup(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen:
+    """``workcell bringup ARGV`` in a terminal of its own; what it prints goes to ``log``."""
+    with open(log, "w") as out:
+        return subprocess.Popen([sys.executable, "-m", "workcell.cli", "bringup", *argv], env=env, cwd=cwd,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+
+def ctrl_c(proc: subprocess.Popen) -> int:
+    """Ctrl-C, as the operator stops a graph; SIGKILL only for one that does not stop (a failed test)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            return proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode
+
+
+def comes_up(graph: subprocess.Popen, log: Path, *nodes: str) -> None:
+    """Wait until the graph's terminal shows each of ``nodes`` up (or the bring-up ended: it failed)."""
+    def up() -> bool:
+        return all(f"node up: {n} built" in log.read_text() for n in nodes)
+
+    assert wait_for(lambda: up() or graph.poll() is not None, UP_TIMEOUT, 0.2) and up(), log.read_text()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def cell(tmp_path_factory, ros_env) -> Iterator[Cell]:
+    lab = tmp_path_factory.mktemp("lab")
+    runtime = lab / "runtime"  # where graphs announce themselves (run_registry): this module's own
+    runtime.mkdir(mode=0o700)
+    with contextlib.ExitStack() as stack:
+        patch = stack.enter_context(pytest.MonkeyPatch.context())
+        patch.setenv("XDG_RUNTIME_DIR", str(runtime))  # this process reads the records the graphs write
+        # each device answers on hardware of its own: the emulators' threads at real-time priority where allowed, as
+        # the graph's control threads are (as in test_physical_workflow)
+        gripper_link, belt_link = (stack.enter_context(contextlib.closing(FaultyLink(RT))) for _ in range(2))
+        gripper = stack.enter_context(contextlib.closing(CtagEmulator(gripper_link.device_port, realtime=RT)))
+        vfd = stack.enter_context(contextlib.closing(DeltaVfdEmulator(belt_link.device_port, realtime=RT)))
+        arm = stack.enter_context(ArcsEmulator(q0=[float(v) for v in HOME_Q], realtime=RT))
+        shell = {k: v for k, v in ros_env.items() if k not in ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE")}
+        shell["XDG_RUNTIME_DIR"] = str(runtime)
+        log = lab / "cell-a.out"
+        # its domain: the test run's, inherited as from a shell that exported one
+        lab_cell = cell_file(lab / "cell_a.yaml", arm, gripper_link.client_port, belt_link.client_port)
+        graph = bringup([f"cell:={lab_cell}", "--only", "aubo_bridge,conveyor_driver", "--log-dir",
+                         str(lab / "logs")], {**ros_env, "XDG_RUNTIME_DIR": str(runtime)}, lab,
+                        log)  # fmt: skip
+        stack.callback(ctrl_c, graph)
+        comes_up(graph, log, "aubo_bridge", "conveyor_driver")
+        yield Cell(arm, gripper, vfd, lab, shell, graph, log)
+        assert ctrl_c(graph) == 0, log.read_text()[-3000:]
+
+
+def workcell(cell: Cell, *args: str) -> subprocess.CompletedProcess:
+    """``workcell ARGS`` in the operator's other shell."""
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "workcell.cli", *args], env=cell.shell, cwd=cell.lab,
+                         capture_output=True, text=True, timeout=COMMAND_TIMEOUT)  # fmt: skip
+    print(f"$ workcell {' '.join(args)}  -> {out.returncode} in {time.monotonic() - t0:.1f} s\n{out.stdout}"
+          f"{out.stderr}", flush=True)  # fmt: skip
+    return out
+
+
+# ------------------------------------------------------------------------------------------ item 14
+def test_the_belts_emergency_stop_is_a_workcell_call_command(cell: Cell) -> None:
+    """docs/bringup.md step 2 asks for /conveyor/emergency_stop, and the wheel install has no `ros2`."""
+    start = workcell(cell, "call", "belt", "start")
+    assert start.returncode == 0 and wait_for(lambda: cell.vfd.running, 10.0), start.stdout
+    estop = workcell(cell, "call", "belt", "emergency-stop")
+    assert estop.returncode == 0 and "/conveyor/emergency_stop: ok" in estop.stdout, estop.stdout
+    assert not cell.vfd.running  # the drive confirmed it before the answer
+    refused = workcell(cell, "call", "belt", "start")  # latched until a reset
+    assert refused.returncode == 1 and "/conveyor/start: REFUSED" in refused.stdout, refused.stdout
+    assert not cell.vfd.running
+    reset = workcell(cell, "call", "belt", "reset")
+    assert reset.returncode == 0 and "/conveyor/reset_fault: ok" in reset.stdout, reset.stdout
