@@ -83,7 +83,7 @@ class _Controller:
         # does is unknown (bringup.md), so both are modelled.
         self.estop_restart_pressed = str(opts.get("estop_restart_pressed", "refuse"))  # or "relatch"
         self.slow = 0.0
-        self.slow_method: tuple[str, float] = ("", 0.0)  # (method name part, s): it answers up to s late
+        self.slow_method: tuple[Any, ...] = ("", 0.0)  # (method name part, s[, jitter]): it answers up to s late
         self._rng = np.random.default_rng(0)
         self.refuse = False
         self.reject_logins = False
@@ -410,9 +410,9 @@ def _serve_conn(ctl: _Controller, conn: socket.socket) -> None:
             arrived = time.monotonic()
             if ctl.slow:
                 time.sleep(ctl.slow)
-            suffix, delay = ctl.slow_method
+            suffix, delay, *jitter = ctl.slow_method
             if delay and suffix and suffix.encode() in body:
-                time.sleep(delay * ctl._rng.random())  # a busy controller: late by a varying amount
+                time.sleep(delay * (ctl._rng.random() if jitter != [False] else 1.0))  # a busy controller: late
             if body.startswith(b"__login__"):
                 parts = body.decode().split("\n")
                 logged_in = (
@@ -659,11 +659,12 @@ class ArcsEmulator:
     def refuse_connections(self) -> None:
         self._cmd("set", refuse=True)
 
-    def slow_replies(self, seconds: float, method: str = "") -> None:
+    def slow_replies(self, seconds: float, method: str = "", jitter: bool = True) -> None:
         """Answer every request ``seconds`` late; with ``method``, only requests whose method name
-        contains it, each late by a uniformly random 0..``seconds`` (a busy controller's jitter)."""
+        contains it, each late by a uniformly random 0..``seconds`` (a busy controller's jitter), or by
+        ``seconds`` exactly without ``jitter`` (past the request timeout: every such RPC times out)."""
         if method:
-            self._cmd("set", slow_method=[method, float(seconds)])
+            self._cmd("set", slow_method=[method, float(seconds), bool(jitter)])
         else:
             self._cmd("set", slow=float(seconds))
 
