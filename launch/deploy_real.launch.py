@@ -15,4 +15,5 @@ from workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():
-    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.DEPLOY_REAL)
+    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.DEPLOY_REAL,
+                                       job="deploy_real")

@@ -13,4 +13,5 @@ from workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():
-    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.REAL_WORKCELL)
+    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.REAL_WORKCELL,
+                                       job="real_workcell")

@@ -14,4 +14,5 @@ from workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():
-    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.SIM_REPLAY)
+    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.SIM_REPLAY,
+                                       job="sim_replay")

@@ -10,4 +10,4 @@ from workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():
-    return workcell_launch_description(Path(__file__).resolve().parent)
+    return workcell_launch_description(Path(__file__).resolve().parent, job="sim_workcell")

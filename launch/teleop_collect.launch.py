@@ -16,4 +16,5 @@ from workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():
-    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.TELEOP_COLLECT_REAL)
+    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.TELEOP_COLLECT_REAL,
+                                       job="teleop_collect")

@@ -15,4 +15,5 @@ from workcell.workcell_launch import workcell_launch_description
 
 
 def generate_launch_description():
-    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.TELEOP_COLLECT_SIM)
+    return workcell_launch_description(Path(__file__).resolve().parent, defaults=launch_presets.TELEOP_COLLECT_SIM,
+                                       job="teleop_collect_sim")

@@ -95,6 +95,35 @@ def claims_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"libero_workcell-domains-{os.getuid()}"
 
 
+class DomainHeldError(RuntimeError):
+    """The domain asked for is held by another process on this machine (a running graph, a worker)."""
+
+    def __init__(self, domain_id: int, message: str = "") -> None:
+        self.domain_id = domain_id
+        super().__init__(message or f"ROS_DOMAIN_ID {domain_id} is held by another process on this machine")
+
+
+def _lock(folder: Path, domain: int) -> DomainClaim | None:
+    """The claim of ``domain``, or None when another process (or another claim of this one) holds it."""
+    handle = os.open(folder / f"{domain}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(handle)
+        return None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(handle)
+        raise
+    return DomainClaim(domain, handle)
+
+
+def _claims_folder() -> Path:
+    folder = claims_dir()
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
 def claim_domain(prefer: int | None = None) -> DomainClaim:
     """The first domain id from ``prefer`` on (default: :func:`per_run_domain_id`), wrapping within
     [DOMAIN_ID_MIN, DOMAIN_ID_MAX], that no other process on this machine holds. Why: workers that land on one
@@ -102,22 +131,31 @@ def claim_domain(prefer: int | None = None) -> DomainClaim:
     modulo 100 collide. Raises RuntimeError when every id is held."""
     start = per_run_domain_id() if prefer is None else int(prefer)
     span = DOMAIN_ID_MAX - DOMAIN_ID_MIN + 1
-    folder = claims_dir()
-    folder.mkdir(mode=0o700, exist_ok=True)
+    folder = _claims_folder()
     for k in range(span):
-        domain = DOMAIN_ID_MIN + (start - DOMAIN_ID_MIN + k) % span
-        handle = os.open(folder / f"{domain}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(handle)
-            continue
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.close(handle)
-            raise
-        return DomainClaim(domain, handle)
+        if (claim := _lock(folder, DOMAIN_ID_MIN + (start - DOMAIN_ID_MIN + k) % span)) is not None:
+            return claim
     raise RuntimeError(f"every DDS domain id {DOMAIN_ID_MIN}..{DOMAIN_ID_MAX} is held on this machine ({folder})")
+
+
+def claim_exact(domain_id: int) -> DomainClaim:
+    """``domain_id`` itself (one the operator chose, or the shell's ``ROS_DOMAIN_ID``), or
+    :class:`DomainHeldError` when another process on this machine holds it: a graph never joins another's."""
+    domain = int(domain_id)
+    if not 0 <= domain <= 232:
+        raise ValueError(f"ROS domain id out of range 0..232: {domain}")
+    claim = _lock(_claims_folder(), domain)
+    if claim is None:
+        raise DomainHeldError(domain)
+    return claim
+
+
+def claim_graph_domain(explicit: int | None = None, environ: Mapping[str, str] | None = None) -> DomainClaim:
+    """The domain a graph runs on, held for as long as it runs: ``explicit`` (``--domain-id``), else an inherited
+    ``ROS_DOMAIN_ID`` (from ``environ``, default os.environ), each that id exactly (:func:`claim_exact`), else
+    the first free one from the per-run id (:func:`claim_domain`)."""
+    chosen = explicit if explicit is not None else inherited_domain_id(environ)
+    return claim_domain() if chosen is None else claim_exact(chosen)
 
 
 def inherited_domain_id(environ: Mapping[str, str] | None = None) -> int | None:

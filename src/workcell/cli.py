@@ -35,11 +35,19 @@ def _domain_id(explicit: int | None) -> int:
     return dds.per_run_domain_id() if inherited is None else inherited
 
 
-def _run_env(values: dict[str, Any], domain_id: int | None) -> dict[str, str]:
-    """The child environment: loopback DDS unless the graph's loopback_dds argument is false."""
+def _graph_env(values: dict[str, Any], explicit: int | None) -> tuple[dict[str, str], dds.DomainClaim]:
+    """The child environment and the claim of its domain, held while the graph runs (every graph claims its domain
+    machine-wide, so no other graph or worker gets it): loopback DDS on ``explicit``, an inherited ROS_DOMAIN_ID or
+    a free per-run one; with the graph's loopback_dds argument false, the lab's own DDS settings on ``explicit``,
+    the inherited ROS_DOMAIN_ID or ROS's default 0."""
     if values.get("loopback_dds", True):
-        return dds.loopback_env(_domain_id(domain_id))
-    return dict(os.environ)
+        claim = run_registry.claim_graph_domain(explicit)
+        return dds.loopback_env(claim.domain_id), claim
+    env = dict(os.environ)
+    if explicit is not None:
+        env["ROS_DOMAIN_ID"] = str(explicit)
+    inherited = dds.inherited_domain_id(env)
+    return env, run_registry.claim_graph_domain(0 if inherited is None else inherited)
 
 
 def job_overrides(job: str | None, overrides: Sequence[str]) -> dict[str, Any]:
@@ -68,16 +76,20 @@ def cmd_bringup(args: argparse.Namespace) -> int:
         if unknown:
             raise bringup.GraphError(f"--only: {unknown} not in this graph run; nodes: {[n.name for n in nodes]}")
         nodes = [n for n in nodes if n.name in wanted]
-    env = _run_env(values, args.domain_id)
     log_dir = Path(args.log_dir) if args.log_dir else None
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in handlers:  # Ctrl-C and SIGTERM stop the graph, even when this process was started with SIGINT
         signal.signal(sig, _raise_keyboard_interrupt)  # ignored (a background job, a test worker); set before
         # the first line is printed: a caller that signals on seeing a line must find the handler in place
-    running = nodes_up = None
+    running = nodes_up = claim = record = None
     exits: list = []
     try:  # a Ctrl-C from here on, however early, stops what was started and exits cleanly
-        print(f"workcell: graph {graph.path}", flush=True)
+        try:
+            env, claim = _graph_env(values, args.domain_id)
+        except RuntimeError as exc:  # the domain is another graph's (dds.DomainHeldError), or every one is held
+            raise bringup.GraphError(str(exc)) from None
+        name = args.name or run_registry.unique_name(args.job or Path(graph.path).stem, claim.domain_id)
+        print(f"workcell: graph {graph.path}, named {name}", flush=True)
         if values.get("loopback_dds", True):
             print(f"workcell: loopback DDS, ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']} "
                   f"(other shells: eval \"$(workcell env --domain-id {env['ROS_DOMAIN_ID']})\")", flush=True)
@@ -88,9 +100,10 @@ def cmd_bringup(args: argparse.Namespace) -> int:
         running = bringup.launch(nodes, env=env, log_dir=log_dir, echo=BesideBars(sys.stdout))  # lines above the bar
         nodes_up = NodesUp(running)  # "nodes up k/N" on stderr until all are
         if "ROS_DOMAIN_ID" in env:  # where `workcell call` / `status` in another shell find this graph
-            record = run_registry.GraphRecord(int(env["ROS_DOMAIN_ID"]), os.getpid(), time.time(),
+            record = run_registry.GraphRecord(claim.domain_id, os.getpid(), time.time(),
                                               bool(values.get("use_sim", True)), args.job or "",
-                                              str(values.get("cell", "")), tuple(n.name for n in nodes))  # fmt: skip
+                                              str(values.get("cell", "")), tuple(n.name for n in nodes),
+                                              name)  # fmt: skip
             run_registry.announce(record)
         exits = running.wait(nodes_up=nodes_up)
     except KeyboardInterrupt:  # exits stays [] (a stop asked for, not a node that died)
@@ -104,7 +117,10 @@ def cmd_bringup(args: argparse.Namespace) -> int:
             signal.signal(sig, signal.SIG_IGN)
         if running is not None:
             running.stop()
-        run_registry.withdraw()
+        if record is not None:
+            run_registry.withdraw()
+        if claim is not None:  # after every node stopped: the domain is free again
+            claim.release()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     if exits:
@@ -156,28 +172,39 @@ def cmd_replay(argv: Sequence[str]) -> int:
 
 
 def cmd_call(args: argparse.Namespace) -> int:
-    """One operator command on the running graph: 0 if every step succeeded, 1 if one was refused."""
+    """One operator command on the running graph: 0 if every step succeeded, 1 if one was refused, 2 if the command
+    is wrong or names no one graph. ``stop-all`` with no graph named runs on every graph of the machine."""
     from workcell import operator_cli as op
 
     try:
         steps = op.steps_of(args.what, args.args)
-        domain, nodes = op.find_graph(args.domain_id)
-        print(f"workcell: {args.what} {' '.join(args.args)} on ROS_DOMAIN_ID {domain}", flush=True)
-        with op.joined(domain) as client:
-            return 0 if op.run_steps(client, steps, nodes=nodes) else 1
+        targets = op.find_targets(args.name, args.domain_id, every=args.what == "stop-all")
+        command = " ".join([args.what, *args.args])
+        if len(targets) == 1:
+            print(f"workcell: {command} on {targets[0].describe()}", flush=True)
+            with op.joined(targets[0].domain_id) as client:
+                return 0 if op.run_steps(client, steps, nodes=targets[0].nodes) else 1
+        names = ", ".join(t.record.name if t.record else str(t.domain_id) for t in targets)
+        print(f"workcell: {command} on every graph of this machine ({len(targets)}: {names}; --name NAME for one)",
+              flush=True)  # fmt: skip
+        refused = op.run_on_each(targets, steps)
+        print(f"workcell: {command} done on {len(targets) - len(refused)} of {len(targets)} graphs" +
+              (f"; REFUSED on {', '.join(t.describe() for t in refused)}" if refused else ""), flush=True)  # fmt: skip
+        return 1 if refused else 0
     except op.OperatorError as exc:
         print(f"workcell: {exc}", file=sys.stderr)
         return 2
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """One screen of the running graph's state."""
+    """One screen of the running graph's state (exit 2 when no one graph is named)."""
     from workcell import operator_cli as op
 
     try:
-        domain, expected = op.find_graph(args.domain_id)
-        with op.joined(domain) as client:
-            print(op.format_status(op.snapshot(client, args.seconds, expected), domain), flush=True)
+        (target,) = op.find_targets(args.name, args.domain_id)
+        with op.joined(target.domain_id) as client:
+            seen = op.snapshot(client, args.seconds, target.nodes)
+        print(op.format_status(seen, target.domain_id, target.record.name if target.record else ""), flush=True)
     except op.OperatorError as exc:
         print(f"workcell: {exc}", file=sys.stderr)
         return 2
@@ -210,7 +237,10 @@ def _parser() -> argparse.ArgumentParser:
                         "real_workcell, teleop_collect_sim, teleop_collect, deploy_sim, deploy_real, sim_replay")
     p.add_argument("--log-dir", default=None, help="write <node>.log and <node>.params.yaml here")
     p.add_argument("--domain-id", type=int, default=None,
-                   help="ROS_DOMAIN_ID (default: inherited ROS_DOMAIN_ID, else derived from the pid)")
+                   help="ROS_DOMAIN_ID (default: inherited ROS_DOMAIN_ID, else a free one from the pid's); claimed "
+                        "for the graph: one another graph holds is refused")
+    p.add_argument("--name", default=None, help="what operators name this graph by (`workcell call --name NAME`; "
+                   "default: the job, or the graph file's name, made unique on this machine)")
     p.add_argument("--dry-run", action="store_true", help="print the resolved nodes and exit")
     p.add_argument("--only", default="", metavar="NODE[,NODE]",
                    help="start only these nodes of the graph (e.g. to check one device on its own)")
@@ -236,15 +266,18 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("call", help="an operator command on the running graph (enable, stop-all, belt, ...)",
                        description="Commands: " + "; ".join(f"{k}: {v[0]}" for k, v in COMMANDS.items()) +
-                       ". The running graph is found by itself (or --domain-id).",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                       ". The running graph is found by itself when it is the only one; with several, name one "
+                       "(--name or --domain-id): the command refuses and lists them, except stop-all, which "
+                       "stops every one.", formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("what", metavar="COMMAND", choices=list(COMMANDS), help=", ".join(COMMANDS))
     p.add_argument("args", nargs="*", metavar="ARG")
+    p.add_argument("--name", default=None, help="the graph's name (bringup prints it; default: the only one)")
     p.add_argument("--domain-id", type=int, default=None, help="the graph's ROS_DOMAIN_ID (default: found)")
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("status", help="one screen of the running graph: arm, source, belt, cameras, episode")
     p.add_argument("--seconds", type=float, default=2.0, help="how long to listen (default 2)")
+    p.add_argument("--name", default=None, help="the graph's name (bringup prints it; default: the only one)")
     p.add_argument("--domain-id", type=int, default=None, help="the graph's ROS_DOMAIN_ID (default: found)")
     p.set_defaults(func=cmd_status)
 

@@ -2,19 +2,22 @@
 
 Why: the wheel install has no ``ros2`` command, and every graph runs on loopback DDS on a domain of its own,
 so calling ``/aubo/enable`` by hand meant knowing the domain and the profile. These commands find the running
-graph (:mod:`libero_workcell.run_registry`, or ``--domain-id``), join its domain on the loopback profile in
-their own process, and speak to its nodes through their services and parameters: the same services a lab
-would call with ``ros2 service call``, listed in ``docs/operator.md``.
+graph (:mod:`libero_workcell.run_registry`, ``--name`` or ``--domain-id``; a command that could reach more than one
+graph refuses, but ``stop-all`` stops them all), join its domain on the loopback profile in their own process,
+and speak to its nodes through their services and parameters: the same services a lab would call with
+``ros2 service call``, listed in ``docs/operator.md``.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +37,7 @@ JOG_MAX_STEPS = 100  # 5 s at 20 Hz: a jog is a check, not a way to drive
 SERVICE_WAIT_S = 5.0  # for a service to be discovered on the graph's domain
 CALL_TIMEOUT_S = 30.0  # for its answer (homing answers at once; a save answers when the file is closed)
 POLICY_NODE = "policy_node"  # the node name policy_node.node registers
+ARM_NODE, BELT_NODE = "aubo_bridge", "conveyor_driver"  # their names in the graph file (config/workcell.yaml)
 SIM_WORLD_NODE, ARM_FAULT_PARAM = "sim_world", "arm_fault"  # the simulated controller's fault (sim_bridge.world_node)
 
 
@@ -51,7 +55,7 @@ class Step:
     param: str = ""
     value: Any = None
     required: bool = True  # False: a node that is not in this graph is skipped (stop-all on a graph without it)
-    owner: str = ""  # the node offering ``service`` (an optional step is skipped at once if the graph lacks it)
+    owner: str = ""  # the node offering ``service``: skipped at once where the graph's run record lacks it
     action: tuple[float, ...] = ()
     steps: int = 0
 
@@ -75,9 +79,10 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], list[Step]]]] = {
     "home": ("move the arm to its home pose (enabled arms only)", lambda a: _triggers(Services.ARM_HOME)),
     "reset": ("acknowledge an arm fault (the arm stays disabled: enable it after)",
               lambda a: _triggers(Services.ARM_RESET_FAULT)),
-    "stop-all": ("hold the arm, stop the belt, stop the policy", lambda a: [
-        *_triggers(Services.ARM_STOP), *_triggers(Services.CONVEYOR_STOP),
-        *_triggers(Services.POLICY_STOP, required=False, owner=POLICY_NODE)]),
+    "stop-all": ("hold the arm, stop the belt, stop the policy; with no graph named, on every graph of the machine",
+                 lambda a: [*_triggers(Services.ARM_STOP, owner=ARM_NODE),
+                            *_triggers(Services.CONVEYOR_STOP, owner=BELT_NODE),
+                            *_triggers(Services.POLICY_STOP, required=False, owner=POLICY_NODE)]),
     "belt": ("belt start | stop | reset | emergency-stop | speed M_PER_S", lambda a: _belt(a)),
     "source": (f"the arm's active source: one of {', '.join((*ACTION_SOURCES, SOURCE_NONE))}", lambda a: _source(a)),
     "episode": ("episode start | save | discard (the recorder)", lambda a: _episode(a)),
@@ -172,23 +177,54 @@ def steps_of(command: str, args: Sequence[str]) -> list[Step]:
     return COMMANDS[command][1](list(args))
 
 
-def find_graph(explicit: int | None) -> tuple[int, tuple[str, ...]]:
-    """(domain, the nodes it runs if known): ``--domain-id``, else the newest running graph's, else an
-    inherited ``ROS_DOMAIN_ID``."""
-    newest = run_registry.newest()
-    if explicit is not None:
-        return explicit, newest.nodes if newest is not None and newest.domain_id == explicit else ()
-    if newest is not None:
-        return newest.domain_id, newest.nodes
+@dataclass(frozen=True)
+class Target:
+    """A graph a command goes to: its domain, and its run record where it has one."""
+
+    domain_id: int
+    record: run_registry.GraphRecord | None = None
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The nodes it started (empty: not known)."""
+        return self.record.nodes if self.record is not None else ()
+
+    def describe(self) -> str:
+        return f"graph {self.record.describe()}" if self.record is not None else f"ROS_DOMAIN_ID {self.domain_id}"
+
+
+def find_targets(name: str | None = None, domain_id: int | None = None, every: bool = False) -> list[Target]:
+    """The graphs a command goes to: the one named (``name``, or ``domain_id``), else the one running graph, else
+    (no graph recorded) an inherited ``ROS_DOMAIN_ID``. Several running graphs and none named: every one if
+    ``every`` (stop-all), else :class:`OperatorError` listing them (a command must never reach a graph the operator
+    did not mean)."""
+    runs = run_registry.running()
+    if name is not None:
+        named = [r for r in runs if r.name == name and domain_id in (None, r.domain_id)]
+        if len(named) == 1:
+            return [Target(named[0].domain_id, named[0])]
+        if len(named) > 1:
+            raise OperatorError(f"{len(named)} running graphs are named {name!r}: give --domain-id too; "
+                                f"{_listing(named)}")  # fmt: skip
+        if other := next((r for r in runs if r.name == name), None):
+            raise OperatorError(f"graph {name} runs on ROS_DOMAIN_ID {other.domain_id}, not {domain_id}")
+        raise OperatorError(f"no running graph named {name!r} on this machine; {_listing(runs)}")
+    if domain_id is not None:
+        return [Target(domain_id, next((r for r in runs if r.domain_id == domain_id), None))]
+    if len(runs) == 1 or (runs and every):
+        return [Target(r.domain_id, r) for r in runs]
+    if runs:
+        raise OperatorError(f"{len(runs)} graphs run on this machine: name one with --name NAME (or --domain-id N); "
+                            f"{_listing(runs)}")  # fmt: skip
     inherited = dds.inherited_domain_id()
     if inherited is not None:
-        return inherited, ()
+        return [Target(inherited)]
     raise OperatorError("no running graph found (start one with `workcell bringup` or `ros2 launch libero_workcell "
                         "...`), and no --domain-id or ROS_DOMAIN_ID given")  # fmt: skip
 
 
-def find_domain(explicit: int | None) -> int:
-    return find_graph(explicit)[0]
+def _listing(runs: Sequence[run_registry.GraphRecord]) -> str:
+    return f"the running graphs:\n{run_registry.table(runs)}" if runs else "no graph runs"
 
 
 class GraphClient:
@@ -287,14 +323,13 @@ class GraphClient:
         return ok, f"{accepted} of {steps} accepted as {source!r}" + (f"; refused: {'; '.join(reasons)}" if reasons
                                                                        else "")  # fmt: skip
 
-    def offers(self, service: str, absent: bool = False) -> bool:
+    def offers(self, service: str) -> bool:
         """Whether ``service`` is on the graph: waits for discovery (a process that just joined has not heard of
-        every node yet) unless the graph's run record says its node is ``absent``."""
+        every node yet)."""
         def found() -> bool:
             return any(name == service for name, _ in self.node.get_service_names_and_types())
 
-        if not absent:
-            self.spin(SERVICE_WAIT_S, until=found)
+        self.spin(SERVICE_WAIT_S, until=found)
         return found()
 
     def node_names(self) -> set[str]:
@@ -310,8 +345,8 @@ def joined(domain_id: int) -> Iterator[GraphClient]:
     from rclpy.executors import SingleThreadedExecutor
 
     context = Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node(f"workcell_operator_{os.getpid()}", context=context)
+    rclpy.init(context=context, domain_id=domain_id)  # this context's own: several graphs may be joined at once
+    node = rclpy.create_node(f"workcell_operator_{os.getpid()}_{domain_id}", context=context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     try:
@@ -329,7 +364,8 @@ def run_steps(client: GraphClient, steps: Sequence[Step], out: Any = sys.stdout,
     all_ok = True
     for step in steps:
         try:
-            if not step.required and not client.offers(step.service, absent=bool(nodes) and step.owner not in nodes):
+            absent = bool(nodes) and bool(step.owner) and step.owner not in nodes  # the run record says so
+            if absent or (not step.required and not client.offers(step.service)):
                 print(f"  {step.describe()}: skipped (not in this graph)", file=out, flush=True)
                 continue
             if step.action:
@@ -343,6 +379,26 @@ def run_steps(client: GraphClient, steps: Sequence[Step], out: Any = sys.stdout,
         all_ok &= ok
         print(f"  {step.describe()}: {'ok' if ok else 'REFUSED'}: {message}", file=out, flush=True)
     return all_ok
+
+
+def run_on_each(targets: Sequence[Target], steps: Sequence[Step], out: Any = sys.stdout) -> list[Target]:
+    """Carry out ``steps`` on every graph of ``targets`` at once (stop-all with no graph named: no graph waits for
+    another's answers), each graph's lines together under its name; the graphs where a step was refused."""
+    refused: list[Target] = []
+    with ExitStack() as stack:
+        clients = [stack.enter_context(joined(t.domain_id)) for t in targets]
+
+        def one(target: Target, client: GraphClient) -> tuple[Target, bool, str]:
+            lines = io.StringIO()
+            ok = run_steps(client, steps, lines, nodes=target.nodes)
+            return target, ok, lines.getvalue()
+
+        with ThreadPoolExecutor(len(targets)) as pool:
+            for target, ok, lines in pool.map(one, targets, clients):
+                print(f"workcell: on {target.describe()}:\n{lines}", file=out, end="", flush=True)
+                if not ok:
+                    refused.append(target)
+    return refused
 
 
 # ------------------------------------------------------------------------------------------------ status
@@ -407,7 +463,7 @@ DIAG_DEVICES: dict[str, tuple[str, ...]] = {
 }
 
 
-def format_status(seen: dict[str, Any], domain_id: int) -> str:
+def format_status(seen: dict[str, Any], domain_id: int, name: str = "") -> str:
     """One screen: the nodes, each device's state (faults first, each with its code), the source, belt, recording,
     policy, and what to do about each fault (libero_workcell.faults)."""
     found: dict[str, faults.Fault] = {}  # code -> fault, in the order shown
@@ -419,7 +475,8 @@ def format_status(seen: dict[str, Any], domain_id: int) -> str:
         found.setdefault(fault.code, fault)
         return f" [{fault.code}]"
 
-    lines = [f"graph on ROS_DOMAIN_ID {domain_id}: nodes {', '.join(seen.get('nodes') or ['none'])}"]
+    graph = f"graph {name}" if name else "graph"
+    lines = [f"{graph} on ROS_DOMAIN_ID {domain_id}: nodes {', '.join(seen.get('nodes') or ['none'])}"]
     if seen.get("missing"):
         lines.append(f"  NOT HEARD FROM: {', '.join(seen['missing'])} (started with the graph: stopped or hung?)")
     diags = seen.get("diagnostics", {})

@@ -4,9 +4,11 @@ Thin over data: the launch arguments, nodes and parameters come from
 ``config/workcell.yaml`` through :mod:`workcell.bringup`, the same
 definition ``workcell bringup`` runs where launch_ros is not installed. With
 ``loopback_dds:=true`` DDS is confined to 127.0.0.1 with the package's Fast
-DDS profile, on the inherited ROS_DOMAIN_ID or, if none is set, a per-run
-one that is printed at start. As with ``workcell bringup``, a node that
-exits shuts the whole graph down.
+DDS profile, on the inherited ROS_DOMAIN_ID or, if none is set, a free per-run
+one that is printed at start; either is claimed machine-wide for as long as the
+launch runs, as ``workcell bringup`` claims its own (one another graph holds
+stops the launch). As with ``workcell bringup``, a node that exits shuts the
+whole graph down.
 
 Per-node overrides (``aubo_bridge.arcs.ip:=...``) are applied as ``workcell bringup``
 applies them, and an unknown node or parameter stops the launch with the same error.
@@ -27,6 +29,24 @@ from libero_workcell import dds, run_registry
 from workcell import bringup
 
 GRAPH_FILE = "workcell.yaml"
+# The domains this launch process holds (released when it ends, however it ends): a launch runs one graph, and
+# launching its description again in the same process (an include, a test) keeps the domain it already holds.
+_CLAIMS: dict[int, dds.DomainClaim] = {}
+
+
+def graph_domain(environment: Mapping[str, str] | None = None) -> int:
+    """The domain the launched graph runs on, claimed machine-wide for the life of this process: the launch's
+    inherited ROS_DOMAIN_ID exactly, else a free per-run one; :class:`bringup.GraphError` when another graph (or
+    worker) holds the inherited one."""
+    inherited = dds.inherited_domain_id(environment)
+    if inherited in _CLAIMS or (inherited is None and _CLAIMS):
+        return inherited if inherited is not None else next(iter(_CLAIMS))
+    try:
+        claim = run_registry.claim_graph_domain(None, environment)
+    except RuntimeError as exc:  # dds.DomainHeldError (naming the graph that holds it), or every id is held
+        raise bringup.GraphError(str(exc)) from None
+    _CLAIMS[claim.domain_id] = claim
+    return claim.domain_id
 
 
 def _graph(launch_dir: Path) -> bringup.Graph:
@@ -35,8 +55,9 @@ def _graph(launch_dir: Path) -> bringup.Graph:
     return bringup.Graph.load(beside if beside.is_file() else GRAPH_FILE)
 
 
-def workcell_launch_description(launch_dir: Path, defaults: Mapping[str, Any] | None = None):
-    """The LaunchDescription: graph arguments (with ``defaults`` replacing the graph's) and its nodes."""
+def workcell_launch_description(launch_dir: Path, defaults: Mapping[str, Any] | None = None, job: str = ""):
+    """The LaunchDescription: graph arguments (with ``defaults`` replacing the graph's) and its nodes; ``job`` (the
+    launch file's name) names the graph in its run record."""
     from launch import LaunchDescription
     from launch.actions import (
         DeclareLaunchArgument,
@@ -65,15 +86,16 @@ def workcell_launch_description(launch_dir: Path, defaults: Mapping[str, Any] | 
         specs = graph.resolve(overrides)
         out = []
         if values.get("loopback_dds", False):
-            domain = dds.inherited_domain_id(getattr(context, "environment", None))  # the launch's own env
-            domain = dds.per_run_domain_id() if domain is None else domain
+            domain = graph_domain(getattr(context, "environment", None))  # the launch's own env
+            graph_name = run_registry.unique_name(job or "workcell", domain)
             out += [UnsetEnvironmentVariable(name=name) for name in dds.CONFLICTING_VARS]
             out += [SetEnvironmentVariable(name=k, value=v) for k, v in dds.loopback_vars(domain).items()]
-            out.append(LogInfo(msg=f"loopback DDS on ROS_DOMAIN_ID={domain} ({dds.profile_path()})"))
+            out.append(LogInfo(msg=f"graph {graph_name}: loopback DDS on ROS_DOMAIN_ID={domain} "
+                                   f"({dds.profile_path()})"))
             # where `workcell call` / `status` find this graph (the record goes stale when this process ends)
             run_registry.announce(run_registry.GraphRecord(
-                domain, os.getpid(), time.time(), bool(values.get("use_sim", True)), "", str(values.get("cell", "")),
-                tuple(spec.name for spec in specs)))  # fmt: skip
+                domain, os.getpid(), time.time(), bool(values.get("use_sim", True)), job,
+                str(values.get("cell", "")), tuple(spec.name for spec in specs), graph_name))  # fmt: skip
         for spec in specs:
             out.append(
                 Node(

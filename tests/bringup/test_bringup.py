@@ -8,6 +8,7 @@ must yield exactly the nodes :mod:`workcell.bringup` resolves.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import importlib.util
 import io
@@ -20,6 +21,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +30,31 @@ import pytest
 import yaml
 from conftest import REPO, wait_for
 
-from libero_workcell import dds
+from libero_workcell import dds, run_registry
 from libero_workcell.processes import NODE_UP
-from workcell import bringup, cli, launch_presets
+from workcell import bringup, cli, launch_presets, workcell_launch
 from workcell.bringup import Graph, GraphError, NodeSpec, launch_text, node_parameters
 from workcell.launcher import NodeDiedError, NodesUp, launch, ros_params_yaml
 
 SIM_NODES = ["sim_world", "aubo_bridge", "conveyor_driver", "external_camera", "wrist_camera"]
 LAUNCH_FILE = REPO / "launch" / "sim_workcell.launch.py"
+
+
+@pytest.fixture(autouse=True)
+def own_domain_claims(tmp_path, monkeypatch):
+    """Domains claimed in this process (a launch description, a dry run) are claimed in a folder of the test's own,
+    and what a launch holds (its claim, its run record) ends with the test as it ends with a launch process."""
+    monkeypatch.setattr(dds, "claims_dir", lambda: tmp_path / "domain_claims")
+    yield
+    _launch_ends()
+
+
+def _launch_ends() -> None:
+    """What a launch described in this process held ends, as it would when that launch process ends."""
+    for claim in workcell_launch._CLAIMS.values():
+        claim.release()
+    workcell_launch._CLAIMS.clear()
+    run_registry.withdraw()
 
 
 # --------------------------------------------------------------------------
@@ -778,6 +797,7 @@ def test_every_job_is_one_graph_under_ros2_launch_and_workcell_bringup(monkeypat
     if launch_presets.JOBS[job].get("use_sim") is False:
         given.pop("sim_world.seed")
     actions = _run_launch_file(monkeypatch, given, REPO / "launch" / f"{job}.launch.py")
+    _launch_ends()  # (running beside it, the bringup would be refused its domain)
     launched = [(a.name, a.executable, a.parameters[0]) for a in actions if type(a).__name__ == "Node"]
     overrides = [f"{k}:={v}" for k, v in given.items()]
     assert cli.main(["bringup", "--job", job, "--dry-run", *overrides]) == 0
@@ -931,10 +951,78 @@ def test_the_dry_run_prints_the_cells_settings_without_its_secrets(tmp_path, cap
 
 
 def test_a_graph_started_by_ros2_launch_is_found_by_the_operator_commands(monkeypatch, tmp_path):
-    from libero_workcell import run_registry
-
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     monkeypatch.setenv("ROS_DOMAIN_ID", "23")
     _run_launch_file(monkeypatch, {"use_sim": "false"})
     (record,) = run_registry.running()
     assert (record.domain_id, record.pid, record.use_sim) == (23, os.getpid(), False)
+
+
+# --------------------------------------------------------------------------
+# Every graph claims its domain machine-wide (issue 35 item 2); the graphs themselves: tests/graph/test_operator_graph
+# --------------------------------------------------------------------------
+@contextlib.contextmanager
+def _held_by_a_graph(domain: int, name: str) -> Iterator[None]:
+    """``domain`` claimed and recorded as a running graph named ``name`` holds it (a sleeping process stands in for
+    the graph's, this one holds the claim)."""
+    graph = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        with dds.claim_exact(domain):
+            run_registry.announce(run_registry.GraphRecord(domain, graph.pid, time.time(), True, "deploy_sim", "", (),
+                                                           name))  # fmt: skip
+            yield
+    finally:
+        graph.kill()
+        graph.wait()
+
+
+def test_bringup_claims_its_domain_and_refuses_one_another_graph_holds(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    with _held_by_a_graph(37, "workcell"):
+        for how, argv in (("--domain-id", ["--domain-id", "37"]), ("--domain-id", ["--domain-id", "37",
+                          "loopback_dds:=false"]), ("the inherited ROS_DOMAIN_ID", [])):  # fmt: skip
+            monkeypatch.setenv("ROS_DOMAIN_ID", "37")
+            assert cli.main(["bringup", "--dry-run", *argv]) == 2
+            err = capsys.readouterr().err
+            assert f"ROS_DOMAIN_ID 37 ({how}) is held by graph workcell (job deploy_sim, ROS_DOMAIN_ID 37" in err, err
+        # two bring-ups whose pids agree modulo 100: the second takes the next free domain, under a name of its own
+        monkeypatch.delenv("ROS_DOMAIN_ID")
+        monkeypatch.setattr(dds, "per_run_domain_id", lambda pid=None: 37)
+        assert cli.main(["bringup", "--dry-run"]) == 0
+        out = capsys.readouterr().out
+        assert "ROS_DOMAIN_ID=38 " in out and "named workcell-38" in out, out
+    with dds.claim_exact(38):  # the dry run held it only while it ran
+        pass
+
+
+def test_the_launch_claims_its_domain_for_as_long_as_it_runs(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("ROS_DOMAIN_ID", "23")
+    _run_launch_file(monkeypatch, {})
+    with pytest.raises(dds.DomainHeldError):
+        dds.claim_exact(23)  # no other graph, evaluation worker or Ray actor on this machine gets it
+    with dds.claim_domain(23) as other:
+        assert other.domain_id == 24
+    actions = _run_launch_file(monkeypatch, {})  # described again by the same launch: still its own domain
+    env_set = {a.name: a.value for a in actions if type(a).__name__ == "SetEnvironmentVariable"}
+    assert env_set["ROS_DOMAIN_ID"] == "23"
+    (record,) = run_registry.running()
+    assert (record.name, record.job, record.domain_id) == ("sim_workcell", "sim_workcell", 23)
+
+
+def test_the_launch_refuses_a_held_domain_and_without_one_inherited_takes_a_free_one(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("ROS_DOMAIN_ID", "23")
+    with _held_by_a_graph(23, "cell-a"):
+        with pytest.raises(GraphError, match=r"ROS_DOMAIN_ID 23 \(the inherited ROS_DOMAIN_ID\) is held by graph "
+                                             r"cell-a \(job deploy_sim"):  # fmt: skip
+            _run_launch_file(monkeypatch, {})
+        monkeypatch.delenv("ROS_DOMAIN_ID")
+        monkeypatch.setattr(dds, "per_run_domain_id", lambda pid=None: 23)  # what launch used to take, unclaimed
+        for _ in range(2):  # (described again in the same launch process: the domain it holds)
+            actions = _run_launch_file(monkeypatch, {})
+            env_set = {a.name: a.value for a in actions if type(a).__name__ == "SetEnvironmentVariable"}
+            assert env_set["ROS_DOMAIN_ID"] == "24"
+    with pytest.raises(dds.DomainHeldError):
+        dds.claim_exact(24)

@@ -15,6 +15,7 @@ Then each command is either run for real by the test that RUN_BY names, or in NO
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.util
 import io
@@ -64,6 +65,9 @@ RUN_BY: dict[str, str] = {
         "tests/evaluation/test_evaluation_sim.py::test_on_a_ray_cluster_the_trials_do_the_same_and_an_actor_killed_mid_trial_costs_one_attempt",
     r"^workcell (status|call (enable|stop-all|jog dz 0\.1|home))$":
         "tests/bringup/test_operator_cli.py::test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_nothing_of_it",
+    # the graph-targeting rules of docs/operator.md, with two graphs on one machine (and stop-all on both)
+    r"^workcell (call --name cell-b belt start|status --name cell-a)$":
+        "tests/graph/test_operator_graph.py::test_two_graphs_on_one_machine_never_cross",
     r"^workcell call belt emergency-stop$":
         "tests/graph/test_operator_graph.py::test_the_belts_emergency_stop_is_a_workcell_call_command",
     # the physical cell's workflow, against the emulated cell (a cell file naming the emulators, the local server)
@@ -223,18 +227,30 @@ def check_workcell(words: list[str], tmp: Path) -> None:
         rest = [str(tmp / "session.hdf5") if w.endswith(".hdf5") else w for w in rest]
         _run_cli(["plan", *rest])
     elif sub == "call" and rest:
-        assert rest[0] in COMMANDS, f"workcell call has no command {rest[0]!r}"
-        if rest == rest[:1]:  # names the command (`workcell call jog`): it exists
+        args = _parse(["call", *rest])  # its options (--name, --domain-id) wherever they are written
+        assert args.what in COMMANDS, f"workcell call has no command {args.what!r}"
+        if rest == [args.what]:  # names the command (`workcell call jog`): it exists
             return
         try:
-            COMMANDS[rest[0]][1](rest[1:])
+            COMMANDS[args.what][1](args.args)
         except OperatorError as exc:
             raise AssertionError(f"workcell call {' '.join(rest)}: {exc}") from None
+    elif sub == "status":
+        _parse(["status", *rest])
     elif sub in ("demo", "replay"):
         helped = help_text("-m", "workcell.cli", sub)
         assert all(o in helped for o in _options(rest)), (sub, _options(rest))
     elif sub == "check":
         cli._parser().parse_args(["check", *_with_cell(rest, example_cell_file(tmp))])
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            return cli._parser().parse_args(argv)
+        except SystemExit:
+            raise AssertionError(f"workcell {' '.join(argv)}: {err.getvalue()[-500:]}") from None
 
 
 def _run_cli(argv: list[str]) -> None:

@@ -50,6 +50,8 @@ def test_stop_all_holds_the_arm_first_and_stops_the_belt_and_any_policy():
     steps = op.steps_of("stop-all", [])
     assert [s.service for s in steps] == [Services.ARM_STOP, Services.CONVEYOR_STOP, Services.POLICY_STOP]
     assert [s.required for s in steps] == [True, True, False]
+    # each skipped at once on a graph whose run record lacks its node (a belt checked alone: --only conveyor_driver)
+    assert [s.owner for s in steps] == ["aubo_bridge", "conveyor_driver", "policy_node"]
     assert op.steps_of("belt", ["speed", "0.05"])[0].value == 0.05
 
 
@@ -111,23 +113,53 @@ def test_stop_all_waits_to_discover_a_policy_that_joined_late_and_skips_one_its_
             thread.join(timeout=60.0)
 
 
-def test_the_newest_running_graph_is_found_and_a_stale_record_is_dropped(registry, monkeypatch):
+def test_the_one_running_graph_is_found_several_are_refused_unless_named_and_a_stale_record_is_dropped(
+        registry, monkeypatch):
+    """A command that could reach more than one graph refuses and lists them (name, job, domain, started) unless one
+    is named; stop-all goes to every one. (It went to the newest: a stop for another graph on the machine.)"""
     monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
     with pytest.raises(op.OperatorError, match="no running graph found"):
-        op.find_domain(None)
+        op.find_targets()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    run_registry.announce(run_registry.GraphRecord(41, dead.pid, time.time(), True))
-    run_registry.announce(run_registry.GraphRecord(42, os.getpid(), time.time() - 10, True))
-    assert op.find_domain(None) == 42  # the dead one's record is ignored, and removed
-    assert not (run_registry.runs_dir() / f"{dead.pid}.json").exists()
-    monkeypatch.setenv("ROS_DOMAIN_ID", "7")
-    assert op.find_domain(None) == 42 and op.find_domain(9) == 9  # a running graph first, an explicit id always
-    run_registry.announce(run_registry.GraphRecord(42, os.getpid(), time.time() - 10, True, nodes=["aubo_bridge"]))
-    assert op.find_graph(None) == (42, ("aubo_bridge",)) and op.find_graph(42) == (42, ("aubo_bridge",))
-    assert op.find_graph(9) == (9, ())  # another domain: its nodes are not known
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        run_registry.announce(run_registry.GraphRecord(41, dead.pid, time.time(), True, name="gone"))
+        run_registry.announce(run_registry.GraphRecord(42, os.getpid(), time.time() - 10, True, "deploy_sim",
+                                                       nodes=["aubo_bridge"], name="cell-a"))  # fmt: skip
+        (only,) = op.find_targets()  # the dead one's record is ignored, and removed
+        assert (only.domain_id, only.nodes, only.record.name) == (42, ("aubo_bridge",), "cell-a")
+        assert not (run_registry.runs_dir() / f"{dead.pid}.json").exists()
+        monkeypatch.setenv("ROS_DOMAIN_ID", "7")
+        assert [t.domain_id for t in op.find_targets()] == [42]  # a running graph before the shell's domain
+        assert op.find_targets(domain_id=9) == [op.Target(9)]  # an explicit id always; its nodes are not known
+        assert op.find_targets(domain_id=42)[0].nodes == ("aubo_bridge",)
+
+        run_registry.announce(run_registry.GraphRecord(43, other.pid, time.time(), False, "teleop_collect",
+                                                       name="cell-b"))  # fmt: skip
+        with pytest.raises(op.OperatorError) as refused:
+            op.find_targets()
+        text = str(refused.value)
+        assert text.startswith("2 graphs run on this machine: name one with --name NAME (or --domain-id N)")
+        rows = [ln.split() for ln in text.splitlines()[1:]]
+        assert [r[:3] for r in rows] == [["name", "job", "domain"], ["cell-b", "teleop_collect", "43"],
+                                         ["cell-a", "deploy_sim", "42"]]  # newest first, each with when it started
+        assert [t.record.name for t in op.find_targets(every=True)] == ["cell-b", "cell-a"]  # stop-all: both
+        assert [t.domain_id for t in op.find_targets("cell-b")] == [43]
+        assert [t.record.name for t in op.find_targets(domain_id=42)] == ["cell-a"]
+        assert [t.domain_id for t in op.find_targets("cell-a", 42)] == [42]
+        with pytest.raises(op.OperatorError, match="no running graph named 'cell-c' on this machine; the running"):
+            op.find_targets("cell-c")
+        with pytest.raises(op.OperatorError, match="graph cell-b runs on ROS_DOMAIN_ID 43, not 42"):
+            op.find_targets("cell-b", 42)
+        run_registry.announce(run_registry.GraphRecord(44, other.pid, time.time(), False, name="cell-a"))
+        with pytest.raises(op.OperatorError, match="2 running graphs are named 'cell-a': give --domain-id"):
+            op.find_targets("cell-a")
+    finally:
+        other.kill()
+        other.wait()
     run_registry.withdraw()
-    assert op.find_domain(None) == 7
+    assert op.find_targets() == [op.Target(7)]  # no graph recorded: the shell's domain
 
 
 def _tcp_z(status: str) -> float:

@@ -1,9 +1,10 @@
-"""The operator's commands on the emulated physical cell, as a lab meets them (issue 35: item 14).
+"""The operator's commands on the emulated physical cell, as a lab meets them (issue 35: items 2 and 14).
 
 One graph of the real profile (``workcell bringup cell:=... --only aubo_bridge,conveyor_driver``) against the
 protocol emulators: the ARCS controller through the real pyaubo_sdk, the CTAG gripper and the Delta VFD on pty
 pairs. Every command runs as the operator types it, in a shell that knows nothing of the graph (no ROS_DOMAIN_ID,
-no DDS profile). The graph is shared by the tests below.
+no DDS profile). The graph is shared by the tests below, in their order: the belt's emergency stop, and last a second
+graph on the same machine.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from emulators.serial_link import FaultyLink
 
 from aubo_bridge.model.description import TOOL_OFFSET
 from aubo_bridge.model.kinematics import HOME_Q
+from libero_workcell import dds, run_registry
 from libero_workcell.rate import CONTROL_PRIORITY
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -112,10 +114,10 @@ def cell(tmp_path_factory, ros_env) -> Iterator[Cell]:
         shell = {k: v for k, v in ros_env.items() if k not in ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE")}
         shell["XDG_RUNTIME_DIR"] = str(runtime)
         log = lab / "cell-a.out"
-        # its domain: the test run's, inherited as from a shell that exported one
+        # its domain: the test run's, inherited as from a shell that exported one, and claimed by the graph
         lab_cell = cell_file(lab / "cell_a.yaml", arm, gripper_link.client_port, belt_link.client_port)
-        graph = bringup([f"cell:={lab_cell}", "--only", "aubo_bridge,conveyor_driver", "--log-dir",
-                         str(lab / "logs")], {**ros_env, "XDG_RUNTIME_DIR": str(runtime)}, lab,
+        graph = bringup([f"cell:={lab_cell}", "--only", "aubo_bridge,conveyor_driver", "--name", "cell-a",
+                         "--log-dir", str(lab / "logs")], {**ros_env, "XDG_RUNTIME_DIR": str(runtime)}, lab,
                         log)  # fmt: skip
         stack.callback(ctrl_c, graph)
         comes_up(graph, log, "aubo_bridge", "conveyor_driver")
@@ -146,3 +148,59 @@ def test_the_belts_emergency_stop_is_a_workcell_call_command(cell: Cell) -> None
     assert not cell.vfd.running
     reset = workcell(cell, "call", "belt", "reset")
     assert reset.returncode == 0 and "/conveyor/reset_fault: ok" in reset.stdout, reset.stdout
+
+
+# ------------------------------------------------------------------------------------------ item 2
+def test_two_graphs_on_one_machine_never_cross(cell: Cell) -> None:
+    """Two bring-ups on one machine: each claims its domain (no worker and no other graph gets it), a command that
+    could reach either refuses and lists them, a named one reaches only its graph, and stop-all stops both."""
+    (a,) = run_registry.running()
+    with contextlib.ExitStack() as stack:
+        belt_link = stack.enter_context(contextlib.closing(FaultyLink(RT)))
+        vfd_b = stack.enter_context(contextlib.closing(DeltaVfdEmulator(belt_link.device_port, realtime=RT)))
+        log = cell.lab / "cell-b.out"
+        graph_b = bringup([f"cell:={cell_file(cell.lab / 'cell_b.yaml', None, None, belt_link.client_port)}", "--only",
+                           "conveyor_driver", "--name", "cell-b"], cell.shell, cell.lab, log)  # fmt: skip
+        stack.callback(ctrl_c, graph_b)
+        comes_up(graph_b, log, "conveyor_driver")
+        assert wait_for(lambda: len(run_registry.running()) == 2, 30.0)
+        b = next(r for r in run_registry.running() if r.name == "cell-b")
+        assert b.domain_id != a.domain_id and b.job == "" and b.nodes == ("conveyor_driver",)
+        for record in (a, b):  # what an evaluation worker or a Ray actor asks for never hands out a graph's domain
+            with dds.claim_domain(record.domain_id) as worker:
+                assert worker.domain_id not in (a.domain_id, b.domain_id)
+        taken = workcell(cell, "bringup", "--dry-run", "--domain-id", str(a.domain_id))
+        assert taken.returncode == 2 and f"ROS_DOMAIN_ID {a.domain_id} (--domain-id) is held by graph cell-a" in \
+            taken.stderr, taken.stderr  # fmt: skip
+
+        for argv in (("call", "belt", "start"), ("status",)):  # either graph could be meant: neither is reached
+            refused = workcell(cell, *argv)
+            assert refused.returncode == 2 and "2 graphs run on this machine: name one with --name" in refused.stderr
+            for r in (a, b):
+                assert any(ln.split()[:3] == [r.name, r.job or "-", str(r.domain_id)]
+                           for ln in refused.stderr.splitlines()), refused.stderr  # fmt: skip
+        time.sleep(1.0)
+        assert not cell.vfd.running and not vfd_b.running
+
+        named = workcell(cell, "call", "--name", "cell-b", "belt", "start")
+        assert named.returncode == 0 and "on graph cell-b" in named.stdout, named.stdout
+        assert wait_for(lambda: vfd_b.running, 10.0) and not cell.vfd.running  # the one named, only
+        assert workcell(cell, "call", "--domain-id", str(a.domain_id), "belt", "start").returncode == 0
+        assert wait_for(lambda: cell.vfd.running, 10.0)
+
+        stop = workcell(cell, "call", "stop-all")  # what a person reaching for a stop means: every graph
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert "stop-all on every graph of this machine (2: " in stop.stdout, stop.stdout
+        blocks = stop.stdout.split("workcell: on graph ")[1:]
+        by_name = {block.split()[0]: block for block in blocks}
+        assert set(by_name) == {"cell-a", "cell-b"}, stop.stdout
+        assert "/aubo/stop: ok" in by_name["cell-a"] and "/conveyor/stop: ok" in by_name["cell-a"]
+        assert "/aubo/stop: skipped (not in this graph)" in by_name["cell-b"]
+        assert "/conveyor/stop: ok" in by_name["cell-b"]
+        assert "done on 2 of 2 graphs" in stop.stdout
+        assert not cell.vfd.running and not vfd_b.running
+        assert ctrl_c(graph_b) == 0, log.read_text()[-3000:]
+    (only,) = run_registry.running()
+    assert only.name == "cell-a"
+    with dds.claim_exact(b.domain_id):  # a stopped graph's domain is free again
+        pass
