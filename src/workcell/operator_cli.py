@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import sys
 import time
@@ -23,9 +24,13 @@ from typing import Any
 
 from libero_workcell import dds, faults, ros_msgs, run_registry
 from libero_workcell.contract import (
+    ACTION_HIGH,
+    ACTION_LOW,
     ACTION_NAMES,
     ACTION_SOURCES,
     CONTROL_HZ_DEFAULT,
+    GRIPPER_CLOSE,
+    GRIPPER_OPEN,
     SOURCE_NONE,
     Params,
     Services,
@@ -58,10 +63,12 @@ class Step:
     owner: str = ""  # the node offering ``service``: skipped at once where the graph's run record lacks it
     action: tuple[float, ...] = ()
     steps: int = 0
+    keep_gripper: bool = False  # jog: the action's gripper value is the one that keeps the gripper where it is
 
     def describe(self) -> str:
         if self.action:
-            return f"jog {list(self.action)} x {self.steps} steps"
+            shown = [*self.action[:-1], "kept"] if self.keep_gripper else list(self.action)
+            return f"jog {shown} x {self.steps} steps"
         return self.service or f"{self.node}.{self.param} := {self.value!r}"
 
 
@@ -91,26 +98,50 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], list[Step]]]] = {
     "sim": ('sim fault "REASON" | sim clear | sim reset: put the simulated controller in a protective stop with '
             "REASON (the arm faults), or end it (then reset and enable); or start a new episode of the simulated "
             "world; sim graphs only", lambda a: _sim(a)),
-    "jog": (f"jog AXIS VALUE [STEPS]: send one action STEPS times (default {JOG_STEPS}) at the control rate as the "
-            f"arm's active source; AXIS one of {', '.join(ACTION_NAMES)}, VALUE in [-1, 1] (the first motion "
-            "check, docs/bringup.md)", lambda a: _jog(a)),
+    "jog": (f"jog AXIS VALUE [STEPS] [gripper G]: send one action STEPS times (default {JOG_STEPS}) at the control "
+            f"rate as the arm's active source; AXIS one of {', '.join(ACTION_NAMES)}, VALUE in [-1, 1]; the gripper "
+            "stays where it is unless AXIS is gripper or G (a gripper command in [-1 open, 1 closed]) is given "
+            "(the first motion check, docs/bringup.md)", lambda a: _jog(a)),
 }  # fmt: skip
+GRIPPER_WORD = "gripper"  # jog's optional last two words: `gripper G`
+
+
+def _unit(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise OperatorError(f"jog: {what} {text!r} is not a number") from None
+    if not ACTION_LOW <= value <= ACTION_HIGH:  # NaN fails too
+        raise OperatorError(f"jog {what} {value} is outside [{ACTION_LOW:g}, {ACTION_HIGH:g}]")
+    return value
 
 
 def _jog(args: list[str]) -> list[Step]:
-    if len(args) not in (2, 3) or args[0] not in ACTION_NAMES:
-        raise OperatorError(f"jog takes AXIS VALUE [STEPS], AXIS one of {', '.join(ACTION_NAMES)}")
+    grip: float | None = None
+    if len(args) >= 4 and args[-2] == GRIPPER_WORD:
+        grip, args = _unit(args[-1], "gripper"), args[:-2]
+    if len(args) not in (2, 3) or args[0] not in ACTION_NAMES or (grip is not None and args[0] == GRIPPER_WORD):
+        raise OperatorError(f"jog takes AXIS VALUE [STEPS] [gripper G], AXIS one of {', '.join(ACTION_NAMES)} "
+                            "(gripper G with another AXIS only)")  # fmt: skip
+    value = _unit(args[1], "value")
     try:
-        value, steps = float(args[1]), int(args[2]) if len(args) == 3 else JOG_STEPS
+        steps = int(args[2]) if len(args) == 3 else JOG_STEPS
     except ValueError:
-        raise OperatorError(f"jog: {' '.join(args[1:])!r} is not VALUE [STEPS]") from None
-    if not -1.0 <= value <= 1.0:  # NaN fails too
-        raise OperatorError(f"jog value {value} is outside [-1, 1]")
+        raise OperatorError(f"jog: {args[2]!r} is not a number of STEPS") from None
     if not 1 <= steps <= JOG_MAX_STEPS:
         raise OperatorError(f"jog steps {steps}: from 1 to {JOG_MAX_STEPS}")
     action = [0.0] * len(ACTION_NAMES)
     action[ACTION_NAMES.index(args[0])] = value
-    return [Step(action=tuple(action), steps=steps)]
+    keep = args[0] != GRIPPER_WORD and grip is None
+    if grip is not None:
+        action[-1] = grip
+    return [Step(action=tuple(action), steps=steps, keep_gripper=keep)]
+
+
+def gripper_command_for(coord: float) -> float:
+    """The gripper action that keeps the gripper at ``coord``: the inverse of contract.gripper_command_to_coord
+    (coordinate 0 open, 1 closed; command -1 open, +1 closed). Why: a jog's zero would half-close the gripper."""
+    return min(ACTION_HIGH, max(ACTION_LOW, GRIPPER_OPEN + float(coord) * (GRIPPER_CLOSE - GRIPPER_OPEN)))
 
 
 def _one(args: list[str], choices: Sequence[str], what: str) -> str:
@@ -289,8 +320,28 @@ class GraphClient:
             raise OperatorError("the arm bridge's active source was not heard (is aubo_bridge running?)")
         return got[-1]
 
-    def jog(self, action: Sequence[float], steps: int) -> tuple[bool, str]:
-        """Publish ``action`` ``steps`` times at the control rate as the active source; the arm's results."""
+    def gripper_coord(self) -> float:
+        """The gripper's measured coordinate (0 open, 1 closed): the last element of the arm's 7-D state."""
+        from sensor_msgs.msg import JointState
+
+        from libero_workcell.contract import Qos
+        from libero_workcell.ros_qos import qos
+
+        got: list[float] = []
+        sub = self.node.create_subscription(JointState, Topics.ROBOT_STATE,
+                                            lambda m: got.extend(m.position[-1:]), qos(Qos.STATE))  # fmt: skip
+        try:
+            self.spin(SERVICE_WAIT_S, until=lambda: got)
+        finally:
+            self.node.destroy_subscription(sub)
+        if not got or not math.isfinite(got[-1]):
+            raise OperatorError(f"the arm's state ({Topics.ROBOT_STATE}) was not heard: the gripper's opening is not "
+                                "known (is aubo_bridge running?)")  # fmt: skip
+        return float(got[-1])
+
+    def jog(self, action: Sequence[float], steps: int, keep_gripper: bool = False) -> tuple[bool, str]:
+        """Publish ``action`` ``steps`` times at the control rate as the active source; the arm's results. With
+        ``keep_gripper`` the action's gripper value is the command that keeps the gripper at its measured opening."""
         from sensor_msgs.msg import JointState
         from std_msgs.msg import String
 
@@ -300,6 +351,11 @@ class GraphClient:
         source = self.active_source()
         if source not in ACTION_SOURCES:
             return False, f"the arm's active source is {source!r}: `workcell call source teleop` first"
+        kept = ""
+        if keep_gripper:
+            coord = self.gripper_coord()
+            action = (*action[:-1], gripper_command_for(coord))
+            kept = f"; gripper kept at {coord:.3f} (command {action[-1]:+.3f})"
         results: list[ros_msgs.ActionOutcome] = []
         sub = self.node.create_subscription(String, Topics.ACTION_RESULT,
                                             lambda m: results.append(ros_msgs.action_result_from_msg(m)),
@@ -320,8 +376,8 @@ class GraphClient:
         accepted = sum(1 for r in mine if r.accepted)
         reasons = sorted({r.reason for r in mine if not r.accepted})
         ok = accepted == steps
-        return ok, f"{accepted} of {steps} accepted as {source!r}" + (f"; refused: {'; '.join(reasons)}" if reasons
-                                                                       else "")  # fmt: skip
+        return ok, f"{accepted} of {steps} accepted as {source!r}{kept}" + (f"; refused: {'; '.join(reasons)}"
+                                                                             if reasons else "")  # fmt: skip
 
     def offers(self, service: str) -> bool:
         """Whether ``service`` is on the graph: waits for discovery (a process that just joined has not heard of
@@ -369,7 +425,7 @@ def run_steps(client: GraphClient, steps: Sequence[Step], out: Any = sys.stdout,
                 print(f"  {step.describe()}: skipped (not in this graph)", file=out, flush=True)
                 continue
             if step.action:
-                ok, message = client.jog(step.action, step.steps)
+                ok, message = client.jog(step.action, step.steps, step.keep_gripper)
             elif step.service:
                 ok, message = client.trigger(step.service)
             else:

@@ -13,9 +13,11 @@ from io import StringIO
 
 import pytest
 from conftest import REPO, ros_probe, wait_for
+from hypothesis import given
+from hypothesis import strategies as st
 
 from libero_workcell import run_registry
-from libero_workcell.contract import Services
+from libero_workcell.contract import Services, gripper_command_to_coord
 from workcell import operator_cli as op
 
 
@@ -39,6 +41,14 @@ def registry(tmp_path, monkeypatch):
         ("policy", ["go"], "policy takes one of: start, stop"),
         ("sim", [], "sim takes one of: fault, clear, reset"),
         ("sim", ["fault", " "], "sim fault takes the reason"),
+        ("jog", ["dz"], "jog takes AXIS VALUE"),
+        ("jog", ["dq", "0.1"], "jog takes AXIS VALUE"),
+        ("jog", ["dz", "nan"], "jog value nan is outside"),
+        ("jog", ["dz", "0.1", "0"], "jog steps 0: from 1 to 100"),
+        ("jog", ["dz", "0.1", "ten"], "'ten' is not a number of STEPS"),
+        ("jog", ["dz", "0.1", "gripper", "2"], "jog gripper 2.0 is outside"),
+        ("jog", ["dz", "0.1", "5", "gripper", "shut"], "jog: gripper 'shut' is not a number"),
+        ("jog", ["gripper", "1", "gripper", "1"], "gripper G with another AXIS only"),
     ],
 )
 def test_a_bad_command_is_refused_before_anything_is_called(command, args, match):
@@ -59,6 +69,31 @@ def test_the_belts_emergency_stop_and_the_simulated_worlds_reset_are_commands():
     """Every service the docs ask an operator to call is a command (test_docs_commands checks each one named)."""
     assert [s.service for s in op.steps_of("belt", ["emergency-stop"])] == [Services.CONVEYOR_EMERGENCY_STOP]
     assert [s.service for s in op.steps_of("sim", ["reset"])] == [Services.SIM_RESET]
+
+
+def test_a_jog_keeps_the_gripper_unless_it_is_the_axis_or_given():
+    """A jog's gripper value was 0: half-closed (LIBERO's command, -1 open, +1 closed)."""
+    (step,) = op.steps_of("jog", ["dz", "0.1"])
+    assert step.keep_gripper and step.steps == 10 and step.action[:6] == (0, 0, 0.1, 0, 0, 0)
+    assert step.describe() == "jog [0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 'kept'] x 10 steps"
+    (step,) = op.steps_of("jog", ["gripper", "-1", "3"])
+    assert not step.keep_gripper and step.action == (0, 0, 0, 0, 0, 0, -1.0) and step.steps == 3
+    (step,) = op.steps_of("jog", ["dx", "-0.2", "gripper", "0.5"])
+    assert not step.keep_gripper and step.action == (-0.2, 0, 0, 0, 0, 0, 0.5) and step.steps == 10
+    (step,) = op.steps_of("jog", ["dx", "0.2", "4", "gripper", "1"])
+    assert step.action[-1] == 1.0 and step.steps == 4
+
+
+@given(st.floats(0.0, 1.0))
+def test_the_kept_gripper_command_is_the_one_that_reaches_the_measured_opening(coord):
+    command = op.gripper_command_for(coord)
+    assert -1.0 <= command <= 1.0
+    assert gripper_command_to_coord(command) == pytest.approx(coord, abs=1e-12)
+
+
+@given(st.floats(allow_nan=False))
+def test_a_kept_gripper_command_is_always_a_valid_action(coord):
+    assert -1.0 <= op.gripper_command_for(coord) <= 1.0  # a measurement beyond the stroke gives an end, not a refusal
 
 
 def test_hold_and_disable_are_stop_and_policy_task_sets_the_instruction():

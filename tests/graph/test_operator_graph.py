@@ -1,9 +1,10 @@
-"""The operator's commands on the emulated physical cell, as a lab meets them (issue 35: items 2 and 14).
+"""The operator's commands on the emulated physical cell, as a lab meets them (issue 35: items 2, 9 and 14).
 
 One graph of the real profile (``workcell bringup cell:=... --only aubo_bridge,conveyor_driver``) against the
 protocol emulators: the ARCS controller through the real pyaubo_sdk, the CTAG gripper and the Delta VFD on pty
 pairs. Every command runs as the operator types it, in a shell that knows nothing of the graph (no ROS_DOMAIN_ID,
-no DDS profile). The graph is shared by the tests below, in their order: the belt's emergency stop, and last a second
+no DDS profile). The graph is shared by the tests below, in their order: the jog first (it needs the arm enabled
+and never stopped), the belt's emergency stop, and last a second
 graph on the same machine.
 """
 
@@ -34,6 +35,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 COMMAND_TIMEOUT = 120.0  # s for one command on a loaded machine
 UP_TIMEOUT = 120.0  # s for a graph to come up
+GRIPPER_FULL = 9000  # counts: the CTAG2F90D's stroke, closed
 RT = CONTROL_PRIORITY + 1  # the emulators' real-time priority (tests/emulators/serial_link.device_priority)
 
 
@@ -133,6 +135,44 @@ def workcell(cell: Cell, *args: str) -> subprocess.CompletedProcess:
     print(f"$ workcell {' '.join(args)}  -> {out.returncode} in {time.monotonic() - t0:.1f} s\n{out.stdout}"
           f"{out.stderr}", flush=True)  # fmt: skip
     return out
+
+
+def counts_settle(gripper: CtagEmulator, still_for: float = 0.5, timeout: float = 10.0) -> float:
+    """The gripper's position (counts) once it stopped changing."""
+    last, since = gripper.position, time.monotonic()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if abs(gripper.position - last) > 0.5:
+            last, since = gripper.position, time.monotonic()
+        elif time.monotonic() - since > still_for:
+            return last
+    raise AssertionError("the gripper did not come to rest")
+
+
+# ------------------------------------------------------------------------------------------ item 9
+def test_jog_keeps_the_gripper_where_it_is_unless_told(cell: Cell) -> None:
+    """`workcell call jog dz 0.1` sent gripper 0, half-closed in LIBERO's convention: the open gripper went to
+    4,500 of 9,000 counts. A jog keeps the gripper at its measured opening; `jog gripper V` moves it, and
+    `gripper G` after another axis gives its command explicitly."""
+    assert workcell(cell, "call", "source", "teleop").returncode == 0
+    enable = workcell(cell, "call", "enable")
+    assert enable.returncode == 0 and "/aubo/enable: ok" in enable.stdout, enable.stdout
+    assert counts_settle(cell.gripper) == 0  # open
+    jog = workcell(cell, "call", "jog", "dz", "0.1")
+    assert jog.returncode == 0 and "10 of 10 accepted as 'teleop'" in jog.stdout, jog.stdout
+    assert counts_settle(cell.gripper) == 0  # still open
+    assert "gripper kept at 0.000 (command -1.000)" in jog.stdout  # and it says so
+    close = workcell(cell, "call", "jog", "gripper", "1", "5")
+    assert close.returncode == 0 and "5 of 5 accepted" in close.stdout, close.stdout
+    assert counts_settle(cell.gripper) == GRIPPER_FULL
+    jog = workcell(cell, "call", "jog", "dz", "-0.1")
+    assert jog.returncode == 0 and "10 of 10 accepted" in jog.stdout, jog.stdout
+    assert counts_settle(cell.gripper) == GRIPPER_FULL  # still closed
+    assert "gripper kept at 1.000 (command +1.000)" in jog.stdout
+    given = workcell(cell, "call", "jog", "dx", "0.1", "3", "gripper", "-1")
+    assert given.returncode == 0 and "3 of 3 accepted" in given.stdout, given.stdout
+    assert counts_settle(cell.gripper) == 0  # opened, as told
 
 
 # ------------------------------------------------------------------------------------------ item 14
