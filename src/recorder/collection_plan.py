@@ -13,7 +13,9 @@ configurations, each combination has two at each speed.
 A session file's demos carry their configuration (``combination``, ``slot_permutation``, ``belt_speed``,
 ``level``); :meth:`CollectionPlan.next` is the first configuration with fewer than ``per_config`` accepted
 demos, in plan order (so collection sweeps the design evenly), and :meth:`CollectionPlan.progress` counts
-them.
+them. A demo the arm did not perform is not one (:func:`not_counted`): every action refused (the arm disabled,
+in fault, another source's), or the arm faulted while it was recorded; it stays in the file, and ``workcell plan
+status`` names it with the reason.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from libero_workcell.task import COMBINATIONS, LEVEL, PERMUTATIONS, SPEEDS, TaskSpec, held_out
+from recorder.step import ACCEPTED_STEPS, FAULT_DURING, REFUSED_STEPS
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,25 @@ def _whole(value: Any, what: str) -> int:
     return int(_number(value, what, whole=True))
 
 
+def not_counted(attrs: Mapping[str, Any]) -> str | None:
+    """Why a saved demo (its attributes as the session reads them: recorder.session_file.demo_record) does not
+    count toward the plan, or None: interrupted, the arm faulted while it was recorded, or the arm accepted none of
+    its actions (at least one refused). A demo with no verdict at all (no report came) counts: nothing says the
+    arm did not perform it, and the export keeps such steps too."""
+    if attrs.get("interrupted"):
+        return f"interrupted ({attrs['interrupted']})"
+    if attrs.get(FAULT_DURING):
+        return f"the arm faulted while it was recorded ({attrs[FAULT_DURING]})"
+    try:
+        accepted = _whole(attrs.get(ACCEPTED_STEPS, 0), ACCEPTED_STEPS)
+        refused = _whole(attrs.get(REFUSED_STEPS, 0), REFUSED_STEPS)
+    except ValueError as exc:
+        return f"what the arm did is unreadable: {exc}"
+    if accepted == 0 and refused > 0:
+        return f"the arm refused every action it answered ({refused} refused, none accepted)"
+    return None
+
+
 class CollectionPlan:
     def __init__(self, per_config: int = 5) -> None:
         if per_config < 1:
@@ -110,9 +132,12 @@ class CollectionPlan:
         )
 
     def progress(self, demo_attrs: Iterable[Mapping[str, Any]]) -> dict[Configuration, int]:
-        """Accepted demos per configuration of the plan (demos of other configurations are not counted)."""
+        """Accepted demos per configuration of the plan (demos of other configurations, and those
+        :func:`not_counted` names, are not counted)."""
         counts = dict.fromkeys(self.configurations, 0)
         for attrs in demo_attrs:
+            if not_counted(attrs) is not None:
+                continue
             config = Configuration.of(attrs)
             if config in counts:
                 counts[config] += 1
@@ -130,12 +155,13 @@ class CollectionPlan:
 # ------------------------------------------------------------------------------------ `workcell plan`
 def plan_report(path: str, per_config: int, what: str) -> str:
     """``next``: the configuration to set up next (words, and the JSON a recorder's ``task`` takes);
-    ``status``: demos per configuration of the plan, held-out ones named, and the interrupted episodes beside the
-    session (never counted: recorder.session_file)."""
-    from recorder.session_file import demo_number, interrupted_episodes, saved_demo_attrs
+    ``status``: demos per configuration of the plan, held-out ones named, each demo not counted with why, and
+    the interrupted episodes beside the session (never counted: recorder.session_file)."""
+    from recorder.session_file import demo_number, interrupted_episodes, saved_demos
 
     plan = CollectionPlan(per_config)
-    attrs = saved_demo_attrs(path)
+    demos = saved_demos(path)
+    attrs = [a for _, a in demos]
     if what == "next":
         config = plan.next(attrs)
         if config is None:
@@ -147,6 +173,12 @@ def plan_report(path: str, per_config: int, what: str) -> str:
     beside = (f"; {len(aside)} interrupted episode{'s' * (len(aside) > 1)} beside it, not counted: {', '.join(aside)}"
               if aside else "")  # fmt: skip
     lines = [f"{path}: {done} of {per_config * len(counts)} plan demos ({len(attrs)} demos in the file{beside})"]
+    for name, a in demos:
+        if (why := not_counted(a)) is not None:
+            config = Configuration.of(a)
+            which = f" (combination {config.combination} slots {list(config.slot_permutation)} at " \
+                    f"{config.belt_speed} m/s)" if config else ""  # fmt: skip
+            lines.append(f"  not counted: {name}{which}: {why}")
     for config, n in counts.items():
         mark = "done" if n >= per_config else f"{n}/{per_config}"
         lines.append(f"  {mark:>6s}  combination {config.combination} slots {list(config.slot_permutation)} "

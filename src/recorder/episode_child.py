@@ -40,7 +40,7 @@ import numpy as np
 
 from libero_workcell.contract import ACTION_DIM
 from libero_workcell.libero_format import Demo, aubo_robot_states, image_dataset_options, write_demo, write_file_attrs
-from recorder.step import ArmReport, RecordedStep
+from recorder.step import ArmReport, RecordedStep, arm_counts
 
 log = logging.getLogger("recorder.episode_child")
 # Exceptions of a failed file, kept until the process leaves: their tracebacks hold HDF5 objects of that file,
@@ -84,6 +84,7 @@ def write_episode(f: h5py.File, name: str, rows: Sequence[RecordedStep], request
     the attributes; then flush and sync."""
     from preferences.scoring import annotate
 
+    arm = arm_columns(rows, request.reports)
     demo = Demo(
         name,
         np.array([r.action for r in rows]),
@@ -92,7 +93,7 @@ def write_episode(f: h5py.File, name: str, rows: Sequence[RecordedStep], request
         np.array([[r.gripper] for r in rows], float),
         np.array([r.joints for r in rows], float),
         aubo_robot_states([r.gripper for r in rows], [r.ee_pos for r in rows], [r.ee_ori for r in rows]),
-        attrs=dict(request.attrs),
+        attrs={**request.attrs, **arm_counts(arm["action_accepted"])},  # the verdicts summed: the plan counts them
     )
     try:  # the preferences asked and their per-step satisfaction (preference/satisfaction); never the episode
         demo = annotate(demo, control_hz=request.control_hz)
@@ -100,7 +101,6 @@ def write_episode(f: h5py.File, name: str, rows: Sequence[RecordedStep], request
         log.error("%s: preference satisfaction not stored: %s", name, exc)
     data = f["data"]
     g = write_demo(data, demo, existing_obs=True)
-    arm = arm_columns(rows, request.reports)
     g.create_dataset("applied_actions", data=arm["applied_actions"])
     g.create_dataset("action_accepted", data=arm["action_accepted"])
     timing = g.create_group("timing")

@@ -9,7 +9,9 @@ recording goes on through a stalled camera). The episode file is written by a pr
 (recorder.episode_writer), and saving runs in a thread, so the operator can start the next episode at once;
 a save that fails (a full disk) costs that episode only: the error is logged and reported, the episode being
 recorded meanwhile goes on, and the next one saves. The arm driver's report on each recorded action
-(``/workcell/action_result``) is stored with its step: accepted or refused, and the action it applied.
+(``/workcell/action_result``) is stored with its step: accepted or refused, and the action it applied; the arm's
+first fault while an episode records (``/aubo/mode``) is stored with the demo (``arm_fault``). A demo the arm
+refused every action of, or faulted in, is saved and not counted by the collection plan (the log says so).
 
 A message that breaks the contract (a non-finite action or state, an image whose data does not match its
 size) is counted, reported and dropped: the node and the open episode live on (the step it belonged to is
@@ -37,9 +39,10 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from libero_workcell import ros_msgs
+from libero_workcell import json_topics, ros_msgs
 from libero_workcell.contract import (
     ACTION_DIM,
+    ARM_FAULT,
     CAMERA_NAMES,
     CONTROL_HZ_DEFAULT,
     IMAGE_SIZE,
@@ -52,6 +55,7 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.image_convention import CONVENTIONS, ENV_ARGS_TEXT, ROBOSUITE_RAW, stored
+from libero_workcell.json_topics import ArmModeReport, JsonTopicReader, SimEpisodeReport
 from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS
 from libero_workcell.node_main import run_node
@@ -59,10 +63,10 @@ from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 from libero_workcell.task import TaskSpec
 from preferences.catalogue import Catalogue
-from recorder.collection_plan import CollectionPlan, Configuration
+from recorder.collection_plan import CollectionPlan, Configuration, not_counted
 from recorder.episode_writer import EpisodeWriter, SavedEpisode, warm_up
 from recorder.session_file import UNREADABLE, RecorderError, SessionFile
-from recorder.step import ArmReport, RecordedStep
+from recorder.step import FAULT_DURING, ArmReport, RecordedStep
 from recorder.stop_signals import StopSignals, interrupted_reason
 from transports.stepping import StampedInputs, Step, StepRunner
 
@@ -175,6 +179,7 @@ class RecorderNode(Node):
         self.save_failures = 0
         self._save_failed = False  # the latest save failed (diagnostics ERROR until one succeeds)
         self._sim_metrics: dict[str, Any] | None = None  # sim: the world's latest outcome, stored with a demo
+        self._arm_fault = ""  # the arm's fault as /aubo/mode last said it ("": not in fault)
         # the session's MCAP log (docs/session_log.md): each demo names it, with its first and last step's times
         self.mcap_log = str(Path(p("mcap_log")).absolute()) if p("mcap_log") else ""
         self._status_pub = self.create_publisher(String, Topics.RECORDER_STATUS, qos(Qos.LATCHED))
@@ -186,6 +191,8 @@ class RecorderNode(Node):
         self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result,
                                  qos(Qos.COMMAND, lockstep))  # fmt: skip
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
+        self._arm_reader = JsonTopicReader(ArmModeReport, Topics.ARM_MODE, self.get_logger())
+        self.create_subscription(String, Topics.ARM_MODE, self._arm_reader.then(self._on_arm_mode), qos(Qos.LATCHED))
         sensor = qos(Qos.SENSOR_LOCKSTEP, True) if self.lockstep else qos(Qos.SENSOR)  # each frame is a step's
         for cam in CAMERA_NAMES:
             self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), sensor)
@@ -277,15 +284,28 @@ class RecorderNode(Node):
                 self._frames[camera] = (ros_msgs.wall_from_stamp(msg.header.stamp), rgb)
 
     def _on_episode(self, msg: String) -> None:
-        info = self._decoded("episode", lambda m: dict(json.loads(m.data)), msg)
-        if info is None:
+        report = self._decoded("episode", lambda m: json_topics.decode(SimEpisodeReport, m.data, Topics.SIM_EPISODE),
+                               msg)  # fmt: skip
+        if report is None:
             return
-        if not self.get_parameter("task").value and "spec" in info:  # sim: the world's task is the demo's
-            self.task = {**info["spec"], "task_spec": json.dumps(info["spec"])}
-        self._sim_metrics = info.get("metrics")
+        info = report.model_dump()
+        if not self.get_parameter("task").value and report.spec:  # sim: the world's task is the demo's
+            self.task = {**report.spec, "task_spec": json.dumps(report.spec)}
+        self._sim_metrics = info["metrics"]
         if self.lockstep:
             with self._lock:
-                self._episodes[int(info.get("episode", 0))] = info
+                self._episodes[report.episode] = info
+
+    def _on_arm_mode(self, report: ArmModeReport) -> None:
+        """The arm's fault, noted on the episode being recorded (and one starting): the plan does not count it."""
+        with self._lock:
+            self._arm_fault = (report.fault or "fault") if report.mode == ARM_FAULT else ""
+            for writer in (self._writer, getattr(self, "_pending", None)):
+                self._note_fault(writer)
+
+    def _note_fault(self, writer: EpisodeWriter | None) -> None:
+        if writer is not None and self._arm_fault:
+            writer.attrs.setdefault(FAULT_DURING, self._arm_fault)
 
     def _on_action(self, msg: JointState) -> None:
         if msg.header.frame_id.partition(ros_msgs.TURN_SEPARATOR)[0] != self.source:  # another source's (SOURCE#TURN)
@@ -428,6 +448,8 @@ class RecorderNode(Node):
             f"saved {saved.name}: {saved.num_samples} steps, {saved.duration:.1f} s, {saved.dropped_steps} dropped, "
             f"stale frames {saved.stale_frames}, in {saved.save_latency:.2f} s; {self.session.num_demos} demos"
         )
+        if self.plan is not None and (why := not_counted(self.session.record_of(saved.name))) is not None:
+            self.get_logger().warning(f"{saved.name} does not count toward the collection plan: {why}")
         self._announce_next()
         self._publish_status()
 
@@ -452,7 +474,10 @@ class RecorderNode(Node):
     def _new_writer(self) -> EpisodeWriter:
         keys = tuple(CAMERA_IMAGE_KEYS[c] for c in CAMERA_NAMES)
         log = {"mcap_log": self.mcap_log} if self.mcap_log else {}
-        return EpisodeWriter(self.session, {"robot": ROBOT, **log, **self._asked(self.task)}, keys, self.hz)
+        writer = EpisodeWriter(self.session, {"robot": ROBOT, **log, **self._asked(self.task)}, keys, self.hz)
+        with self._lock:
+            self._note_fault(writer)  # started on an arm in fault
+        return writer
 
     def _next_step(self) -> int:
         """The control step a command takes effect at: the world's current one if this recorder is still in it

@@ -41,7 +41,8 @@ from typing import Any, Final
 
 import h5py
 
-from libero_workcell.libero_format import LiberoFormatError, demo_order, open_demo_file
+from libero_workcell.libero_format import LiberoFormatError, checked_dataset, demo_order, open_demo_file
+from recorder.step import ACCEPTED_STEPS, REFUSED_STEPS, arm_counts
 
 log = logging.getLogger(__name__)
 PARTIAL: Final = ".partial"
@@ -104,20 +105,38 @@ def episode_samples(episode: Path) -> int:
         return samples
 
 
-def saved_demo_attrs(path: str | Path) -> list[dict[str, Any]]:
-    """The attributes of every complete demo of a session, read-only (a recorder may be writing it): an
-    unreadable episode file is skipped with a warning (the recorder sets it aside at its next start)."""
+def demo_record(episode: Path, name: str) -> dict[str, Any]:
+    """A demo's attributes, with what the arm did with its actions summed up (recorder.step.arm_counts): a demo
+    saved before the recorder stored the sums has them counted from its ``action_accepted`` (its declared size
+    checked first), so the plan judges every demo alike. OSError, KeyError or LiberoFormatError when unreadable."""
+    with open_demo_file(episode) as f:
+        g = f["data"][name]
+        attrs = dict(g.attrs)
+        if not {ACCEPTED_STEPS, REFUSED_STEPS} <= attrs.keys() and "action_accepted" in g:
+            accepted = checked_dataset(g, "action_accepted", f"{episode}: data/{name}")[()]
+            attrs.update(arm_counts(accepted))
+    return attrs
+
+
+def saved_demos(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
+    """Every complete demo of a session, by name, with its :func:`demo_record`, read-only (a recorder may be
+    writing it): an unreadable episode file is skipped with a warning (the recorder sets it aside at its next
+    start)."""
     folder = episodes_dir_of(path)
     if not folder.is_dir():
         return []
     out = []
     for name in complete_episodes(folder):
         try:
-            with open_demo_file(folder / f"{name}.hdf5") as f:
-                out.append(dict(f["data"][name].attrs))
+            out.append((name, demo_record(folder / f"{name}.hdf5", name)))
         except (OSError, KeyError, LiberoFormatError) as exc:
             log.warning("%s: %s is unreadable, not counted: %s", path, name, exc)
     return out
+
+
+def saved_demo_attrs(path: str | Path) -> list[dict[str, Any]]:
+    """The :func:`demo_record` of every complete demo of a session (:func:`saved_demos` without the names)."""
+    return [attrs for _, attrs in saved_demos(path)]
 
 
 class SessionFile:
@@ -189,14 +208,16 @@ class SessionFile:
                 raise RecorderError(f"cannot start {partial}: {exc.strerror or exc}") from None
             return name, partial
 
+    def record_of(self, name: str) -> dict[str, Any]:
+        """A listed demo's :func:`demo_record` (read once)."""
+        if name not in self._attrs:
+            self._attrs[name] = demo_record(self.episode_path(name), name)
+        return self._attrs[name]
+
     def demo_attrs(self) -> list[dict[str, Any]]:
-        """Each listed demo's attributes (what the collection plan counts); a complete episode file never
+        """Each listed demo's :func:`demo_record` (what the collection plan counts); a complete episode file never
         changes, so each is read once."""
-        for name in self.names:
-            if name not in self._attrs:
-                with open_demo_file(self.episode_path(name)) as f:
-                    self._attrs[name] = dict(f["data"][name].attrs)
-        return [self._attrs[name] for name in self.names]
+        return [self.record_of(name) for name in self.names]
 
     def check_space(self) -> None:
         free = shutil.disk_usage(self.episodes_dir).free

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
 
@@ -55,3 +56,14 @@ class ArmReport:
     accepted: bool
     applied: np.ndarray | None = None  # (7,) the action the driver applied (after clipping); None if refused
     servo_tick: int | None = None  # accepted: the servo tick it took effect on
+
+
+ACCEPTED_STEPS: Final = "arm_accepted_steps"  # a demo's attribute: steps whose action the arm accepted
+REFUSED_STEPS: Final = "arm_refused_steps"  # ... and refused (the rest: no report came)
+FAULT_DURING: Final = "arm_fault"  # a demo's attribute: the arm's first fault while it was recorded (absent: none)
+
+
+def arm_counts(accepted: np.ndarray) -> dict[str, int]:
+    """A demo's ``action_accepted`` (1, 0 refused, -1 no report) summed up as its two attributes."""
+    accepted = np.asarray(accepted)
+    return {ACCEPTED_STEPS: int(np.count_nonzero(accepted == 1)), REFUSED_STEPS: int(np.count_nonzero(accepted == 0))}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -131,3 +132,62 @@ def test_workcell_plan_status_counts_a_demo_with_an_unreadable_configuration_as_
         demo.attrs.update(combination=0, slot_permutation="[1e999]", belt_speed=0.03)
     assert cli.main(["plan", "status", "--session", str(session), "--per-config", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[0].endswith("0 of 16 plan demos (1 demos in the file)")
+
+
+@pytest.mark.parametrize(
+    "attrs, why",
+    [({"arm_accepted_steps": 0, "arm_refused_steps": 92}, r"refused every action it answered \(92 refused"),
+     ({"arm_accepted_steps": 1, "arm_refused_steps": 91}, None),
+     ({"arm_accepted_steps": 0, "arm_refused_steps": 0}, None),  # no verdict came: nothing says otherwise
+     ({}, None),  # a demo from elsewhere, without the arm's verdicts
+     ({"arm_accepted_steps": 40, "arm_fault": "ARM-PSTOP protective stop"},
+      r"the arm faulted while it was recorded \(ARM-PSTOP protective stop\)"),
+     ({"interrupted": "the recorder was stopped (SIGINT)"}, r"interrupted \(the recorder was stopped \(SIGINT\)\)"),
+     ({"arm_accepted_steps": "many", "arm_refused_steps": 3}, "what the arm did is unreadable: arm_accepted_steps"),
+     ({"arm_accepted_steps": 0, "arm_refused_steps": 1e999}, "unreadable: arm_refused_steps inf")],
+)  # fmt: skip
+def test_a_demo_the_arm_did_not_perform_is_not_counted(attrs, why) -> None:
+    """Issue 35, item 12: a demo whose 92 steps the arm all refused (it was in fault) was counted toward the plan."""
+    from recorder.collection_plan import not_counted
+
+    plan = CollectionPlan(per_config=1)
+    recorded = {**plan.configurations[0].attrs(), **attrs}
+    reason = not_counted(recorded)
+    assert reason is None if why is None else re.search(why, reason), reason
+    assert plan.progress([recorded])[plan.configurations[0]] == (1 if why is None else 0)
+
+
+def test_workcell_plan_status_names_each_demo_it_does_not_count_and_why(tmp_path, capsys) -> None:
+    """The session as a lab has it: a demo saved before the recorder summed the arm's verdicts (only its
+    action_accepted says all 92 steps were refused), one in which the arm faulted, one the arm performed in part,
+    one without any verdict. `workcell plan status` counts the last two and names the first two with why;
+    `plan next` asks for the first configuration again."""
+    import h5py
+    import numpy as np
+
+    from recorder.session_file import episodes_dir_of
+    from workcell import cli
+
+    session = tmp_path / "d2s.hdf5"
+    plan = CollectionPlan(per_config=1)
+    c = plan.configurations
+    folder = episodes_dir_of(session)
+    folder.mkdir()
+    demos = [(c[0], {}, [0] * 92), (c[0], {"arm_fault": "ARM-PSTOP protective stop"}, [1] * 30),
+             (c[1], {}, [1, 0, -1, 1] * 10), (c[2], {}, [-1] * 12)]  # fmt: skip
+    for i, (config, extra, accepted) in enumerate(demos):
+        with h5py.File(folder / f"demo_{i}.hdf5", "w") as f:
+            demo = f.create_group("data").create_group(f"demo_{i}")
+            for key, value in {**config.attrs(), **extra}.items():
+                demo.attrs[key] = json.dumps(value) if isinstance(value, list) else value
+            demo.create_dataset("action_accepted", data=np.array(accepted, np.int8))
+    assert cli.main(["plan", "status", "--session", str(session), "--per-config", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("2 of 16 plan demos (4 demos in the file)"), lines[0]
+    where = f"(combination 0 slots {list(c[0].slot_permutation)} at {c[0].belt_speed} m/s)"
+    assert lines[1:3] == [
+        f"  not counted: demo_0 {where}: the arm refused every action it answered (92 refused, none accepted)",
+        f"  not counted: demo_1 {where}: the arm faulted while it was recorded (ARM-PSTOP protective stop)"]
+    assert sum(ln.split()[:1] == ["done"] for ln in lines) == 2
+    assert cli.main(["plan", "next", "--session", str(session), "--per-config", "1"]) == 0
+    assert capsys.readouterr().out.startswith(f"set up {c[0].setup()}")

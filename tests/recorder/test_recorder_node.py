@@ -240,6 +240,48 @@ def test_with_the_plan_each_demo_records_the_configuration_to_set_up(graph, tmp_
     assert plan.next([d.attrs for d in demos]) == plan.configurations[2]
 
 
+def test_a_demo_the_arm_refused_or_faulted_in_is_saved_and_not_counted_by_the_plan(graph, tmp_path) -> None:
+    """Issue 35, item 12: a demo whose every action the arm refused was counted toward the plan (`3 of 80`). The
+    recorder stores the arm's verdicts summed up and its first fault during the episode (/aubo/mode); the plan
+    counts neither such demo, the log says why, and the plan asks for the same configuration again."""
+    from std_msgs.msg import String
+
+    from recorder.collection_plan import not_counted
+
+    rec, pubs, spin = graph(plan_per_config=1)
+    mode = rec.create_publisher(String, Topics.ARM_MODE, qos(Qos.LATCHED))
+    first = rec.plan.configurations[0]
+    t0 = time.time()
+    for n, fault in enumerate(("", "ARM-PSTOP protective stop")):
+        assert ok(rec._srv_start)
+        for i in range(4):
+            if fault and i == 2:  # the arm faults mid-episode: the rest are refused
+                mode.publish(String(data=json.dumps({"mode": "fault", "fault": fault})))
+            feed(pubs, spin, t0 + n + i * 0.05, refused=not fault or i >= 2, servo_tick=None if (not fault or i >= 2)
+                 else 10 + i)  # fmt: skip
+        assert spin_until(spin, lambda: len(rec._writer._reports) == 4)
+        assert ok(rec._srv_save)
+        wait_saved(rec, spin, n + 1)
+        mode.publish(String(data=json.dumps({"mode": "disabled", "fault": ""})))  # reset: no fault any more
+        spin(0.2)
+    refused, faulted = rec.session.demo_attrs()
+    assert (refused["arm_accepted_steps"], refused["arm_refused_steps"]) == (0, 4) and "arm_fault" not in refused
+    assert (faulted["arm_accepted_steps"], faulted["arm_refused_steps"]) == (2, 2)
+    assert faulted["arm_fault"] == "ARM-PSTOP protective stop"
+    assert "refused every action" in not_counted(refused) and "faulted" in not_counted(faulted)
+    assert rec.plan.next(rec.session.demo_attrs()) == first and rec.plan_next == first.setup()
+    assert json.loads(refused["slot_permutation"]) == json.loads(faulted["slot_permutation"]) == list(
+        first.slot_permutation)  # fmt: skip
+    assert ok(rec._srv_start)  # a fault that was reset is not the next episode's
+    for i in range(3):
+        feed(pubs, spin, t0 + 3 + i * 0.05, servo_tick=20 + i)
+    assert spin_until(spin, lambda: len(rec._writer._reports) == 3)
+    assert ok(rec._srv_save)
+    wait_saved(rec, spin, 3)
+    assert not_counted(rec.session.demo_attrs()[2]) is None
+    assert spin_until(spin, lambda: rec.plan_next == rec.plan.configurations[1].setup())
+
+
 def test_the_console_line_warns_when_steps_arrive_slower_than_declared() -> None:
     from recorder.node import console_line
 
