@@ -197,18 +197,19 @@ def cmd_call(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """One screen of the running graph's state (exit 2 when no one graph is named)."""
+    """One screen of the running graph's state: 0 when every node the graph started was heard from, 1 when one was
+    not (or, for a graph not recorded, nothing was), 2 when no one graph is named."""
     from workcell import operator_cli as op
 
     try:
         (target,) = op.find_targets(args.name, args.domain_id)
         with op.joined(target.domain_id) as client:
-            seen = op.snapshot(client, args.seconds, target.nodes)
+            seen = op.snapshot(client, args.seconds, target.nodes, max(args.timeout, args.seconds))
         print(op.format_status(seen, target.domain_id, target.record.name if target.record else ""), flush=True)
     except op.OperatorError as exc:
         print(f"workcell: {exc}", file=sys.stderr)
         return 2
-    return 0
+    return 0 if op.heard_all(seen) else 1
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -262,7 +263,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--domain-id", type=int, default=None)
     p.set_defaults(func=cmd_env)
 
-    from workcell.operator_cli import COMMANDS
+    from workcell.operator_cli import COMMANDS, STATUS_TIMEOUT_S
 
     p = sub.add_parser("call", help="an operator command on the running graph (enable, stop-all, belt, ...)",
                        description="Commands: " + "; ".join(f"{k}: {v[0]}" for k, v in COMMANDS.items()) +
@@ -276,7 +277,10 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("status", help="one screen of the running graph: arm, source, belt, cameras, episode")
-    p.add_argument("--seconds", type=float, default=2.0, help="how long to listen (default 2)")
+    p.add_argument("--seconds", type=float, default=2.0, help="how long to listen at least (default 2)")
+    p.add_argument("--timeout", type=float, default=STATUS_TIMEOUT_S,
+                   help="how long to wait at most for every node the graph started to be heard from (default "
+                        f"{STATUS_TIMEOUT_S:g})")
     p.add_argument("--name", default=None, help="the graph's name (bringup prints it; default: the only one)")
     p.add_argument("--domain-id", type=int, default=None, help="the graph's ROS_DOMAIN_ID (default: found)")
     p.set_defaults(func=cmd_status)

@@ -41,6 +41,7 @@ JOG_STEPS = 10
 JOG_MAX_STEPS = 100  # 5 s at 20 Hz: a jog is a check, not a way to drive
 SERVICE_WAIT_S = 5.0  # for a service to be discovered on the graph's domain
 CALL_TIMEOUT_S = 30.0  # for its answer (homing answers at once; a save answers when the file is closed)
+STATUS_TIMEOUT_S = 10.0  # the longest `workcell status` waits to hear from every node of the graph
 POLICY_NODE = "policy_node"  # the node name policy_node.node registers
 ARM_NODE, BELT_NODE = "aubo_bridge", "conveyor_driver"  # their names in the graph file (config/workcell.yaml)
 SIM_WORLD_NODE, ARM_FAULT_PARAM = "sim_world", "arm_fault"  # the simulated controller's fault (sim_bridge.world_node)
@@ -458,9 +459,27 @@ def run_on_each(targets: Sequence[Target], steps: Sequence[Step], out: Any = sys
 
 
 # ------------------------------------------------------------------------------------------------ status
-def snapshot(client: GraphClient, seconds: float, expected: Sequence[str] = ()) -> dict[str, Any]:
-    """What the graph publishes over ``seconds`` (longer until the ``expected`` nodes were discovered): the
-    newest of each status topic, diagnostics per name."""
+# What `workcell status` must hear from a node of the graph before it shows the screen, by what the node publishes:
+# a recorder (its status is latched; its diagnostics come only with a change) its status; any other node its
+# diagnostics if it publishes them (each device and the policy repeat them every second); and every topic it
+# publishes of these, each latched or streamed (the arm's mode, source and TCP, the belt's state). A node that
+# publishes none of them is heard once discovered.
+HEARD_BY_STATUS: tuple[str, ...] = (Topics.RECORDER_STATUS,)
+ALWAYS_HEARD = frozenset({Topics.ARM_MODE, Topics.ACTIVE_SOURCE, Topics.TCP_POSE, Topics.CONVEYOR_STATE})
+
+
+def topics_to_hear(published: set[str]) -> set[str]:
+    """Of the topics a node publishes (those status follows), the ones a message must have come on from it."""
+    if status := published.intersection(HEARD_BY_STATUS):
+        return status
+    return (published & {Topics.DIAGNOSTICS}) | (published & ALWAYS_HEARD)
+
+
+def snapshot(client: GraphClient, seconds: float, expected: Sequence[str] = (),
+             timeout: float = STATUS_TIMEOUT_S) -> dict[str, Any]:
+    """What the graph publishes over ``seconds``, and longer (up to ``timeout``) until every ``expected`` node was
+    heard from (:func:`topics_to_hear`; with none expected, until a diagnostics message came): the newest of each
+    status topic, diagnostics per name; ``missing`` names the expected nodes not heard from."""
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseStamped
     from sensor_msgs.msg import JointState
@@ -470,6 +489,7 @@ def snapshot(client: GraphClient, seconds: float, expected: Sequence[str] = ()) 
     from libero_workcell.ros_qos import qos
 
     seen: dict[str, Any] = {"diagnostics": {}}
+    heard: set[tuple[str, bytes]] = set()  # (topic, the publisher's gid): which node said something where
 
     def on_diag(msg: DiagnosticArray) -> None:
         for st in msg.status:
@@ -485,29 +505,55 @@ def snapshot(client: GraphClient, seconds: float, expected: Sequence[str] = ()) 
         return cb
 
     n = client.node
-    n.create_subscription(DiagnosticArray, Topics.DIAGNOSTICS, on_diag, qos(Qos.DIAGNOSTICS))
-    n.create_subscription(PoseStamped, Topics.TCP_POSE, lambda m: seen.__setitem__("tcp", (
+    followed: list[str] = []
+
+    def follow(msg_type: Any, topic: str, callback: Callable[[Any], None], profile: Any) -> None:
+        def on(msg: Any, info: Any) -> None:  # rclpy hands a two-argument callback the message's info
+            gid = (info.get("publisher_gid") or {}).get("data")
+            if gid is not None:
+                heard.add((topic, bytes(gid)))
+            callback(msg)
+
+        n.create_subscription(msg_type, topic, on, profile)
+        followed.append(topic)
+
+    follow(DiagnosticArray, Topics.DIAGNOSTICS, on_diag, qos(Qos.DIAGNOSTICS))
+    follow(PoseStamped, Topics.TCP_POSE, lambda m: seen.__setitem__("tcp", (
         m.pose.position.x, m.pose.position.y, m.pose.position.z)), qos(Qos.STATE))  # fmt: skip
-    n.create_subscription(String, Topics.ACTIVE_SOURCE, lambda m: seen.__setitem__("source", m.data), qos(Qos.LATCHED))
-    n.create_subscription(JointState, Topics.CONVEYOR_STATE, lambda m: seen.__setitem__(
+    follow(String, Topics.ACTIVE_SOURCE, lambda m: seen.__setitem__("source", m.data), qos(Qos.LATCHED))
+    follow(JointState, Topics.CONVEYOR_STATE, lambda m: seen.__setitem__(
         "belt", (list(m.position), list(m.velocity))), qos(Qos.STATE))  # fmt: skip
     for key, topic in (("recorder", Topics.RECORDER_STATUS), ("episode", Topics.SIM_EPISODE), ("arm", Topics.ARM_MODE)):
-        n.create_subscription(String, topic, on_json(key), qos(Qos.LATCHED))
+        follow(String, topic, on_json(key), qos(Qos.LATCHED))
     for key, topic in (("policy", Topics.POLICY_STATUS), ("teleop", Topics.TELEOP_STATUS)):
-        n.create_subscription(String, topic, on_json(key), qos(Qos.STATE))
-    # what each running node is heard from by (latched or fast): the arm's mode, the belt's state
-    heard_by = {"aubo_bridge": ("arm", "source", "tcp"), "conveyor_driver": ("belt",)}
+        follow(String, topic, on_json(key), qos(Qos.STATE))
+
+    def unheard() -> list[str]:
+        names = client.node_names()
+        publishers: dict[str, dict[str, set[bytes]]] = {}  # node -> topic -> its publishers' gids
+        for topic in followed:
+            for info in n.get_publishers_info_by_topic(topic):
+                publishers.setdefault(info.node_name, {}).setdefault(topic, set()).add(bytes(info.endpoint_gid))
+
+        def is_heard(node: str) -> bool:
+            mine = publishers.get(node, {})
+            return node in names and all(any((t, g) in heard for g in mine[t]) for t in topics_to_hear(set(mine)))
+
+        return [node for node in expected if not is_heard(node)]
 
     def complete() -> bool:
-        if not set(expected) <= client.node_names():
-            return False
-        return all(k in seen for node in expected for k in heard_by.get(node, ()))
+        return not unheard() if expected else bool(seen["diagnostics"])
 
-    client.spin(seconds)  # at least `seconds`; longer (up to 3x) until every node the graph runs was heard from
-    client.spin(2 * seconds, until=complete)
+    client.spin(seconds)  # at least `seconds`; longer, up to `timeout`, until every node the graph runs was heard
+    client.spin(max(0.0, timeout - seconds), until=complete)
     seen["nodes"] = sorted(client.node_names() - {n.get_name()})
-    seen["missing"] = sorted(set(expected) - set(seen["nodes"]))
+    seen["expected"], seen["missing"] = list(expected), unheard()
     return seen
+
+
+def heard_all(seen: dict[str, Any]) -> bool:
+    """Whether the snapshot heard every node it expected (none expected: whether any diagnostics came at all)."""
+    return not seen.get("missing") and bool(seen.get("expected") or seen.get("diagnostics"))
 
 
 # Which devices' faults each diagnostics name reports (libero_workcell.faults): a gripper's come through the arm.

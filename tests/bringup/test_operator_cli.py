@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from libero_workcell import run_registry
-from libero_workcell.contract import Services, gripper_command_to_coord
+from libero_workcell.contract import Services, Topics, gripper_command_to_coord
 from workcell import operator_cli as op
 
 
@@ -195,6 +195,30 @@ def test_the_one_running_graph_is_found_several_are_refused_unless_named_and_a_s
         other.wait()
     run_registry.withdraw()
     assert op.find_targets() == [op.Target(7)]  # no graph recorded: the shell's domain
+
+
+def test_status_hears_a_node_by_what_it_publishes():
+    """Each device node and the policy repeat their diagnostics every second; a recorder's come only with a change,
+    beside its latched status; the arm's mode and source are latched, its TCP and the belt's state streamed."""
+    arm = {Topics.DIAGNOSTICS, Topics.ARM_MODE, Topics.ACTIVE_SOURCE, Topics.TCP_POSE}
+    assert op.topics_to_hear(arm) == arm
+    assert op.topics_to_hear({Topics.DIAGNOSTICS, Topics.CONVEYOR_STATE}) == {Topics.DIAGNOSTICS, Topics.CONVEYOR_STATE}
+    assert op.topics_to_hear({Topics.DIAGNOSTICS, Topics.RECORDER_STATUS}) == {Topics.RECORDER_STATUS}
+    assert op.topics_to_hear({Topics.DIAGNOSTICS, Topics.POLICY_STATUS}) == {Topics.DIAGNOSTICS}
+    assert op.topics_to_hear({Topics.TELEOP_STATUS}) == set()  # discovered is enough
+
+
+def test_status_succeeds_only_when_it_heard_every_node_of_the_graph():
+    heard = {"nodes": ["aubo_bridge", "conveyor_driver"], "expected": ["aubo_bridge", "conveyor_driver"],
+             "missing": [], "diagnostics": {"aubo_bridge": (1, "disabled", {"mode": "disabled"})}}  # fmt: skip
+    assert op.heard_all(heard)
+    assert not op.heard_all({**heard, "missing": ["conveyor_driver"]})
+    assert not op.heard_all({**heard, "expected": [], "diagnostics": {}})  # a graph not recorded, nothing heard
+    assert op.heard_all({**heard, "expected": []})
+    text = op.format_status({**heard, "missing": ["conveyor_driver"]}, 12, "cell-a")
+    assert text.splitlines()[:2] == [
+        "graph cell-a on ROS_DOMAIN_ID 12: nodes aubo_bridge, conveyor_driver",
+        "  NOT HEARD FROM: conveyor_driver (started with the graph: stopped or hung?)"]
 
 
 def _tcp_z(status: str) -> float:
