@@ -23,7 +23,7 @@ from pathlib import Path
 
 import cv2
 
-from libero_workcell import dds, ros_msgs
+from libero_workcell import dds, ros_msgs, run_registry
 from libero_workcell.contract import CAMERA_NAMES, Qos, Topics
 from libero_workcell.json_topics import JsonTopicReader, SimEpisodeReport
 from libero_workcell.loopback import free_port
@@ -54,7 +54,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument("--speeds", type=float, nargs="+", default=[0.03, 0.05], help="belt speeds, m/s")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="task seeds (combination + permutation)")
     ap.add_argument("--out", type=Path, default=Path("demo-output"), help="logs and camera snapshots")
-    ap.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID (default: a per-run one)")
+    ap.add_argument("--domain-id", type=int, default=None,
+                    help="ROS_DOMAIN_ID, held machine-wide while it runs (default: an inherited one, else a free one)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="wall s to wait for one episode (default: 4 x its horizon + 60: a loaded machine is slower)")
     pace = ap.add_mutually_exclusive_group()
@@ -184,8 +185,17 @@ def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], t
 
 def run_demo(argv: Sequence[str]) -> int:
     args = _parse(argv)
+    try:  # the graph's domain, held machine-wide while it runs (docs/operator.md, "Finding the running graph")
+        claim = run_registry.claim_graph_domain(args.domain_id)
+    except (ValueError, RuntimeError) as exc:  # (a held domain: dds.DomainHeldError, a RuntimeError)
+        print(f"workcell demo: {exc}")
+        return 2
+    with claim:
+        return _demo(args, dds.loopback_env(claim.domain_id))
+
+
+def _demo(args: argparse.Namespace, env: dict[str, str]) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
-    env = dds.loopback_env(args.domain_id)
     os.environ.update(env)  # this process's probe node uses the same loopback domain
     pace = "as fast as possible" if args.real_time_factor <= 0 else f"real_time_factor {args.real_time_factor:g}"
     print(f"workcell demo: full graph on the simulated workcell, {args.source} driving, sim time in lockstep "

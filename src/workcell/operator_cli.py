@@ -18,11 +18,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from libero_workcell import dds, faults, ros_msgs, run_registry
+from libero_workcell import dds, faults, json_topics, ros_msgs, run_registry
 from libero_workcell.contract import (
     ACTION_HIGH,
     ACTION_LOW,
@@ -32,6 +32,7 @@ from libero_workcell.contract import (
     GRIPPER_CLOSE,
     GRIPPER_OPEN,
     SOURCE_NONE,
+    ContractError,
     Params,
     Services,
     Topics,
@@ -358,16 +359,20 @@ class GraphClient:
             action = (*action[:-1], gripper_command_for(coord))
             kept = f"; gripper kept at {coord:.3f} (command {action[-1]:+.3f})"
         results: list[ros_msgs.ActionOutcome] = []
-        sub = self.node.create_subscription(String, Topics.ACTION_RESULT,
-                                            lambda m: results.append(ros_msgs.action_result_from_msg(m)),
-                                            qos(Qos.COMMAND))  # fmt: skip
+
+        def on_result(msg: String) -> None:
+            with suppress(ContractError):  # not an action result: not this jog's
+                results.append(ros_msgs.action_result_from_msg(msg))
+
+        sub = self.node.create_subscription(String, Topics.ACTION_RESULT, on_result, qos(Qos.COMMAND))
         pub = self.node.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
         try:
             self.spin(SERVICE_WAIT_S, until=lambda: pub.get_subscription_count() > 0)
             period = 1.0 / CONTROL_HZ_DEFAULT
             start = time.monotonic()
+            turn = ros_msgs.new_turn()  # a jog is a source started by the operator (docs/operator.md)
             for k in range(steps):
-                pub.publish(ros_msgs.action_msg(action, source))
+                pub.publish(ros_msgs.action_msg(action, source, turn=turn))
                 self.spin(start + (k + 1) * period - time.monotonic())
             self.spin(0.5)  # the last results
         finally:
@@ -497,10 +502,10 @@ def snapshot(client: GraphClient, seconds: float, expected: Sequence[str] = (),
 
     def on_json(key: str) -> Callable[[String], None]:
         def cb(msg: String) -> None:
-            try:
-                seen[key] = json.loads(msg.data)
-            except ValueError:
-                seen[key] = msg.data
+            try:  # bounded, any depth refused (libero_workcell.json_topics); shown as it came when not JSON
+                seen[key] = json_topics.parse(msg.data, key)
+            except ContractError:
+                seen[key] = msg.data[:200]
 
         return cb
 

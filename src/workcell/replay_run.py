@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from libero_workcell import dds
+from libero_workcell import dds, run_registry
 from libero_workcell.progress import progress_bar
 from workcell.bringup import Graph, GraphError
 from workcell.launcher import NodeDiedError, NodesUp, RunningGraph, launch
@@ -134,14 +134,24 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument("--mode", default="open_loop", choices=("open_loop", "closed_loop"))
     ap.add_argument("--out", type=Path, default=Path("replay-output"), help="report, strip and logs")
     ap.add_argument("--timeout", type=float, default=None, help="s (default: the demo's length + 120)")
-    ap.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID (default: a per-run one)")
+    ap.add_argument("--domain-id", type=int, default=None,
+                    help="ROS_DOMAIN_ID, held machine-wide while it runs (default: an inherited one, else a free one)")
     ap.add_argument("overrides", nargs="*", metavar="key:=value", help="more graph overrides")
     return ap.parse_intermixed_args(list(argv))
 
 
 def run_replay(argv: Sequence[str]) -> int:
     args = _parse(argv)
-    env = dds.loopback_env(args.domain_id)
+    try:  # the graph's domain, held machine-wide while it runs (docs/operator.md, "Finding the running graph")
+        claim = run_registry.claim_graph_domain(args.domain_id)
+    except (ValueError, RuntimeError) as exc:  # (a held domain: dds.DomainHeldError, a RuntimeError)
+        print(f"workcell replay: {exc}")
+        return 2
+    with claim:
+        return _replay(args, dds.loopback_env(claim.domain_id))
+
+
+def _replay(args: argparse.Namespace, env: dict[str, str]) -> int:
     timeout = args.timeout
     if timeout is None:
         from libero_workcell.libero_format import DemoReader
