@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from libero_workcell import faults
+from libero_workcell.cell_file import redact_text
 from libero_workcell.contract import Params
 from libero_workcell.preflight import FAIL, OK, SKIP, WARN, Check, Context
 from policy_node.clients import ClientKind, kind_for
@@ -30,7 +31,7 @@ def check(node: str, params: Mapping[str, Any], ctx: Context) -> list[Check]:
     if not params.get(Params.USE_SIM, True) and not str(params.get(TASK_PARAM, "")):
         out.append(Check(node, "task", WARN, "no policy.task: `/policy/start` is refused until there is one",
                          faults.BY_CODE["POLICY-NO-TASK"].recovery))  # fmt: skip
-    what = f"policy server {url}"
+    what = f"policy server {redact_text(url)}"  # (a report is printed: never the URL's credentials)
     if LOCAL_SERVER_NODE in ctx.nodes:
         return [*out, Check(node, what, SKIP, f"the graph starts its own ({LOCAL_SERVER_NODE}, policy_local_server)")]
     todo = faults.BY_CODE["POLICY-NO-SERVER"].recovery
@@ -46,11 +47,11 @@ def check(node: str, params: Mapping[str, Any], ctx: Context) -> list[Check]:
             status = reply.status
     except urllib.error.HTTPError as exc:
         status = exc.code
-    except OSError as exc:
-        return [*out, Check(node, what, FAIL, f"GET {health}: {exc}", todo)]
+    except (OSError, ValueError) as exc:  # (http.client.InvalidURL is a ValueError)
+        return [*out, Check(node, what, FAIL, redact_text(f"GET {health}: {exc}"), todo)]
     if status != 200:
-        return [*out, Check(node, what, FAIL, f"GET {health} answered {status}, not 200 (not an {kind.name} "
-                            "server?)", todo)]  # fmt: skip
+        return [*out, Check(node, what, FAIL, redact_text(f"GET {health} answered {status}, not 200 (not an "
+                                                          f"{kind.name} server?)"), todo)]  # fmt: skip
     return [*out, _metadata(node, what, url, timeout, todo, kind)]
 
 
@@ -59,7 +60,7 @@ def _metadata(node: str, what: str, url: str, timeout: float, todo: str, kind: C
         client = kind.connect(url, timeout)
     except PolicyServerError as exc:
         healthy = "its health check answered, but " if kind.health_url is not None else ""
-        return Check(node, what, FAIL, f"{healthy}the {kind.name} client did not connect: {exc}", todo)
+        return Check(node, what, FAIL, redact_text(f"{healthy}the {kind.name} client did not connect: {exc}"), todo)
     try:
         metadata = client.metadata
     finally:

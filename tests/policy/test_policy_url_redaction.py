@@ -75,3 +75,17 @@ def test_the_policy_nodes_diagnostics_name_the_server_without_its_credentials() 
     assert failed[-1]["url"] == f"ws://{REDACTED}@{LOOPBACK}:{port}"
     assert f"the policy server at ws://{REDACTED}@{LOOPBACK}:{port}: " in failed[-1]["message"]
     assert not [d for d in seen if "hunter2" in repr(d) or "operator" in repr(d)], seen
+
+
+@pytest.mark.parametrize("url", [f"ws://operator:hunter2@{LOOPBACK}:{{port}}", "ftp://operator:hunter2@host:1",
+                                 "ws://operator:hunter2@"])  # fmt: skip
+def test_workcell_checks_report_names_the_server_without_its_credentials(url: str) -> None:
+    """`workcell check` prints its report: the server it could not reach, a scheme it has no client for, a URL
+    naming no server, each without the user information."""
+    from libero_workcell.preflight import Context
+    from policy_node.preflight import check
+
+    url = url.format(port=closed_port())
+    report = check("policy_node", {"policy.url": url, "policy.timeout": 0.5}, Context())
+    text = " ".join(f"{c.what} {c.detail}" for c in report)
+    assert report and "hunter2" not in text and "operator" not in text and REDACTED in text, text

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from libero_workcell.cell_file import redact_text
 from libero_workcell.loopback import LOOPBACK
 from policy_node.protocol import MAX_REPLY_BYTES_DEFAULT, Connect, ObservationAdapter, PolicyClient
 
@@ -56,9 +57,13 @@ def scheme_of(url: str) -> str:
     parts = urlsplit(str(url))
     supported = ", ".join(f"{s}://" for s in schemes())
     if parts.scheme.lower() not in _LOADERS:
-        raise ValueError(f"no policy client for {url!r}: the URL's scheme must be one of {supported}")
-    if not parts.netloc:
-        raise ValueError(f"{url!r} names no server (SCHEME://HOST:PORT, SCHEME one of {supported})")
+        raise ValueError(f"no policy client for {redact_text(str(url))!r}: the URL's scheme must be one of {supported}")
+    try:
+        named = bool(parts.hostname) and (parts.port is None or parts.port > 0)  # (.port raises on a bad one)
+    except ValueError:
+        named = False
+    if not named:
+        raise ValueError(f"{redact_text(str(url))!r} names no server (SCHEME://HOST:PORT, SCHEME one of {supported})")
     return parts.scheme.lower()
 
 
