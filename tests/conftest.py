@@ -46,7 +46,14 @@ os.environ.setdefault("ROS_LOG_DIR", str(TEST_OUTPUT / "ros_log"))  # not ~/.ros
 # `workcell call` on this machine would find them
 os.environ["XDG_RUNTIME_DIR"] = str(TEST_OUTPUT / "runtime")
 (TEST_OUTPUT / "runtime").mkdir(parents=True, exist_ok=True, mode=0o700)
-DDS_VARS = dds.apply_loopback_env()  # per-run ROS_DOMAIN_ID derived from pytest's pid
+# This run's ROS_DOMAIN_ID: a free one, claimed machine-wide for the run (no graph or other run on this machine gets
+# it), and handed to what the tests start (a graph on the inherited domain joins it: dds.claim_exact)
+RUN_DOMAIN = dds.claim_domain()
+os.environ.update(RUN_DOMAIN.delegated_env())
+DDS_VARS = dds.apply_loopback_env(RUN_DOMAIN.domain_id)
+# what an operator's other shell does not have (the tests' "another terminal"): no domain, no DDS profile, and not
+# this run's domain handed down
+OPERATOR_SHELL_UNSET = ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE", dds.DELEGATED_VAR)
 
 # Property tests: random by default; HYPOTHESIS_PROFILE=mutation makes them repeatable (the same
 # examples every run), as a mutation tool needs to compare a mutant's run with the original's.

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import secrets
 import sys
 import tempfile
 import warnings
@@ -69,14 +70,24 @@ def per_run_domain_id(pid: int | None = None) -> int:
     return DOMAIN_ID_MIN + pid % (DOMAIN_ID_MAX - DOMAIN_ID_MIN + 1)
 
 
+DELEGATED_VAR: Final = "LIBERO_WORKCELL_DOMAIN_DELEGATED"  # DOMAIN:TOKEN (DomainClaim.delegated_env)
+
+
 class DomainClaim:
     """A domain id this process holds on this machine (an ``flock`` on a file named by it): no other
     :func:`claim_domain` on the machine gets it until :meth:`release`, or until this process ends, however it ends
     (the kernel drops the lock of a killed process)."""
 
-    def __init__(self, domain_id: int, handle: int) -> None:
+    def __init__(self, domain_id: int, handle: int | None, token: str = "") -> None:
         self.domain_id = domain_id
-        self._handle: int | None = handle
+        self._handle = handle  # None: a domain delegated to this process (:func:`delegated_env`), held by another
+        self.token = token  # written into the claim's file: what a delegation names
+
+    def delegated_env(self) -> dict[str, str]:
+        """The variables that hand this domain to child processes: a graph a child starts on the inherited
+        ``ROS_DOMAIN_ID`` joins it (:func:`claim_exact`) instead of being refused. A test run does this with its
+        own domain: its graphs run on it, and no other run or graph on the machine gets it."""
+        return {"ROS_DOMAIN_ID": str(self.domain_id), DELEGATED_VAR: f"{self.domain_id}:{self.token}"}
 
     def release(self) -> None:
         if self._handle is not None:
@@ -108,6 +119,9 @@ def _lock(folder: Path, domain: int) -> DomainClaim | None:
     handle = os.open(folder / f"{domain}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        token = secrets.token_hex(8)
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, token.encode(), 0)
     except BlockingIOError:
         os.close(handle)
         return None
@@ -115,7 +129,20 @@ def _lock(folder: Path, domain: int) -> DomainClaim | None:
         with contextlib.suppress(OSError):
             os.close(handle)
         raise
-    return DomainClaim(domain, handle)
+    return DomainClaim(domain, handle, token)
+
+
+def _delegated(folder: Path, domain: int) -> DomainClaim | None:
+    """``domain`` as a claim this process's environment was handed (DELEGATED_VAR naming the token its holder wrote),
+    or None."""
+    named = os.environ.get(DELEGATED_VAR, "")
+    if not named or named.split(":", 1)[0] != str(domain):
+        return None
+    try:
+        token = (folder / f"{domain}.lock").read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return DomainClaim(domain, None, token) if token and named == f"{domain}:{token}" else None
 
 
 def _claims_folder() -> Path:
@@ -140,11 +167,13 @@ def claim_domain(prefer: int | None = None) -> DomainClaim:
 
 def claim_exact(domain_id: int) -> DomainClaim:
     """``domain_id`` itself (one the operator chose, or the shell's ``ROS_DOMAIN_ID``), or
-    :class:`DomainHeldError` when another process on this machine holds it: a graph never joins another's."""
+    :class:`DomainHeldError` when another process on this machine holds it: a graph never joins another's, unless
+    its holder handed it to this process's environment (:meth:`DomainClaim.delegated_env`: a test run's domain)."""
     domain = int(domain_id)
     if not 0 <= domain <= 232:
         raise ValueError(f"ROS domain id out of range 0..232: {domain}")
-    claim = _lock(_claims_folder(), domain)
+    folder = _claims_folder()
+    claim = _lock(folder, domain) or _delegated(folder, domain)
     if claim is None:
         raise DomainHeldError(domain)
     return claim

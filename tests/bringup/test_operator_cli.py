@@ -12,7 +12,7 @@ import time
 from io import StringIO
 
 import pytest
-from conftest import REPO, ros_probe, wait_for
+from conftest import OPERATOR_SHELL_UNSET, REPO, ros_probe, wait_for
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -234,7 +234,7 @@ def test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_not
     bringup = subprocess.Popen([sys.executable, "-m", "workcell.cli", "bringup", f"sim_link:=op{os.getpid()}",
                                 "--log-dir", str(tmp_path / "logs")], env=env, cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    shell = {k: v for k, v in env.items() if k not in ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE")}
+    shell = {k: v for k, v in env.items() if k not in OPERATOR_SHELL_UNSET}
 
     def workcell(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "workcell.cli", *args], env=shell, cwd=REPO,

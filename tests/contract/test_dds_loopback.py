@@ -312,3 +312,21 @@ def test_a_claimed_domain_is_nobody_elses_until_released_or_its_process_dies(tmp
         dds.claim_domain()
     for claim in held:
         claim.release()
+
+
+def test_a_held_domain_is_joined_only_by_the_processes_its_holder_handed_it_to(tmp_path) -> None:
+    """A test run holds its domain and hands it to what it starts (conftest: a graph on the inherited domain joins
+    it); any other process asking for that domain is refused, a stale hand-down too."""
+    import subprocess
+    import sys
+
+    ask = "from libero_workcell import dds; c = dds.claim_exact({d}); print('joined' if c.token else '?')"
+    with dds.claim_domain() as held:
+        handed = {**os.environ, **held.delegated_env()}
+        other = {k: v for k, v in os.environ.items() if k != dds.DELEGATED_VAR}
+        stale = {**handed, dds.DELEGATED_VAR: f"{held.domain_id}:{'0' * 16}"}
+        runs = [subprocess.run([sys.executable, "-c", ask.format(d=held.domain_id)], env=env, capture_output=True,
+                               text=True, timeout=60) for env in (handed, other, stale)]  # fmt: skip
+    assert runs[0].returncode == 0 and runs[0].stdout.strip() == "joined", runs[0].stderr
+    for refused in runs[1:]:
+        assert refused.returncode != 0 and "DomainHeldError" in refused.stderr, refused.stdout + refused.stderr

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from conftest import OPERATOR_SHELL_UNSET, wait_for
 from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import FaultyLink
@@ -113,7 +113,7 @@ def cell(tmp_path_factory, ros_env) -> Iterator[Cell]:
         gripper = stack.enter_context(contextlib.closing(CtagEmulator(gripper_link.device_port, realtime=RT)))
         vfd = stack.enter_context(contextlib.closing(DeltaVfdEmulator(belt_link.device_port, realtime=RT)))
         arm = stack.enter_context(ArcsEmulator(q0=[float(v) for v in HOME_Q], realtime=RT))
-        shell = {k: v for k, v in ros_env.items() if k not in ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE")}
+        shell = {k: v for k, v in ros_env.items() if k not in OPERATOR_SHELL_UNSET}
         shell["XDG_RUNTIME_DIR"] = str(runtime)
         log = lab / "cell-a.out"
         # its domain: the test run's, inherited as from a shell that exported one, and claimed by the graph

@@ -39,7 +39,7 @@ import h5py
 import numpy as np
 import pytest
 from camera_fixtures import make_realsense_recording, make_video
-from conftest import wait_for
+from conftest import OPERATOR_SHELL_UNSET, wait_for
 from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import FaultyLink
@@ -133,7 +133,7 @@ external_camera:
   uvc: {{device: {external}}}
 """)
         env = {**ros_env, "XDG_RUNTIME_DIR": str(runtime)}
-        shell = {k: v for k, v in env.items() if k not in ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE")}
+        shell = {k: v for k, v in env.items() if k not in OPERATOR_SHELL_UNSET}
         c = Cell(lab, cell_file, arm, vfd, headset, env, shell)
         stack.callback(close_terminals, c)
         yield c
