@@ -247,7 +247,7 @@ def test_only_the_active_source_drives(probe: Probe) -> None:
 def test_stop_refuses_actions_until_enabled_and_a_source_started_again(probe: Probe) -> None:
     """A stop ends the source's turn: after enable, the stream that ran through the stop still does not drive
     (issue 35, item 1); a source started again (a new turn) does."""
-    running = stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 3)  # a source streaming when the stop comes
+    running = stream(probe, [0.0] * 7, 3)  # a source streaming when the stop comes (in place: the others' +y drift)
     ok, _ = probe.call(Services.ARM_STOP)
     assert ok
     try:
