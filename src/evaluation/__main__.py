@@ -20,14 +20,14 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 
 from evaluation.preference_scores import REPORT_DIR, sa_line, score_trials
 from evaluation.protocol import TRIALS_PER_SPEED, Trial, protocol_trials
 from evaluation.report import PLOT_FILE, plot, table, write_results
 from evaluation.scheduler import MAX_ATTEMPTS, LocalWorkers, run_trials
-from evaluation.settings import EvalSettings
+from evaluation.settings import EvalSettings, recorded
 from evaluation.warm_graph import warm_host
 from libero_workcell.task import SPEEDS
 from policy_node.clients import scheme_of
@@ -144,7 +144,11 @@ def _evaluate(a: argparse.Namespace, settings: EvalSettings, trials: list[Trial]
             print(f"evaluation: {pool.description}; {pool.slots} actors", flush=True)
         rows = run_trials(trials, a.out, pool, progress=not a.no_progress, max_attempts=a.max_attempts)
     else:
-        rows, stopped = _run_real(trials, a.out, settings, a.record, a.horizon)
+        try:
+            rows, stopped, settings = _run_real(trials, a.out, settings, a.record, a.horizon)
+        except (RuntimeError, TimeoutError) as exc:  # the graph's policy node or arm could not be read
+            print(f"evaluation: {exc}", file=sys.stderr)
+            return 2
         if stopped is not None:
             print(f"evaluation: {stopped}\nevaluation: stopped there: the cell needs a person (check it, `workcell "
                   f"status`); the finished trials are kept in {a.out}; run the same command again to go on from this "
@@ -157,7 +161,7 @@ def _evaluate(a: argparse.Namespace, settings: EvalSettings, trials: list[Trial]
         a.out,
         rows,
         {
-            **asdict(settings),
+            **recorded(settings),  # (a URL's credentials redacted)
             "where": a.where,
             "speeds": a.speeds,
             "trials_per_speed": a.trials_per_speed,
@@ -196,12 +200,23 @@ def _sim_pool(a: argparse.Namespace, settings: EvalSettings):
 
 
 def _run_real(trials, out: Path, settings: EvalSettings, record: bool, horizon: float | None):
+    """The trials on the running graph, with what its policy node runs as the settings (its server's URL, mode,
+    replan steps: what the results record); (rows, why the run stopped or None, those settings)."""
     from evaluation.probe import GraphProbe
     from evaluation.real_trials import run_real_trials
+    from policy_node.config import TASK_PARAM
 
+    prefix = TASK_PARAM.partition(".")[0]  # policy_node's parameters are its PolicyConfig's fields: policy.<field>
     with GraphProbe("evaluation") as probe:
-        return run_real_trials(trials, out, settings, lambda service: probe.call(service, lambda: None),
-                               set_param=probe.set_param, record=record, horizon=horizon)  # fmt: skip
+        probe.watch_arm()
+        policy = probe.get_params("policy_node", [f"{prefix}.{k}" for k in ("url", "mode", "replan_steps")])
+        url, mode, replan_steps = policy.values()
+        settings = replace(settings, policy_url=str(url), mode=str(mode), replan_steps=int(replan_steps))
+        home_q = list(probe.get_params("aubo_bridge", ("home_q",))["home_q"])
+        rows, stopped = run_real_trials(trials, out, settings, lambda service: probe.call(service, lambda: None),
+                                        lambda since: probe.wait_home(home_q, since, lambda: None),
+                                        set_param=probe.set_param, record=record, horizon=horizon)  # fmt: skip
+    return rows, stopped, settings
 
 
 if __name__ == "__main__":

@@ -25,13 +25,12 @@ import shutil
 import socket
 import time
 import warnings
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from evaluation.probe import START_TIMEOUT, GraphProbe
 from evaluation.protocol import Trial
-from evaluation.settings import EvalSettings
+from evaluation.settings import EvalSettings, recorded
 
 STOP_TIMEOUT = 20.0  # s for a graph's nodes to stop cleanly
 # The world's task parameters a trial sets (sim_world's, changeable at run time) and the conveyor's belt speed
@@ -159,7 +158,7 @@ class WarmWorkcell:
             "rollout": str(rollout),
             "rollout_digest": rollout_digest(rollout),
             "timing": str(timing),
-            "settings": asdict(self.settings),
+            "settings": recorded(self.settings),
             "worker": {"host": socket.gethostname(), "domain": self.domain, "graph": self.graphs_started,
                        "trial_on_graph": self.trials_run},
         }

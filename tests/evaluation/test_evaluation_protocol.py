@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import time
 from pathlib import Path
 
 import cv2
@@ -184,13 +186,14 @@ def test_a_real_trial_sets_itself_up_by_command_and_asks_the_operator_only_what_
         return next(answers)
 
     answers = iter(["", "y", "maybe", "n", "yes", "4", "2"])
-    row = run_real_trial(trial, calls.append, ask=ask, say=said.append, sleep=slept.append,
+    homed = lambda since: calls.append("home reached")  # noqa: E731
+    row = run_real_trial(trial, calls.append, homed, ask=ask, say=said.append, sleep=slept.append,
                          set_param=lambda *p: params.append(p))  # fmt: skip
     # the task (the prompt names this trial's slot order) and the belt speed by command, before anything moves
     assert params == [("policy_node", "policy.task", trial.spec.language_instruction),
                       ("conveyor_driver", "belt_speed", 0.03)]  # fmt: skip
-    assert calls == [Services.ARM_HOME, Services.CONVEYOR_START, Services.POLICY_START, Services.POLICY_STOP,
-                     Services.CONVEYOR_STOP] and slept == [trial.spec.horizon]  # fmt: skip
+    assert calls == [Services.ARM_HOME, "home reached", Services.CONVEYOR_START, Services.POLICY_START,
+                     Services.POLICY_STOP, Services.CONVEYOR_STOP] and slept == [trial.spec.horizon]  # fmt: skip
     assert row["outcome"]["placed"] == [True, False, True] and row["outcome"]["PCR_S"] == pytest.approx(2 / 3)
     assert "tray left to right" in said[0] and "0.03 m/s" in said[0]
     assert "empty the tray" in prompts[0] and not any("belt running" in p or "reset the workcell" in p for p in prompts)
@@ -198,11 +201,12 @@ def test_a_real_trial_sets_itself_up_by_command_and_asks_the_operator_only_what_
     calls.clear()
     params.clear()
     answers = iter(["", "y", "y", "y", "3"])
-    row = run_real_trial(other, calls.append, ask=ask, say=said.append, sleep=slept.append, record=True,
+    row = run_real_trial(other, calls.append, homed, ask=ask, say=said.append, sleep=slept.append, record=True,
                          set_param=lambda *p: params.append(p))  # fmt: skip
     assert params[0] == ("policy_node", "policy.task", other.spec.language_instruction)  # a new prompt per trial
-    assert calls == [Services.ARM_HOME, Services.CONVEYOR_START, Services.RECORDER_START, Services.POLICY_START,
-                     Services.POLICY_STOP, Services.CONVEYOR_STOP, Services.RECORDER_SAVE]  # fmt: skip
+    assert calls == [Services.ARM_HOME, "home reached", Services.CONVEYOR_START, Services.RECORDER_START,
+                     Services.POLICY_START, Services.POLICY_STOP, Services.CONVEYOR_STOP,
+                     Services.RECORDER_SAVE]  # fmt: skip
     assert row["outcome"]["placed"] == [True] * 3 and row["outcome"]["PCR_S"] == 1.0
 
 
@@ -214,7 +218,8 @@ def test_a_real_trial_stops_the_policy_and_the_belt_when_interrupted() -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_real_trial(trial, calls.append, ask=lambda p: "", say=lambda m: None, sleep=interrupted)
+        run_real_trial(trial, calls.append, lambda since: None, ask=lambda p: "", say=lambda m: None,
+                       sleep=interrupted)  # fmt: skip
     assert calls[-2:] == [Services.POLICY_STOP, Services.CONVEYOR_STOP]
 
 
@@ -228,9 +233,22 @@ def test_a_real_evaluation_runs_a_dry_run_horizon_and_stops_at_a_trial_that_fail
     calls: list[str] = []
     refuse = {"index": 1}  # the trial whose policy start the node refuses
 
-    class Probe:  # the runner's rclpy node, standing in: services by name, parameters
+    class Probe:  # the runner's rclpy node, standing in: services by name, parameters, the arm's word on homing
         def __init__(self, _name: str) -> None:
             self.task = ""
+
+        def watch_arm(self) -> None:
+            calls.append("watch arm")
+
+        def get_params(self, node: str, names):
+            graph = {"policy_node": {"policy.url": "ws://lab:s3cret@gpu-host:8000", "policy.mode": "sync",
+                                     "policy.replan_steps": 8},
+                     "aubo_bridge": {"home_q": [0.0, 0.1, 1.2, 0.3, 1.5, 0.0]}}
+            return {n: graph[node][n] for n in names}  # (the order asked)
+
+        def wait_home(self, home_q, since: float, _check) -> None:
+            assert home_q == [0.0, 0.1, 1.2, 0.3, 1.5, 0.0] and since <= time.monotonic()
+            calls.append("home reached")
 
         def __enter__(self):
             return self
@@ -257,16 +275,104 @@ def test_a_real_evaluation_runs_a_dry_run_horizon_and_stops_at_a_trial_that_fail
     (row,) = load_results(tmp_path)  # trial 1 is not recorded: a rerun starts with it; trial 2 never ran
     assert row["trial"]["index"] == 0 and row["horizon_s"] == 0.01 and row["outcome"]["placed"] == [True] * 3
     assert calls[-3:] == [Services.POLICY_START, Services.POLICY_STOP, Services.CONVEYOR_STOP]  # nothing left running
-    assert json.loads((tmp_path / "results.json").read_text())["settings"]["horizon"] == 0.01
+    settings = json.loads((tmp_path / "results.json").read_text())["settings"]
+    assert settings["horizon"] == 0.01
+    # what the graph's policy node runs (issue 35, item 11: policy_url was ""), its URL's credentials redacted
+    assert (settings["policy_url"], settings["mode"], settings["replan_steps"]) == ("ws://<redacted>@gpu-host:8000",
+                                                                                    "sync", 8)  # fmt: skip
+    assert row["settings"]["policy_url"] == "ws://<redacted>@gpu-host:8000"
+    assert "s3cret" not in (tmp_path / "results.json").read_text() + (tmp_path / "results.jsonl").read_text()
 
     refuse["index"] = -1  # the person saw to the cell: the same command goes on from trial 1
     monkeypatch.setattr("sys.stdin", io.StringIO("\nn\nn\nn\n0\n" * 2))
     calls.clear()
     assert cli.main(argv) == 0
     assert [r["trial"]["index"] for r in load_results(tmp_path)] == [0, 1, 2] and calls.count(Services.ARM_HOME) == 2
+    assert [c for c in calls if c in (Services.ARM_HOME, "home reached", Services.CONVEYOR_START)] == \
+        [Services.ARM_HOME, "home reached", Services.CONVEYOR_START] * 2  # fmt: skip
+    capsys.readouterr()
+
+    def unreadable(self, node: str, names):
+        raise RuntimeError(f"{node} does not have every parameter of {list(names)}")
+
+    monkeypatch.setattr(Probe, "get_params", unreadable)  # a graph without the deploy job's policy node
+    assert cli.main(argv) == 2 and "evaluation: policy_node does not have every parameter" in capsys.readouterr().err
     assert cli.main(["sim", "--out", str(tmp_path), "--horizon", "5"]) == 2  # a simulated trial runs its own
     assert cli.main(["sim", "--out", str(tmp_path), "--max-attempts", "0"]) == 2  # a run that could never run
     assert cli.main(["sim", "--out", str(tmp_path), "--workers", "0"]) == 2
+
+
+def test_a_real_trial_starts_the_belt_and_the_policy_only_once_the_arm_says_it_is_home() -> None:
+    """Issue 35, item 11: in trial 0 the belt started 0.13 s and the policy 0.24 s after /aubo/home, while the arm
+    was still homing (the policy's first action refused: "arm is homing"). The runner waits for the arm's own
+    word, asked since just before the home call; an arm that faults or is stopped instead fails the trial before
+    anything starts (the run stops there for a person)."""
+    trial = protocol_trials((0.05,), 1)[0]
+    calls: list = []
+
+    def wait_home(since: float) -> None:
+        calls.append(("wait home", since))
+
+    def call(service: str) -> str:
+        calls.append((service, time.monotonic()))
+        return "ok"
+
+    run_real_trial(trial, call, wait_home, ask=lambda p: "" if "Enter" in p else "y" if "[y/n]" in p else "3",
+                   say=lambda m: None, sleep=lambda s: None)  # fmt: skip
+    names = [c[0] for c in calls]
+    assert names[:4] == [Services.ARM_HOME, "wait home", Services.CONVEYOR_START, Services.POLICY_START]
+    assert calls[1][1] <= calls[0][1]  # asked since before the home call: no earlier report counts
+
+    def faulted(since: float) -> None:
+        raise RuntimeError("the arm is fault (ARM-PSTOP protective stop), not homing")
+
+    calls.clear()
+    with pytest.raises(RuntimeError, match="protective stop"):
+        run_real_trial(trial, call, faulted, ask=lambda p: "", say=lambda m: None, sleep=lambda s: None)
+    assert [c[0] for c in calls] == [Services.ARM_HOME]  # neither the belt nor the policy was started
+
+
+def test_the_probe_says_the_arm_is_home_only_on_its_own_word_since_it_was_told_to_home() -> None:
+    """GraphProbe.home_reached: a mode sources may drive (homing over) and joints received after the home call
+    within HOME_TOLERANCE of home_q; a fault or stop reported since then raises; reports from before do not count."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from evaluation.probe import HOME_TOLERANCE, GraphProbe
+
+    home = [0.0, -0.2, 1.5, 0.3, 1.57, 0.0]
+    p = GraphProbe("test")
+    p.arm_mode, p.arm_mode_at, p.joints, p.joints_at = None, -math.inf, None, -math.inf
+    since = 100.0
+
+    def report(mode: str, at: float, fault: str = "") -> None:
+        p.arm_mode, p.arm_mode_at = SimpleNamespace(mode=mode, fault=fault, driven=mode in ("enabled", "holding")), at
+
+    def joints(q, at: float) -> None:
+        p.joints, p.joints_at = np.asarray(q, float), at
+
+    assert not p.home_reached(home, since)  # nothing heard yet
+    report("enabled", 50.0)
+    joints(home, 99.0)
+    assert not p.home_reached(home, since)  # at home before the call: its joints since then are not known
+    report("homing", 100.5)
+    joints(np.add(home, 0.3), 100.6)
+    assert not p.home_reached(home, since)
+    joints(home, 101.0)
+    assert not p.home_reached(home, since)  # joints at home, homing not over: sources would be refused
+    report("enabled", 101.1)
+    assert p.home_reached(home, since)
+    joints(np.add(home, [0, 0, 1.5 * HOME_TOLERANCE, 0, 0, 0]), 101.2)
+    assert not p.home_reached(home, since)  # one joint off by more than the tolerance
+    joints(np.add(home, 0.5 * HOME_TOLERANCE), 101.3)
+    assert p.home_reached(home, since)
+    report("fault", 90.0, "ARM-PSTOP")  # a fault reported before the call (and cleared since: the call succeeded)
+    assert not p.home_reached(home, since)
+    for mode in ("fault", "disabled"):
+        report(mode, 102.0, "ARM-PSTOP protective stop" if mode == "fault" else "")
+        with pytest.raises(RuntimeError, match=f"the arm is {mode}"):
+            p.home_reached(home, since)
 
 
 def test_without_ray_the_evaluation_imports_no_ray() -> None:
