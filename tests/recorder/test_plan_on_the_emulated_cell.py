@@ -22,12 +22,13 @@ import time
 import h5py
 import pytest
 from camera_fixtures import make_realsense_recording, make_video
-from conftest import wait_for
+from conftest import OPERATOR_SHELL_UNSET, wait_for
 from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import FaultyLink
 
 from aubo_bridge.model.description import TOOL_OFFSET
+from libero_workcell.rate import CONTROL_PRIORITY
 from workcell import cli
 
 pytest.importorskip("xrobotoolkit_sdk")
@@ -59,7 +60,7 @@ def test_a_demo_the_arm_refused_is_saved_and_plan_status_says_why_it_does_not_co
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     env = {**ros_env, "XDG_RUNTIME_DIR": str(runtime)}
-    shell = {k: v for k, v in env.items() if k not in ("ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE")}
+    shell = {k: v for k, v in env.items() if k not in OPERATOR_SHELL_UNSET}
     session, log = lab / "demos" / "d2s.hdf5", tmp_path / "teleop.out"
 
     def workcell(*args: str) -> subprocess.CompletedProcess:
@@ -72,11 +73,12 @@ def test_a_demo_the_arm_refused_is_saved_and_plan_status_says_why_it_does_not_co
         assert wait_for(lambda: all(t in log.read_text() for t in texts), TIMEOUT, 0.2), (texts,
                                                                                           log.read_text()[-4000:])
 
+    rt = CONTROL_PRIORITY + 1  # each device answers on hardware of its own: its emulator at real-time priority
     with contextlib.ExitStack() as stack:
-        gripper_link, belt_link = (stack.enter_context(contextlib.closing(FaultyLink())) for _ in range(2))
-        stack.enter_context(contextlib.closing(CtagEmulator(gripper_link.device_port)))
-        stack.enter_context(contextlib.closing(DeltaVfdEmulator(belt_link.device_port)))
-        arm = stack.enter_context(ArcsEmulator())
+        gripper_link, belt_link = (stack.enter_context(contextlib.closing(FaultyLink(rt))) for _ in range(2))
+        stack.enter_context(contextlib.closing(CtagEmulator(gripper_link.device_port, realtime=rt)))
+        stack.enter_context(contextlib.closing(DeltaVfdEmulator(belt_link.device_port, realtime=rt)))
+        arm = stack.enter_context(ArcsEmulator(realtime=rt))
         headset = XrPcService().start()
         stack.callback(headset.stop)
         headset.set_right(HAND)
