@@ -30,13 +30,14 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.websockets import WebSocketState
 
 from console import access
-from console.controls import ControlError, Controls, describe, plan
+from console.controls import ControlError, Controls, describe, parse_body, plan
 from console.frames import RAW, VIEWS, FrameStore
 from console.model import ConsoleModel
 
 STATE_HZ: Final = 5.0
 FRAME_POLL_S: Final = 0.01  # how often a camera socket looks for a newer frame
 MAX_CONTROL_BODY: Final = 4096  # bytes
+BODY_TIMEOUT_S: Final = 5.0  # to send a control's body, once its head came
 
 
 def _clean(value: Any) -> Any:
@@ -48,6 +49,21 @@ def _clean(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_clean(v) for v in value]
     return value
+
+
+async def _body(request: Request) -> bytes:
+    """The request's body, read no further than :data:`MAX_CONTROL_BODY` (413) nor longer than
+    :data:`BODY_TIMEOUT_S` (408): a body sent a byte at a time, or without end, holds nothing."""
+    body = bytearray()
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT_S):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > MAX_CONTROL_BODY:
+                    raise HTTPException(status_code=413, detail=f"a control's body is at most {MAX_CONTROL_BODY} bytes")
+    except TimeoutError:
+        raise HTTPException(status_code=408, detail=f"the body did not come within {BODY_TIMEOUT_S:g} s") from None
+    return bytes(body)
 
 
 def create_app(model: ConsoleModel, frames: FrameStore, controls: Controls | None, *, host: str = "127.0.0.1",
@@ -108,16 +124,10 @@ def create_app(model: ConsoleModel, frames: FrameStore, controls: Controls | Non
             raise HTTPException(status_code=403, detail="a control request must come from the console's own page")
         if controls is None:
             raise HTTPException(status_code=404, detail="this console has no controls")
-        body = await request.body()
-        if len(body) > MAX_CONTROL_BODY:
-            raise HTTPException(status_code=413, detail="request too large")
         try:
-            data = json.loads(body or b"{}")
-            args = data.get("args", []) if isinstance(data, dict) else None
-            if not isinstance(args, list) or not all(isinstance(a, str) and len(a) < 200 for a in args):
-                raise ValueError
-        except (ValueError, UnicodeDecodeError):
-            raise HTTPException(status_code=400, detail='the body is {"args": [strings]}') from None
+            args = parse_body(await _body(request))
+        except ControlError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from None
         try:
             plan(command, args)
         except ControlError as exc:

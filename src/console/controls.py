@@ -9,6 +9,7 @@ a hold costs one service round trip and nothing else.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -28,6 +29,7 @@ OFFERED: Final[dict[str, tuple[tuple[str, ...], ...] | None]] = {
     "policy": (("start",), ("stop",)),
 }
 SERVICE_TIMEOUT_S: Final = 10.0  # a button's answer (a save answers at once; homing at once)
+BODY_FORM: Final = '{"args": [strings]}'
 
 
 class ControlError(ValueError):
@@ -56,6 +58,32 @@ def plan(command: str, args: Sequence[str]) -> list[Step]:
         return steps_of(command, list(args))
     except OperatorError as exc:
         raise ControlError(str(exc)) from None
+
+
+def parse_body(body: bytes) -> list[str]:
+    """A control request's arguments from its body (empty: none), or :class:`ControlError` saying what is wrong
+    with it: whatever the bytes, a refusal with a reason, never an exception of another kind."""
+    if not body:
+        return []
+    try:
+        data = json.loads(body, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise ControlError(f"the body is {BODY_FORM}: it is nested too deeply") from None
+    except ValueError as exc:  # not UTF-8, not JSON, or a key twice
+        raise ControlError(f"the body is {BODY_FORM}: {exc}") from None
+    if not isinstance(data, dict) or set(data) - {"args"}:
+        raise ControlError(f"the body is {BODY_FORM}, nothing else")
+    args = data.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):  # (the body's bound bounds them)
+        raise ControlError(f"the body is {BODY_FORM}: args is a list of strings")
+    return args
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) < len(keys):  # which one counts would depend on the parser: neither does
+        raise ValueError(f"a key appears twice ({sorted({k for k in keys if keys.count(k) > 1})})")
+    return dict(pairs)
 
 
 def describe(command: str) -> str:

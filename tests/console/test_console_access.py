@@ -20,10 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import websockets
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console import access
-from console.app import create_app
-from console.controls import Outcome
+from console.app import MAX_CONTROL_BODY, create_app
+from console.controls import OFFERED, Outcome
 from console.frames import FrameStore
 from console.model import ConsoleModel
 from console.server import ConsoleServer
@@ -151,6 +153,84 @@ def test_malformed_or_unoffered_controls_are_refused_before_anything_is_done(ope
         assert status in (400, 413), body
     assert controls.calls == []
     assert control(server, "source", ["teleop"], **ok)[0] == 200 and controls.calls == [("source", ["teleop"])]
+    assert request(f"{server.url}/api/control/hold", "POST", b"", **ok)[0] == 200  # no body: no arguments
+    assert controls.calls[-1] == ("hold", [])
+
+
+@pytest.fixture(scope="module")
+def shared_console() -> Iterator[tuple[ConsoleServer, Recorded]]:
+    server, controls, _ = serve()
+    yield server, controls
+    server.stop()
+
+
+def _json_values() -> st.SearchStrategy:
+    leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+    return st.recursive(leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                           max_size=3), max_leaves=12)
+
+
+HOSTILE_BODIES = st.one_of(
+    st.binary(max_size=300),
+    st.integers(1, 5000).map(lambda n: b"[" * n),  # the issue's: thousands of nested brackets
+    st.integers(1, 2000).map(lambda n: b'{"args": ' + b"[" * n + b'"start"' + b"]" * n + b"}"),
+    _json_values().map(lambda v: json.dumps(v).encode()),
+    _json_values().map(lambda v: json.dumps({"args": v}).encode()),
+    st.lists(st.text(max_size=250), max_size=3).map(lambda a: json.dumps({"args": a}).encode()),
+    st.lists(st.sampled_from(["start", "save", "teleop", "none", "stop"]), max_size=2).map(
+        lambda a: json.dumps({"args": a}).encode()),
+    st.sampled_from([b'{"args": [], "args": ["start"]}', b'{"args": ["start"], "more": 1}', b'{"args": ["\\ud800"]}',
+                     b'{"args": ["\xff"]}', b"\xef\xbb\xbf{}", b"1e999", b'{"args": [1e999]}', b"NaN", b"",
+                     b'{"args": ["' + b"x" * 5000 + b'"]}']),
+)
+
+
+@settings(max_examples=250, deadline=None)
+@given(command=st.sampled_from([*OFFERED, "jog", "nope"]), body=HOSTILE_BODIES)
+def test_whatever_a_control_body_holds_the_answer_is_a_refusal_with_a_reason_or_the_command(
+        shared_console, command: str, body: bytes) -> None:  # fmt: skip
+    """Any bytes as a control's body: the command when the body is {"args": [strings]} and the command takes them,
+    else 400 (or 413, too large) with a reason; never a server error, and nothing done."""
+    server, controls = shared_console
+    before = len(controls.calls)
+    status, answer = request(f"{server.url}/api/control/{command}", "POST", body, x_workcell_console="1")
+    detail = json.loads(answer).get("detail")
+    if status == 200:  # a body of one "args" key, a list of short strings
+        pairs = json.loads(body or b"{}", object_pairs_hook=lambda p: p)
+        assert [k for k, _ in pairs] in ([], ["args"]), body
+        args = dict(pairs).get("args", [])
+        assert all(isinstance(a, str) for a in args), body
+        assert controls.calls[before:] == [(command, args)]
+        return
+    assert status in (400, 413), (status, answer)
+    assert isinstance(detail, str) and detail, answer
+    assert len(controls.calls) == before
+    if status == 413:
+        assert len(body) > MAX_CONTROL_BODY
+
+
+def test_a_control_body_that_does_not_come_or_never_ends_is_refused(open_console, monkeypatch) -> None:
+    """A body announced and not sent is given up after BODY_TIMEOUT_S (408); one that goes on past the bound is
+    refused as it comes (413), whatever length it announced."""
+    import socket
+
+    from console import app as app_module
+
+    monkeypatch.setattr(app_module, "BODY_TIMEOUT_S", 0.5)
+    server, controls = open_console
+    head = (f"POST /api/control/hold HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nx-workcell-console: 1\r\n"
+            "content-type: application/json\r\n")  # fmt: skip
+    for rest, expected in ((b"content-length: 100\r\n\r\n{", b"HTTP/1.1 408 "),
+                           (b"transfer-encoding: chunked\r\n\r\n" + b"400\r\n" + b" " * 1024 + b"\r\n", None)):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+            s.sendall(head.encode() + rest)
+            if expected is None:  # chunks of spaces without end
+                expected = b"HTTP/1.1 413 "
+                for _ in range(8):
+                    s.sendall(b"400\r\n" + b" " * 1024 + b"\r\n")
+            got = s.recv(65536)
+        assert got.startswith(expected), got[:200]
+    assert controls.calls == []
 
 
 def test_with_a_token_every_route_but_the_page_files_needs_it(token_console) -> None:
