@@ -13,7 +13,10 @@ each client that subscribes to it, as ROS would send it to a late subscriber.
 Read-only: the server advertises no capability (:data:`CAPABILITIES`), so a client can neither publish into
 the graph, nor call a service, nor get or set a parameter; what it sends of those the server answers with an
 error and never hands to this node. The server has no authentication (foxglove-sdk's ``start_server`` takes a
-TLS certificate, no credentials): it binds a loopback address unless ``allow_remote`` is true.
+TLS certificate, no credentials): it binds a loopback address unless ``allow_remote`` is true. And since any web
+page in the operator's browser may open a WebSocket to that address, foxglove-sdk's server listens on a private
+one behind :class:`session_log.origin_gate.OriginGate`, which lets through only the origins ``allowed_origins``
+names (Foxglove's app and pages served from loopback, by default) and clients that send none (no browser page).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from session_log.definitions import full_definition
 from session_log.follow import DISCOVER_PERIOD, TopicFollower, absolute_topics
 from session_log.mcap_writer import MESSAGE_ENCODING, SCHEMA_ENCODING
+from session_log.origin_gate import DEFAULT_ORIGINS, OriginGate, private_loopback
 from session_log.topics import DEFAULT_TOPICS, IMAGE_TYPE, RateGate
 
 NAME: Final = "foxglove_bridge"
@@ -49,6 +53,7 @@ PARAMETERS: Final[dict[str, Any]] = {
     "host": HOST,  # the address the server binds: a loopback one unless allow_remote
     "port": PORT,  # foxglove_port:=N; 0: any free port (the node's log says which)
     "allow_remote": False,  # true: host may be any address: the graph is then readable by anyone reaching it
+    "allowed_origins": list(DEFAULT_ORIGINS),  # web pages that may connect ("loopback": any page served from one)
     "topics": list(DEFAULT_TOPICS),
     "image_hz": IMAGE_HZ,
     "discover_period": DISCOVER_PERIOD,  # wall s between looks for the topics not yet followed
@@ -87,9 +92,24 @@ def start_server(host: str, port: int, context: foxglove.Context,
                                      supported_encodings=[], context=context, server_listener=listener)  # fmt: skip
     except RuntimeError as exc:
         if "in use" in str(exc):
-            why = f"port {port} on {host} is in use (another foxglove_bridge, or another program): choose a free one"
-            raise OSError(errno.EADDRINUSE, f"{why} with foxglove_port:=N ({exc})") from exc
+            raise port_in_use(host, port, exc) from exc
         raise RuntimeError(f"cannot serve on {host}:{port}: {exc}") from exc
+
+
+def port_in_use(host: str, port: int, exc: Exception) -> OSError:
+    why = f"port {port} on {host} is in use (another foxglove_bridge, or another program): choose a free one"
+    return OSError(errno.EADDRINUSE, f"{why} with foxglove_port:=N ({exc})")
+
+
+def open_gate(host: str, port: int, origins: list[str], on_refused: Any) -> OriginGate:
+    """The gate on the public ``host:port`` (a port in use: an OSError that says so; an allow-list entry that is
+    no origin: a ValueError)."""
+    try:
+        return OriginGate(host, port, origins, on_refused)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise port_in_use(host, port, exc) from exc
+        raise
 
 
 class FoxgloveBridgeNode(Node):
@@ -109,7 +129,10 @@ class FoxgloveBridgeNode(Node):
         self.channels: dict[str, foxglove.Channel] = {}
         self._latched: dict[str, tuple[bytes, int]] = {}  # latched topic -> its last message and its log time
         self.fox = foxglove.Context()  # this node's channels, served by this node's server only
-        self.server = start_server(host, port, self.fox, _Subscriptions(self))
+        self.gate = open_gate(host, port, list(p("allowed_origins")), self._refused)
+        private = private_loopback()  # the server behind the gate, where no page would find it
+        self.server = start_server(private, 0, self.fox, _Subscriptions(self))
+        self.gate.start((private, self.server.port))
         if not is_loopback(host):
             self.get_logger().warning(f"allow_remote: serving the graph on {host}, unauthenticated")
         self._schemas: dict[str, foxglove.Schema] = {}  # type name -> its schema (read once per type)
@@ -118,7 +141,7 @@ class FoxgloveBridgeNode(Node):
         self.forwarded = 0
         self.kept_out = 0  # camera frames not sent (image_hz)
         self.create_timer(REPORT_PERIOD, self._report, clock=self._wall)
-        self.url = f"ws://{host}:{self.server.port}"
+        self.url = f"ws://{host}:{self.gate.port}"
         self.get_logger().info(f"serving {len(self.wanted)} topics at {self.url}: in Foxglove, Open connection > "
                                f"Foxglove WebSocket > {self.url}")  # fmt: skip
         self.follower = TopicFollower(self, self.wanted, self._take, self._forward, "forwarding",
@@ -155,11 +178,20 @@ class FoxgloveBridgeNode(Node):
         if last is not None and channel is not None:
             channel.log(last[0], log_time=last[1])
 
+    def _refused(self, origin: str | None, why: str) -> None:
+        """Say who was turned away: a page of a foreign origin (or the Foxglove app at an origin the allow-list
+        misses: add it), or what was no WebSocket handshake."""
+        self.get_logger().warning(f"refused a connection from origin {origin!r}: {why} (allowed_origins: "
+                                  f"{self.get_parameter('allowed_origins').value})",
+                                  throttle_duration_sec=REPORT_PERIOD)  # fmt: skip
+
     def _report(self) -> None:
         self.get_logger().info(f"{self.forwarded} messages forwarded on {len(self.channels)} topics at {self.url} "
-                               f"({self.kept_out} camera frames thinned out)")  # fmt: skip
+                               f"({self.kept_out} camera frames thinned out; {self.gate.refused} connections "
+                               f"refused at the gate)")  # fmt: skip
 
     def shutdown(self) -> None:
+        self.gate.stop()
         self.server.stop()
         for channel in self.channels.values():
             channel.close()

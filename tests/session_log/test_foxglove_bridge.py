@@ -20,7 +20,7 @@ from conftest import wait_for
 
 from libero_workcell.contract import SOURCE_EXPERT, Qos, Topics
 from libero_workcell.ros_qos import qos
-from session_log import foxglove_node
+from session_log import foxglove_node, origin_gate
 from session_log.definitions import full_definition
 from session_log.topics import DEFAULT_TOPICS
 from workcell.bringup import Graph
@@ -62,9 +62,9 @@ def served_port(graph: Any, timeout: float = 30.0) -> int:
 class FoxgloveClient:
     """A Foxglove WebSocket client (the protocol Foxglove's app speaks), synchronous."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, origin: str | None = None) -> None:
         self.ws = websockets_sync.connect(f"ws://127.0.0.1:{port}", subprotocols=[SUBPROTOCOL], proxy=None,
-                                          compression=None, open_timeout=10, legacy=True)  # fmt: skip
+                                          compression=None, open_timeout=10, legacy=True, origin=origin)  # fmt: skip
         self.server_info = json.loads(self.ws.recv(timeout=10))
         self.channels: dict[str, dict[str, Any]] = {}  # topic -> advertised channel
         self.statuses: list[dict[str, Any]] = []
@@ -240,6 +240,83 @@ def test_the_bridge_is_read_only_a_clients_publishing_never_reaches_the_graph(br
     assert graph.exited() == []  # and it goes on
 
 
+FOREIGN = ("https://evil.example", "http://127.0.0.1.evil.example", "https://app.foxglove.dev.evil.example",
+           "http://app.foxglove.dev", "null", "file://")
+
+
+def refusal(port: int, origin: str) -> tuple[int, bytes]:
+    """The status and body a WebSocket handshake from a page of ``origin`` gets."""
+    from websockets.exceptions import InvalidStatus
+
+    with pytest.raises(InvalidStatus) as refused:
+        FoxgloveClient(port, origin=origin)
+    return refused.value.response.status_code, refused.value.response.body or b""
+
+
+def test_a_page_of_a_foreign_origin_is_refused_before_the_handshake(bridge) -> None:
+    """What a web page open in the operator's browser gets when its script opens a WebSocket to the bridge: 403,
+    no channel list; Foxglove's app, pages served from loopback, and clients that send no Origin (no browser page:
+    a browser always sends one on a WebSocket) see the graph."""
+    graph, client, _, _ = bridge
+    port = client.ws.remote_address[1]
+    client.wait_advertised({Topics.ACTION})  # no Origin (this client): the graph, as before
+    for origin in FOREIGN:
+        status, body = refusal(port, origin)
+        assert status == 403 and b"serverInfo" not in body and b"advertise" not in body, (origin, status, body)
+    for origin in ("https://app.foxglove.dev", "http://localhost:8080", "http://127.0.0.1:5173", "https://[::1]"):
+        page = FoxgloveClient(port, origin=origin)
+        try:
+            assert page.server_info["op"] == "serverInfo", origin
+            page.wait_advertised({Topics.ACTION, Topics.ACTIVE_SOURCE})
+        finally:
+            page.close()
+    log = graph.log_text("foxglove_bridge")
+    assert "refused a connection from origin 'https://evil.example'" in log, log[-2000:]
+    assert graph.exited() == []
+
+
+def test_what_is_no_websocket_handshake_is_answered_by_the_gate(bridge) -> None:
+    """A plain HTTP request, an overlong one, bytes that are no HTTP, a connection that closes at once and one that
+    says nothing: each is answered or closed by the gate, none reaches the server behind it, and the gate goes
+    on."""
+    _, client, _, _ = bridge
+    port = client.ws.remote_address[1]
+
+    def answer(request: bytes) -> bytes:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(request)
+            got = b""
+            while chunk := s.recv(4096):
+                got += chunk
+            return got
+
+    assert answer(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").startswith(b"HTTP/1.1 426 ")  # no upgrade
+    assert answer(b"GET /" + b"x" * 9000 + b" HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 414 ")
+    assert answer(b"\x16\x03\x01 no http at all\r\n\r\n") == b""  # dropped
+    socket.create_connection(("127.0.0.1", port), timeout=10).close()  # gone before a word
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as silent:
+        assert silent.recv(1) == b""  # closed once its time to send a handshake is up
+    FoxgloveClient(port, origin="https://app.foxglove.dev").close()
+
+
+def test_allowed_origins_is_a_parameter(graph_runner, publishers) -> None:
+    """``foxglove_bridge.allowed_origins:=[...]`` replaces the defaults: the origin named is let through, the
+    Foxglove app and loopback pages are not then; an entry that is no origin is refused at start-up."""
+    graph = graph_runner([bridge_spec(topics=json.dumps(NODE_TOPICS), allowed_origins='["https://studio.example"]')])
+    port = served_port(graph)
+    FoxgloveClient(port, origin="https://studio.example").close()
+    FoxgloveClient(port).close()  # no Origin: no browser page
+    for origin in ("https://app.foxglove.dev", "http://localhost:8080", "https://studio.example.evil"):
+        assert refusal(port, origin)[0] == 403, origin
+    with pytest.raises(ValueError, match="is not an origin"):
+        origin_gate.allowed_origins(["https://app.foxglove.dev/"])
+    for entry in ("app.foxglove.dev", "ws://app.foxglove.dev", "https://app.foxglove.dev/layout"):
+        with pytest.raises(ValueError, match="is not an origin"):
+            origin_gate.allowed_origins([entry])
+    assert origin_gate.allowed_origins(["HTTPS://Studio.Example"])[1] == "https://studio.example"
+    assert foxglove_node.PARAMETERS["allowed_origins"] == ["https://app.foxglove.dev", "loopback"]
+
+
 def test_a_host_that_is_not_loopback_is_refused_unless_allow_remote() -> None:
     for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
         assert foxglove_node.bind_refusal(host, allow_remote=False) is None, host
@@ -333,7 +410,10 @@ def test_the_simulated_graph_is_live_through_the_bridge(tmp_path, ros_env) -> No
         return factory.decoder_for(c["encoding"], schema)  # (the factory keeps a decoder per schema id)
 
     actions = [decoder(Topics.ACTION)(p) for p in client.payloads(1)]
-    assert len(actions) >= 40 and all(a.header.frame_id == SOURCE_EXPERT and len(a.position) == 7 for a in actions)
+    from libero_workcell.ros_msgs import source_and_turn
+
+    assert len(actions) >= 40 and all(source_and_turn(a.header.frame_id)[0] == SOURCE_EXPERT and len(a.position) == 7
+                                      for a in actions)  # fmt: skip
     assert all(abs(v) <= 1 for a in actions for v in a.position)
     times = [t for s, t, _ in client.frames if s == 1]
     assert times == sorted(times) and 0 < times[-1] < 3600 * 10**9  # sim time, not UNIX time
