@@ -32,7 +32,7 @@ OPEN_TURNS_KEPT: Final = 8  # open turns remembered per source; an older one bey
 
 
 class SourceArbiter:
-    def __init__(self, active: str = SOURCE_NONE, on_switch: Callable[[str, str], None] | None = None) -> None:
+    def __init__(self, active: str = SOURCE_NONE, on_switch: Callable[[], None] | None = None) -> None:
         self._lock = threading.Lock()
         self._active = self._check(active)
         self._on_switch = on_switch
@@ -60,7 +60,7 @@ class SourceArbiter:
         if previous != source:
             self.end_turns(f"the switch of source from {previous!r} to {source!r}")
             if self._on_switch is not None:
-                self._on_switch(previous, source)
+                self._on_switch()
 
     def permits(self, source: str) -> bool:
         with self._lock:
@@ -73,19 +73,18 @@ class SourceArbiter:
         if source not in ACTION_SOURCES:  # nothing is kept for a name no source has (any publisher may send one)
             return f"{source!r} is not an action source"
         with self._lock:
-            floor = self._floor.get(source, -1)
-            opened = self._open.setdefault(source, set())
-            if turn > floor and turn in opened:
+            opened = self._open.setdefault(source, set())  # (only turns above the floor: _end_up_to prunes it)
+            if turn in opened:
                 return None
-            if turn > floor and arm_enabled and source == self._active:
-                opened.add(turn)
-                if len(opened) > OPEN_TURNS_KEPT:  # the oldest ends: a flood of turns cannot grow this
-                    self._end_up_to(source, min(opened), "newer turns of the same source")
-                return None
-            if turn > floor:  # first seen while the arm may not move: this stream never drives
+            if source not in self._floor or turn > self._floor[source]:  # seen for the first time
+                if arm_enabled and source == self._active:
+                    opened.add(turn)
+                    if len(opened) > OPEN_TURNS_KEPT:  # the oldest ends: a flood of turns cannot grow this
+                        self._end_up_to(source, min(opened), "newer turns of the same source")
+                    return None
                 self._end_up_to(source, turn, "its start on an arm that was not enabled or followed another source")
-            return (f"source {source!r}: this stream (turn {turn}) ended with {self._ended_by.get(source)}; "
-                    "nothing it sends moves the arm: start the source again")  # fmt: skip
+            return (f"source {source!r}: this stream (turn {turn}) ended with {self._ended_by[source]}; nothing it "
+                    "sends moves the arm: start the source again")  # fmt: skip
 
     def end_turns(self, why: str) -> None:
         """Every open turn of every source is over (``why``: a stop, a fault, homing, a source switch)."""
@@ -95,10 +94,11 @@ class SourceArbiter:
                     self._end_up_to(source, max(opened), why)
 
     def _end_up_to(self, source: str, turn: int, why: str) -> None:
-        """Every turn of ``source`` up to ``turn`` is over, ended by ``why``."""
-        self._floor[source] = max(self._floor.get(source, -1), turn)
+        """Every turn of ``source`` up to ``turn`` is over, ended by ``why``. ``turn`` is above the floor (every
+        caller's is: a turn seen for the first time, or an open one), so it becomes the floor."""
+        self._floor[source] = turn
         self._ended_by[source] = why
-        opened = self._open.setdefault(source, set())
+        opened = self._open[source]
         opened.difference_update([t for t in opened if t <= turn])
 
     def open_turns(self) -> dict[str, int]:

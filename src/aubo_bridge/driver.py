@@ -714,7 +714,7 @@ class ArmDriver:
         ]
         return f"is outside the workspace box ({', '.join(parts)} m)" if parts else ""
 
-    def _on_source_switch(self, previous: str, new: str) -> None:
+    def _on_source_switch(self) -> None:
         """The new source starts from where the arm is measured, not from the old source's goal."""
         with self._lock:
             self.counters["source_switches"] += 1

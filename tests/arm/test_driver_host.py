@@ -29,6 +29,7 @@ from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmMode
 from aubo_bridge.model.kinematics import HOME_Q
 from aubo_bridge.process.driver_host import DriverSpec, HostedDriver
+from libero_workcell import ros_msgs
 from libero_workcell.contract import SOURCE_POLICY, SOURCE_TELEOP
 from transports.errors import BackendError
 
@@ -60,9 +61,10 @@ def count(emu: ArcsEmulator, suffix: str) -> int:
 
 
 def stream(d: HostedDriver, action: np.ndarray, n: int, hz: float = 20.0) -> list[bool]:
-    accepted = []
+    """``n`` actions as the policy, started for them (a turn of their own: docs/operator.md)."""
+    accepted, turn = [], ros_msgs.new_turn()
     for _ in range(n):
-        accepted.append(d.submit_action(action, SOURCE_POLICY).accepted)
+        accepted.append(d.submit_action(action, SOURCE_POLICY, turn).accepted)
         time.sleep(1.0 / hz)
     return accepted
 

@@ -56,7 +56,15 @@ def test_a_stream_runs_on_while_its_turn_lasts_and_pauses_do_not_end_it(rig) -> 
     assert accepted and moved > 1e-3 and driver.mode is ArmMode.ENABLED
 
 
-@pytest.mark.parametrize("transition", ["stop then enable", "fault, reset then enable", "home", "switch and back"])
+ENDED_WITH = {  # what each transition's refusal names as the end of the stream
+    "stop then enable": "a stop (/aubo/stop)",
+    "fault, reset then enable": "the fault 'protective stop'",
+    "home": "homing (/aubo/home)",
+    "switch and back": "the switch of source from 'policy' to 'teleop'",  # (the switch back ends nothing more)
+}
+
+
+@pytest.mark.parametrize("transition", list(ENDED_WITH))
 def test_after_every_transition_the_stream_from_before_never_drives_and_a_new_turn_does(rig, transition) -> None:
     driver, arm, clock = rig
     assert drive(driver, arm, clock, 7)[0]
@@ -82,7 +90,8 @@ def test_after_every_transition_the_stream_from_before_never_drives_and_a_new_tu
     accepted, moved = drive(driver, arm, clock, 7)
     assert not accepted and moved == 0.0 and driver.counters["rejected_turn"] == before + 3
     result = driver.submit_action(MOVE, SOURCE_POLICY, 7)
-    assert ENDED in result.reason and "turn 7" in result.reason
+    assert result.reason == (f"source 'policy': this stream (turn 7) ended with {ENDED_WITH[transition]}; nothing it "
+                             f"sends moves the arm: {ENDED}")  # fmt: skip
     accepted, moved = drive(driver, arm, clock, 8)  # the source started again
     assert accepted and moved > 1e-3
 
@@ -95,7 +104,9 @@ def test_a_turn_first_seen_on_an_arm_that_is_not_enabled_never_drives(rig) -> No
     assert driver.enable()[0]
     accepted, moved = drive(driver, arm, clock, 9)
     assert not accepted and moved == 0.0
-    assert "its start on an arm that was not enabled" in driver.submit_action(MOVE, SOURCE_POLICY, 9).reason
+    assert driver.submit_action(MOVE, SOURCE_POLICY, 9).reason == (
+        "source 'policy': this stream (turn 9) ended with its start on an arm that was not enabled or followed another "
+        f"source; nothing it sends moves the arm: {ENDED}")
     assert drive(driver, arm, clock, 10)[0]
 
 
@@ -148,8 +159,23 @@ def test_a_flood_of_turns_keeps_only_the_newest_open() -> None:
     for turn in range(1, 3 * OPEN_TURNS_KEPT):
         assert arbiter.admit_turn(SOURCE_POLICY, turn, True) is None
     assert arbiter.open_turns() == {SOURCE_POLICY: OPEN_TURNS_KEPT}
-    assert arbiter.admit_turn(SOURCE_POLICY, 1, True) is not None  # the oldest ended
+    assert "ended with newer turns of the same source" in arbiter.admit_turn(SOURCE_POLICY, 1, True)  # the oldest
     assert arbiter.admit_turn(SOURCE_POLICY, 3 * OPEN_TURNS_KEPT - 1, True) is None
+
+
+def test_a_name_no_source_has_is_refused_and_nothing_is_kept_of_it() -> None:
+    arbiter = SourceArbiter(SOURCE_POLICY)
+    for k in range(100):
+        assert arbiter.admit_turn(f"joystick{k}", 1, True) == f"'joystick{k}' is not an action source"
+    assert arbiter.open_turns() == {} and arbiter._floor == {} and arbiter._open == {}
+
+
+def test_a_switch_calls_back_once_and_only_on_a_change() -> None:
+    calls: list[str] = []
+    arbiter = SourceArbiter(SOURCE_POLICY, on_switch=lambda: calls.append(arbiter.active))
+    arbiter.select(SOURCE_POLICY)
+    arbiter.select(SOURCE_TELEOP)
+    assert calls == [SOURCE_TELEOP]
 
 
 def test_other_sources_keep_their_own_turns() -> None:
