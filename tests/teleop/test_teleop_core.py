@@ -344,3 +344,65 @@ def test_without_a_fresh_state_the_clutch_releases_and_the_buttons_still_work() 
     assert s.core.step_without_state(None) == ()
     back = s.step(pos=(0.0, 1.0, -0.5))  # state again: a fresh latch where the arm is, no jump
     np.testing.assert_allclose(back.action[:6], 0.0, atol=1e-12)
+
+
+# ---------------------------------------------------------------- the arm's mode (issue 35, item 1)
+def test_the_clutch_engages_only_on_the_enabled_arm_from_a_grip_pressed_after_it() -> None:
+    core = TeleopCore()  # the arm's mode not known yet: not enabled
+    assert core.step(sample(1, grip=1.0), STATE, 0.0).status is Status.ARM_NOT_ENABLED
+    core.arm_driven(True)
+    held = core.step(sample(2, grip=1.0), STATE, 0.05)
+    assert held.status is Status.ARM_NOT_ENABLED and "release the grip" in held.reason  # held through the enable
+    assert core.step(sample(3, grip=0.0), STATE, 0.1).status is Status.IDLE
+    starts = core.starts
+    assert core.step(sample(4, grip=1.0), STATE, 0.15).status is Status.FOLLOWING and core.starts == starts + 1
+    core.arm_driven(False)  # a stop, homing or fault of the arm: released at once
+    assert not core.engaged
+    core.arm_driven(True)
+    assert core.step(sample(5, grip=1.0), STATE, 0.2).status is Status.ARM_NOT_ENABLED
+    assert core.step(sample(6, grip=0.0), STATE, 0.25).status is Status.IDLE
+    assert core.step(sample(7, grip=1.0), STATE, 0.3).status is Status.FOLLOWING and core.starts == starts + 2
+
+
+def test_a_grip_released_while_the_arm_was_stopped_does_not_count() -> None:
+    core = TeleopCore(arm_enabled=True)
+    assert core.step(sample(1, grip=1.0), STATE, 0.0).status is Status.FOLLOWING
+    core.arm_driven(False)
+    core.step(sample(2, grip=0.0), STATE, 0.05)  # released during the stop ...
+    core.arm_driven(True)
+    assert core.step(sample(3, grip=1.0), STATE, 0.1).status is Status.ARM_NOT_ENABLED  # ... pressed again: no
+    assert core.step(sample(4, grip=0.0), STATE, 0.15).status is Status.IDLE  # released on the enabled arm
+    assert core.step(sample(5, grip=1.0), STATE, 0.2).status is Status.FOLLOWING
+
+
+def test_every_trigger_edge_is_a_start() -> None:
+    core = TeleopCore(arm_enabled=True)
+    core.step(sample(1, grip=0.0, trigger=0.0), STATE, 0.0)
+    starts = core.starts
+    core.step(sample(2, grip=0.0, trigger=1.0), STATE, 0.05)
+    core.step(sample(3, grip=0.0, trigger=1.0), STATE, 0.1)
+    core.step(sample(4, grip=0.0, trigger=0.0), STATE, 0.15)
+    assert core.starts == starts + 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("arm"), st.booleans()),
+                          st.tuples(st.just("grip"), st.sampled_from([0.0, 0.5, 0.85, 1.0, float("nan")]))),
+                max_size=30))  # fmt: skip
+def test_whatever_the_hand_and_the_arm_do_it_follows_only_from_a_fresh_grip_on_the_enabled_arm(events) -> None:
+    """The oracle: following is allowed once the arm is enabled and, since, the grip was seen released (below the
+    release threshold) with the arm enabled; any stop withdraws it. Every engagement is a new start."""
+    core, allowed, arm, t = TeleopCore(), False, False, 0
+    for kind, value in events:
+        if kind == "arm":
+            core.arm_driven(value)
+            arm, allowed = value, allowed and value
+            continue
+        t += 1
+        starts, was_engaged = core.starts, core.engaged
+        step = core.step(sample(t, grip=value), STATE, t * 0.05)
+        if arm and value < TeleopConfig().clutch_release:  # (NaN compares false: a NaN grip is no release)
+            allowed = True
+        if step.status is Status.FOLLOWING:
+            assert arm and allowed, (events, t)
+            assert was_engaged or core.starts == starts + 1  # a new engagement: a new start (a new turn)
