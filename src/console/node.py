@@ -10,7 +10,6 @@ effort, newest only): a console that is slow, or a page that lags, costs the gra
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -31,9 +30,10 @@ from console.controls import OFFERED, GraphControls, plan
 from console.frames import JPEG_QUALITY, FrameStore
 from console.model import ConsoleModel
 from console.server import ConsoleServer
-from libero_workcell import ros_msgs
-from libero_workcell.contract import CAMERA_NAMES, Params, Qos, Topics
+from libero_workcell import json_topics, ros_msgs
+from libero_workcell.contract import CAMERA_NAMES, ContractError, Params, Qos, Topics
 from libero_workcell.image_convention import POLICY_VIEWS
+from libero_workcell.json_topics import ArmModeReport, RecorderStatus, SimEpisodeReport, StatusDocument, TopicDocument
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
@@ -55,12 +55,12 @@ PARAMETERS: Final[dict[str, Any]] = {
 }
 
 # topic -> the model's key, for the jobs' JSON status topics (latched ones first: their last message comes too)
-JSON_TOPICS: Final = {
-    Topics.RECORDER_STATUS: ("recorder", Qos.LATCHED),
-    Topics.SIM_EPISODE: ("episode", Qos.LATCHED),
-    Topics.TELEOP_STATUS: ("teleop", Qos.STATE),
-    Topics.POLICY_STATUS: ("policy", Qos.STATE),
-    Topics.REPLAY_STATUS: ("replay", Qos.LATCHED),
+JSON_TOPICS: Final = {  # topic -> (the model's key, its QoS, what its document must be: libero_workcell.json_topics)
+    Topics.RECORDER_STATUS: ("recorder", Qos.LATCHED, RecorderStatus),
+    Topics.SIM_EPISODE: ("episode", Qos.LATCHED, SimEpisodeReport),
+    Topics.TELEOP_STATUS: ("teleop", Qos.STATE, StatusDocument),
+    Topics.POLICY_STATUS: ("policy", Qos.STATE, StatusDocument),
+    Topics.REPLAY_STATUS: ("replay", Qos.LATCHED, StatusDocument),
 }
 NEWEST_ONLY: Final = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT,
                                 durability=DurabilityPolicy.VOLATILE)  # fmt: skip
@@ -108,14 +108,16 @@ class ConsoleNode(Node):
         m = self.model
         self._cameras: dict[str, Any] = {}  # camera -> its subscription, while a page watches it
         self.create_timer(0.2, self._follow_pages, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self.create_subscription(String, Topics.ARM_MODE, lambda msg: m.update_arm_mode(_json(msg.data)),
+        self.create_subscription(String, Topics.ARM_MODE,
+                                 lambda msg: m.update_arm_mode(_json(msg.data, ArmModeReport, Topics.ARM_MODE)),
                                  qos(Qos.LATCHED))  # fmt: skip
         self.create_subscription(String, Topics.ACTIVE_SOURCE, lambda msg: m.update_active_source(msg.data),
                                  qos(Qos.LATCHED))  # fmt: skip
         self._motion: list[Any] = []  # the TCP, gripper and belt subscriptions, while a page asks for the state
         self.create_subscription(DiagnosticArray, Topics.DIAGNOSTICS, self._on_diagnostics, qos(Qos.DIAGNOSTICS))
-        for topic, (key, spec) in JSON_TOPICS.items():
-            self.create_subscription(String, topic, lambda msg, k=key: m.update_json(k, _json(msg.data)), qos(spec))
+        for topic, (key, spec, model) in JSON_TOPICS.items():
+            self.create_subscription(String, topic, lambda msg, k=key, d=model, t=topic: m.update_json(
+                k, _json(msg.data, d, t)), qos(spec))  # fmt: skip
 
     def _follow_pages(self) -> None:
         """Take a camera's frames only while a page watches it, and the arm's and the belt's fast state topics
@@ -201,10 +203,12 @@ async def _awaited(client: Any, future: Any) -> Any:
             client.remove_pending_request(future)
 
 
-def _json(text: str) -> Any:
+def _json(text: str, model: type[TopicDocument], topic: str) -> Any:
+    """The message's JSON if it is ``model``'s document (libero_workcell.json_topics), else None: the model counts
+    it as a bad message and keeps what it had."""
     try:
-        return json.loads(text)
-    except ValueError:
+        return json_topics.checked(model, text, topic)[1]
+    except ContractError:
         return None
 
 

@@ -23,7 +23,6 @@ scripted teleop session, an evaluation) is logged from its first step: a late su
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 from collections.abc import Callable, Iterator
 from typing import Any, Final
@@ -36,6 +35,7 @@ from std_msgs.msg import String
 
 from libero_workcell import ros_msgs
 from libero_workcell.contract import Params, Qos, Topics
+from libero_workcell.json_topics import JsonTopicReader, RecorderStatus
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
@@ -115,6 +115,7 @@ class SessionLogNode(Node):
         self._gates: dict[str, RateGate] = {}
         self._stamped: set[str] = set()  # topics whose type starts with a header: its stamp is the publish time
         self._demos: set[tuple[str, str]] = set()  # (session file, demo) already in the metadata
+        self._recorder_reader = JsonTopicReader(RecorderStatus, Topics.RECORDER_STATUS, self.get_logger())
         self.kept_out = 0  # camera frames not kept (image_hz)
         steady = Clock(clock_type=ClockType.STEADY_TIME)  # the sim clock may stand still: the file's chunks may not
         self._diag_pub = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
@@ -205,11 +206,15 @@ class SessionLogNode(Node):
     def _on_recorder_status(self, data: bytes) -> None:
         """A demo the recorder saved (``last_saved`` of its status) becomes a ``demo`` metadata record."""
         try:
-            status = json.loads(deserialize_message(data, String).data)
-            saved = status.get("last_saved") or {}
-            key = (str(status.get("session_file", "")), str(saved.get("name", "")))
-        except (ValueError, TypeError, AttributeError):
+            text = deserialize_message(data, String).data
+        except Exception:  # not a String's CDR: nothing to read (rclpy raises what the C layer gives)
+            self._recorder_reader.dropped += 1
             return
+        status = self._recorder_reader(text)  # checked in one place (libero_workcell.json_topics); bad: dropped
+        if status is None:
+            return
+        saved = status.last_saved or {}
+        key = (status.session_file, str(saved.get("name", "")))
         if key[1] and key not in self._demos:
             self._demos.add(key)
             self.log.add_metadata("demo", {"session_file": key[0], **saved})
