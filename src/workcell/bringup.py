@@ -61,6 +61,7 @@ class NodeSpec:
     executable: str
     module: str
     parameters: dict[str, Any] = field(default_factory=dict)
+    observer: bool = False  # it only watches (the graph file's ``observer``): its death stops nothing else
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ class Graph:
                 raise GraphError(f"{where}: node name {name!r} is missing, invalid or repeated")
             seen.add(name)
             unknown = set(node) - {"name", "executable", "module", "condition", "parameters", "parameters_if",
-                                   "participant"}  # fmt: skip
+                                   "participant", "observer"}  # fmt: skip
             if unknown:
                 raise GraphError(f"{where}: node {name}: unknown keys {sorted(unknown)}")
             for key in ("executable", "module"):
@@ -217,8 +218,9 @@ class Graph:
                 raise GraphError(f"{where}: node {name}: parameters_if maps conditions to parameter mappings")
             for cond in blocks:
                 self._condition_arg({"name": name, "condition": cond})
-            if not isinstance(node.get("participant", False), bool):
-                raise GraphError(f"{where}: node {name}: participant is true or false")
+            for flag in ("participant", "observer"):
+                if not isinstance(node.get(flag, False), bool):
+                    raise GraphError(f"{where}: node {name}: {flag} is true or false")
             for param, value in self._all_params(node).items():
                 if param in self.inject or param == USE_SIM_TIME:
                     raise GraphError(f"{where}: node {name}: parameter {param} is injected from the arguments")
@@ -342,7 +344,8 @@ class Graph:
             for (name, param), value in param_overrides.items():  # declared by the node, not in the graph file
                 if name == node["name"] and param not in chosen:
                     params[param] = list(value) if isinstance(value, list) else value
-            specs.append(NodeSpec(node["name"], node["executable"], node["module"], params))
+            specs.append(NodeSpec(node["name"], node["executable"], node["module"], params,
+                                  bool(node.get("observer", False))))  # fmt: skip
         return specs
 
 

@@ -105,7 +105,7 @@ def cmd_bringup(args: argparse.Namespace) -> int:
                                               str(values.get("cell", "")), tuple(n.name for n in nodes),
                                               name)  # fmt: skip
             run_registry.announce(record)
-        exits = running.wait(nodes_up=nodes_up)
+        exits = _wait_for_a_needed_node(running, nodes, nodes_up)
     except KeyboardInterrupt:  # exits stays [] (a stop asked for, not a node that died)
         if nodes_up is not None:
             nodes_up.close()
@@ -127,6 +127,21 @@ def cmd_bringup(args: argparse.Namespace) -> int:
         print("workcell: " + str(bringup.NodeDiedError(exits)), file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def _wait_for_a_needed_node(running: Any, nodes: Sequence[bringup.NodeSpec], nodes_up: Any) -> list:
+    """Until a node the cell needs ends (those ends): an observer that ends (the session log on a full disk, the
+    console) is said once, loudly, and the graph runs on without it."""
+    observers = {n.name for n in nodes if n.observer}
+    told: set[str] = set()
+    while True:
+        exits = running.wait(nodes_up=nodes_up, known=told)
+        for ended in (e for e in exits if e.name in observers):
+            told.add(ended.name)
+            print(f"workcell: {ended.describe()}\nworkcell: {ended.name} only watches the cell: the graph runs on "
+                  "without it", file=sys.stderr, flush=True)  # fmt: skip
+        if needed := [e for e in exits if e.name not in observers]:
+            return needed
 
 
 def cmd_check(args: argparse.Namespace) -> int:

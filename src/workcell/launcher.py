@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -167,14 +167,15 @@ class RunningGraph:
         if exits := self.exited():
             raise NodeDiedError(exits)
 
-    def wait(self, timeout: float | None = None, poll: float = 0.1, nodes_up: NodesUp | None = None) -> list[NodeExit]:
-        """Block until a node ends (returns the ended ones) or ``timeout`` s pass (returns []); ``nodes_up``
-        polled meanwhile."""
+    def wait(self, timeout: float | None = None, poll: float = 0.1, nodes_up: NodesUp | None = None,
+             known: Collection[str] = ()) -> list[NodeExit]:  # fmt: skip
+        """Block until a node ends (returns the ended ones, but for the ``known`` already told) or ``timeout`` s
+        pass (returns []); ``nodes_up`` polled meanwhile."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if nodes_up is not None:
                 nodes_up.poll()
-            if exits := self.exited():
+            if exits := [e for e in self.exited() if e.name not in known]:
                 return exits
             if deadline is not None and time.monotonic() >= deadline:
                 return []

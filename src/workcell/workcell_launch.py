@@ -104,7 +104,9 @@ def workcell_launch_description(launch_dir: Path, defaults: Mapping[str, Any] | 
                     name=spec.name,
                     parameters=[dict(spec.parameters)],
                     output="screen",
-                    on_exit=Shutdown(reason=f"node {spec.name} exited"),  # like `workcell bringup`
+                    # like `workcell bringup`: a node the cell needs stops the graph; an observer's end is said
+                    on_exit=LogInfo(msg=f"node {spec.name} exited; it only watches the cell: the graph runs on "
+                                        "without it") if spec.observer else Shutdown(reason=f"node {spec.name} exited"),
                 )
             )
         return out

@@ -229,7 +229,8 @@ def test_launch_file_matches_bringup(monkeypatch, overrides):
     got = [(n.package, n.name, n.executable, n.parameters, n.output) for n in nodes]
     want = [("libero_workcell", s.name, s.executable, [s.parameters], "screen") for s in expected]
     assert got == want
-    assert all(type(n.on_exit).__name__ == "Shutdown" for n in nodes)  # one node exits -> the graph stops
+    for node, spec in zip(nodes, expected, strict=True):  # a node the cell needs exits -> the graph stops;
+        assert type(node.on_exit).__name__ == ("LogInfo" if spec.observer else "Shutdown")  # an observer: said
 
     env_set = {a.name: a.value for a in actions if type(a).__name__ == "SetEnvironmentVariable"}
     env_unset = {a.name for a in actions if type(a).__name__ == "UnsetEnvironmentVariable"}
@@ -661,6 +662,16 @@ def test_parameters_if_selects_sim_or_real_settings(tmp_path) -> None:
     assert real.parameters == {"use_sim": False, "control_hz": 20.0, "arcs.ip": "192.168.1.10", "arcs.rpc_port": 30004}
     (real,) = graph.resolve(["use_sim:=false", "arm.arcs.ip:=10.0.0.7", "arm.arcs.rpc_port:=30005"])
     assert real.parameters["arcs.ip"] == "10.0.0.7" and real.parameters["arcs.rpc_port"] == 30005
+
+
+def test_only_the_watching_nodes_are_observers_and_the_flag_is_a_boolean(tmp_path) -> None:
+    """Observers' deaths stop nothing else (docs/data.md): only nodes the cell runs without may be marked."""
+    nodes = Graph.load().resolve(["record_mcap:=/tmp/x.mcap", "console:=true", "foxglove:=true", "expert:=true"])
+    assert {n.name for n in nodes if n.observer} == {"session_log", "console", "foxglove_bridge"}
+    path = tmp_path / "graph.yaml"
+    path.write_text(CONDITIONAL_GRAPH.replace("    module: ", "    observer: yes please\n    module: ", 1))
+    with pytest.raises(GraphError, match="observer is true or false"):
+        Graph.load(path)
 
 
 def test_parameters_if_rejects_unknown_conditions(tmp_path) -> None:

@@ -37,3 +37,33 @@ def test_nodes_end_with_their_launcher_even_when_it_is_killed(tmp_path) -> None:
     pid = int(started.name.split(".")[0])
     assert wait_for(lambda: (tmp_path / f"{pid}.terminated").exists(), timeout=20)
     assert wait_for(lambda: not pid_alive(pid), timeout=20)
+
+
+def test_an_observer_that_dies_stops_nothing_and_a_needed_node_stops_the_graph(tmp_path, capsys) -> None:
+    """Issue 35, item 5: the session log (on a full disk), the console or the Foxglove bridge ending must not stop
+    the cell; any other node's end still does (the graph file's ``observer``)."""
+    import signal
+    import threading
+
+    from workcell.bringup import NodeSpec
+    from workcell.cli import _wait_for_a_needed_node
+    from workcell.launcher import launch
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), *sys.path]), "LINGERING_NODE_DIR": str(tmp_path)}
+    nodes = [NodeSpec("arm", "x", "lingering_node"), NodeSpec("session_log", "x", "lingering_node", observer=True)]
+    running = launch(nodes, env=env, log_dir=tmp_path / "logs")
+    try:
+        assert wait_for(lambda: len(list(tmp_path.glob("*.started"))) == 2, timeout=60)
+        pids = running.pids
+        got: list = []
+        waiter = threading.Thread(target=lambda: got.append(_wait_for_a_needed_node(running, nodes, None)))
+        waiter.start()
+        os.kill(pids["session_log"], signal.SIGKILL)
+        assert wait_for(lambda: "session_log only watches the cell" in capsys.readouterr().err, timeout=30)
+        waiter.join(1.0)
+        assert waiter.is_alive() and pid_alive(pids["arm"])  # the graph runs on without it
+        os.kill(pids["arm"], signal.SIGKILL)
+        waiter.join(30)
+        assert [e.name for e in got[0]] == ["arm"]  # a node the cell needs: the graph stops (its caller stops it)
+    finally:
+        running.stop(timeout=5)
