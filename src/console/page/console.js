@@ -131,7 +131,8 @@ function renderDeployment(p, d) {
   $("deployment-panel").hidden = !p;
   if (!p) return;
   const step = p.step || {};
-  setText("pol-running", `${p.running ? "running" : "stopped"}, server ${p.connected ? "connected" : "NOT connected"}`);
+  const ended = !p.running && p.ended_by ? ` (ended: ${p.ended_by}; start it again once the arm is enabled)` : "";
+  setText("pol-running", `${p.running ? "running" : "stopped" + ended}, server ${p.connected ? "connected" : "NOT connected"}`);
   setText("pol-task", p.task || "-");
   setText("pol-chunk", step.chunk === undefined ? "-" : `${step.chunk} / ${step.index} (${step.kind})`);
   setText("pol-rtt", step.round_trip_ms == null ? "-" : `${fmt(step.round_trip_ms, 0)} ms (server ${fmt(step.server_infer_ms, 0)} ms)`);
