@@ -8,8 +8,8 @@ and prints the code and its recovery; ``docs/operator.md`` ("Faults") holds the 
 messages the code really produces find their codes). ``python -m libero_workcell.faults`` prints the table.
 
 Order matters: the first entry whose pattern matches a text is its fault, so the specific come before the
-general (a gripper fault reaches the operator through the arm, prefixed ``gripper:``; every policy fault
-through ``no policy server: ...``).
+general (a gripper fault reaches the operator through the arm, prefixed ``gripper:``; a policy fault through
+policy_node's words, :data:`POLICY_WORDS`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,15 @@ ARM, GRIPPER, BELT, CAMERA, POLICY, RECORDER, TELEOP = "arm", "gripper", "convey
     "teleop"  # fmt: skip
 DEVICES: Final = (ARM, GRIPPER, BELT, CAMERA, POLICY, RECORDER, TELEOP)
 RESET_ENABLE: Final = "then `workcell call reset` and `workcell call enable`"
+# policy_node's own words before a policy text: its diagnostics' ("no policy server: ", "holding: ") and the
+# runner's for a request it could not send ("not sent: "). A policy pattern reads the words right after them,
+# never further on, where the server's own words follow (a traceback's last line, a close reason, a reply's keys).
+POLICY_WORDS: Final = r"^(?:no policy server: |holding: |not sent: )*"
+
+
+def _policy(alternatives: str) -> str:
+    """A policy fault's pattern: ``alternatives`` right after :data:`POLICY_WORDS`."""
+    return f"{POLICY_WORDS}(?:{alternatives})"
 
 
 @dataclass(frozen=True)
@@ -203,27 +212,34 @@ FAULTS: Final[tuple[Fault, ...]] = (
           "Check the USB bandwidth (`uvc.fourcc: MJPG` on USB 2) and the CPU load; see CAM-LOST if it stopped.",
           "newest frame is 410 ms old (max 200 ms)"),
     # ---------------------------------------------------------------- the policy
-    Fault("POLICY-NO-TASK", POLICY, r"no task",
+    Fault("POLICY-STALE", POLICY, _policy(r"(no observation yet|observation \S+ ms old) \(policy\.max_obs_age "),
+          "The newest observation (the robot state or a camera frame) is older than `policy.max_obs_age`, or none "
+          "came yet: it is never sent; the arm holds until the inputs are fresh.",
+          "Find the stale input in `workcell status` (CAM-STALE, CAM-LOST, ARM-STALE) and the CPU load; raise "
+          "`policy.max_obs_age` only for inputs known to come that late.",
+          "holding: observation 412 ms old (policy.max_obs_age 200 ms)"),
+    Fault("POLICY-NO-TASK", POLICY, _policy(r"no task"),
           "The policy has no instruction: on the physical cell `/policy/start` is refused without one.",
           "`workcell call policy task \"...\"` (or `task:=` at bring-up), then `workcell call policy start`.",
           "no task: on the physical cell the policy starts only with an instruction"),
-    Fault("POLICY-TIMEOUT", POLICY, r"no reply within",
+    Fault("POLICY-TIMEOUT", POLICY, _policy(r"no reply within"),
           "The policy server did not answer within `policy.timeout`; the arm holds and the node reconnects.",
           "Check the GPU machine's load and the network; raise `policy.timeout` only for a known longer round trip.",
           "no policy server: no reply within 500 ms"),
-    Fault("POLICY-SERVER", POLICY, r"the server failed",
+    Fault("POLICY-SERVER", POLICY, _policy(r"the server failed"),
           "The policy raised an exception on the server (the last line of its traceback is shown).",
           "Read the server's log; check the checkpoint's inputs match `policy.state_format` and `policy.image_view` "
           "(docs/training.md).",
           "no policy server: the server failed: KeyError: 'observation/state'"),
-    Fault("POLICY-TOO-BIG", POLICY, r"exceeds policy\.max_reply_bytes",
+    Fault("POLICY-TOO-BIG", POLICY, _policy(r"(the reply|the server's metadata) exceeds policy\.max_reply_bytes"),
           "A frame from the policy server was larger than `policy.max_reply_bytes` (4 MiB by default; openpi's "
           "replies are a few KiB): refused unread; the arm holds and the node reconnects.",
           "Check that `policy_url` is openpi's policy server; raise `policy.max_reply_bytes` only for a server known "
           "to send more.",
           "no policy server: the reply exceeds policy.max_reply_bytes (4194304 bytes): refused unread, the "
           "connection closed"),
-    Fault("POLICY-PROTOCOL", POLICY, r"not openpi's msgpack-numpy|metadata is a|first frame is text",
+    Fault("POLICY-PROTOCOL", POLICY, _policy(r"the (reply|server's metadata) is not openpi's msgpack-numpy|"
+                                             r"the server's metadata is a |the server's first frame is text"),
           "A frame from the policy server is not openpi's msgpack-numpy (corrupt, or an array of a dtype, shape or "
           "size the client never builds), or its first frame is not openpi's metadata: refused before numpy read "
           "it; the arm holds and the node reconnects, waiting longer after each such fault.",
@@ -231,17 +247,19 @@ FAULTS: Final[tuple[Fault, ...]] = (
           "listens there (docs/policy.md, \"What the client accepts\").",
           "no policy server: the reply is not openpi's msgpack-numpy: dtype '|O' is not numeric (bool, int, uint or "
           "float of 1, 2, 4 or 8 bytes)"),
-    Fault("POLICY-CLIENT", POLICY, r"the policy client failed",
+    Fault("POLICY-CLIENT", POLICY, _policy(r"the policy client failed"),
           "policy_node's client thread failed on something no handler expected (the exception is shown): it "
           "reported it, dropped the connection and reconnects; the arm holds meanwhile.",
           "Report it with the log line (a bug); the node reconnects by itself.",
           "no policy server: the policy client failed: MemoryError: a bug in the client"),
-    Fault("POLICY-MALFORMED", POLICY, r"the reply |cannot be sent|actions (are|must)|action \d+ of the chunk",
+    Fault("POLICY-MALFORMED", POLICY, _policy(r"the reply |the observation cannot be sent|actions (are|must)|"
+                                              r"action \S+ of the chunk|a chunk of \S+ actions"),
           "A reply that is not a chunk of valid 7-D actions (shape, NaN, range) was refused; the arm holds.",
           "Check that the server runs a checkpoint for this workcell's 7-D actions (docs/training.md).",
           "the reply has no 'actions' (keys: ['error'])"),
-    Fault("POLICY-NO-SERVER", POLICY, r"no policy server|cannot connect to the policy server|closed the connection|"
-          r"connection lost",
+    Fault("POLICY-NO-SERVER", POLICY, _policy(r"no policy server|cannot connect to the policy server|the server "
+                                              r"closed the connection|connection lost|the connection closed|"
+                                              r"connecting$|not sent: "),
           "policy_node cannot reach the policy server; nothing is sent and the arm holds.",
           "Start the server, check `policy_url` (`curl http://HOST:PORT/healthz`, `workcell check`); the node "
           "reconnects by itself.",
@@ -251,16 +269,48 @@ FAULTS: Final[tuple[Fault, ...]] = (
           "Too little free disk space to record an episode (`min_free_mb`).",
           "Free some space, or record elsewhere (`record_path:=...`).",
           "/data/demos/d2s_episodes: only 120 MiB free, at least 512 MiB are needed to record an episode"),
-    Fault("REC-SLOW", RECORDER, r"fell .* behind",
-          "The image writer fell behind: the disk is too slow for two cameras at the control rate.",
-          "Record to a faster local disk; the episode failed: record it again.",
+    Fault("REC-SLOW", RECORDER, r"fell .* behind|did not finish within",
+          "The image writer fell behind, or a save did not finish in time: the disk is too slow for two cameras at "
+          "the control rate (or hung).",
+          "Record to a faster local disk; the episode failed (kept as `*.partial`): record it again.",
           "the image writer fell 5 s behind (disk too slow?)"),
     Fault("REC-SHORT", RECORDER, r"a demo needs at least",
           "An episode was saved almost as soon as it started: too short to be a demo, discarded.",
           "Record it again (start, demonstrate, then save).",
           "demo_3: 1 steps recorded, a demo needs at least 2: discarded"),
+    Fault("REC-UNREADABLE", RECORDER, r"could not be read \(|is unreadable \(",
+          "An episode file of the session could not be read at start-up (a copy cut short, a failing disk): it is "
+          "moved aside as `*.unreadable`, never deleted, and recording resumes with the others (if it cannot be "
+          "moved, the recorder does not start).",
+          "Check the disk (`dmesg`) and the folder's permissions; keep the moved file for recovery and record that "
+          "demo again if the plan needs it.",
+          "demo_4 could not be read (truncated file): moved aside as demo_4.hdf5.unreadable; resumed with the other "
+          "episodes"),
+    Fault("REC-SESSION", RECORDER, r"was recorded with env_args",
+          "The session file was recorded on another setup (its `env_args`: the cell, the cameras, the control "
+          "rate): the recorder never mixes two setups' demos in one session, and does not start.",
+          "Record into a new file (`record_path:=...`), or bring up the setup the session was recorded with.",
+          "/data/demos/d2s.hdf5 was recorded with env_args {...}, this session has {...}: record into a new file"),
+    Fault("REC-INDEX", RECORDER, r"index could not be rewritten",
+          "The session's index (the `.hdf5` that lists the demos) could not be rewritten (a full disk, "
+          "permissions); the episode files themselves are complete.",
+          "Free some space or fix the folder's permissions, then restart the recorder: at its start it lists every "
+          "complete episode the index missed.",
+          "/data/demos/d2s.hdf5: the index could not be rewritten (No space left on device); the episode files are "
+          "complete, and the recorder's next start lists any the index missed"),
+    Fault("REC-WRITER", RECORDER, r"writer process|cannot start the writer|writer could not be sent",
+          "The episode's writer process could not start, ended or stopped answering (killed, out of memory, a "
+          "crash): that episode failed and is kept as `*.partial`; earlier demos are kept.",
+          "Record the episode again; if it repeats, read the node's log and `dmesg` (out of memory?).",
+          "demo_3 could not be written (the episode writer process ended (killed by SIGKILL)); kept as "
+          "/data/demos/d2s_episodes/demo_3.hdf5.partial"),
+    Fault("REC-INTERNAL", RECORDER, r" is closed$|a step needs images|^saving .* failed: ",
+          "The recorder met a failure no handler expected (the exception is shown), or a step or a save its own "
+          "state does not allow (a bug): that episode failed; earlier demos are kept.",
+          "Report it with the node's log (a bug); record the episode again.",
+          "saving demo_3 failed: MemoryError()"),
     Fault("REC-WRITE", RECORDER, r"could not be written|cannot start|not writable|cannot record into|is missing|"
-          r"not a session file",
+          r"not a session file|^[^:]* failed: ",
           "The recorder cannot write the session (permissions, a full disk, or a damaged session file); earlier "
           "demos are kept.",
           "Check the folder of `record_path` (`workcell check`); the failed episode is kept as `*.partial`.",
