@@ -231,7 +231,7 @@ class ConsoleModel:
                 self.conveyor["diagnostic"] = self.diagnostics[name]
             if "aubo_bridge" in name:
                 return
-            self._set_fault(f"diag:{name}", str(message) if level >= 2 else "")
+            self._set_fault(f"diag:{name}", str(message) if level >= 2 else "", fault_table.diagnostic_devices(name))
 
     def update_evaluation(self, data: dict[str, Any]) -> None:
         """The evaluation's progress: total, done, rows (each trial's line of results.jsonl)."""

@@ -21,7 +21,8 @@ from typing import Final
 
 ARM, GRIPPER, BELT, CAMERA, POLICY, RECORDER, TELEOP = "arm", "gripper", "conveyor", "camera", "policy", "recorder", \
     "teleop"  # fmt: skip
-DEVICES: Final = (ARM, GRIPPER, BELT, CAMERA, POLICY, RECORDER, TELEOP)
+LOG: Final = "session log"
+DEVICES: Final = (ARM, GRIPPER, BELT, CAMERA, POLICY, RECORDER, TELEOP, LOG)
 RESET_ENABLE: Final = "then `workcell call reset` and `workcell call enable`"
 # policy_node's own words before a policy text: its diagnostics' ("no policy server: ", "holding: ") and the
 # runner's for a request it could not send ("not sent: "). A policy pattern reads the words right after them,
@@ -264,6 +265,13 @@ FAULTS: Final[tuple[Fault, ...]] = (
           "Start the server, check `policy_url` (`curl http://HOST:PORT/healthz`, `workcell check`); the node "
           "reconnects by itself.",
           "no policy server: cannot connect to the policy server at ws://gpu:8000: [Errno 111] Connection refused"),
+    # ---------------------------------------------------------------- the session log
+    Fault("LOG-STOPPED", LOG, r"^logging stopped: ",
+          "The session log stopped writing: the system refused a write (a full disk, a folder gone). It follows "
+          "nothing more; the graph runs on, and what it wrote before stays readable.",
+          "Free space in the folder of `record_mcap` (`python -m session_log.review FILE` reads what was written); "
+          "a new log needs the graph brought up again.",
+          "logging stopped: [Errno 28] No space left on device"),
     # ---------------------------------------------------------------- the recorder
     Fault("REC-DISK", RECORDER, r"MiB free",
           "Too little free disk space to record an episode (`min_free_mb`).",
@@ -362,6 +370,23 @@ FAULTS: Final[tuple[Fault, ...]] = (
 )  # fmt: skip
 
 BY_CODE: Final = {f.code: f for f in FAULTS}
+
+
+# what a /diagnostics status reports on, by its name's first part ("camera/wrist": a camera): its text is a fault of
+# these devices only (a recorder's path that names the conveyor is not a belt fault)
+DIAGNOSTIC_DEVICES: Final[dict[str, tuple[str, ...]]] = {
+    "aubo_bridge": (ARM, GRIPPER),
+    "conveyor": (BELT,),
+    "policy_node": (POLICY,),
+    "camera": (CAMERA,),
+    "recorder": (RECORDER,),
+    "session_log": (LOG,),
+}
+
+
+def diagnostic_devices(name: str) -> tuple[str, ...]:
+    """The devices a /diagnostics status named ``name`` reports on (none known: ())."""
+    return DIAGNOSTIC_DEVICES.get(name.split("/")[0], ())
 
 
 def classify(text: str, devices: Iterable[str] | None = None) -> Fault | None:

@@ -562,14 +562,6 @@ def heard_all(seen: dict[str, Any]) -> bool:
 
 
 # Which devices' faults each diagnostics name reports (libero_workcell.faults): a gripper's come through the arm.
-DIAG_DEVICES: dict[str, tuple[str, ...]] = {
-    "aubo_bridge": (faults.ARM, faults.GRIPPER),
-    "conveyor": (faults.BELT,),
-    POLICY_NODE: (faults.POLICY,),
-    "camera": (faults.CAMERA,),  # camera/external, camera/wrist
-}
-
-
 def format_status(seen: dict[str, Any], domain_id: int, name: str = "") -> str:
     """One screen: the nodes, each device's state (faults first, each with its code), the source, belt, recording,
     policy, and what to do about each fault (libero_workcell.faults)."""
@@ -593,7 +585,7 @@ def format_status(seen: dict[str, Any], domain_id: int, name: str = "") -> str:
         code = ""
         if level >= ros_msgs.DIAG_WARN:  # a camera's cause is in its backend's last error
             text = f"{message} {values.get('last_error') or ''}".strip()
-            code = coded(text, DIAG_DEVICES.get(name.split("/")[0], ()))
+            code = coded(text, faults.diagnostic_devices(name))
         lines.append(f"  {shown:5s} {name}: {message}{code}" + (f" ({detail})" if detail else ""))
     if not diags:
         lines.append("  no diagnostics received (is the graph running on this domain?)")

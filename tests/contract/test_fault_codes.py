@@ -47,7 +47,7 @@ def test_codes_are_short_stable_unique_and_each_example_finds_its_own_code() -> 
     for f in FAULTS:
         assert re.fullmatch(r"[A-Z]+(-[A-Z]+){1,2}", f.code) and len(f.code) <= 24, f.code
         assert f.device in faults.DEVICES and f.meaning.endswith(".") and f.recovery.endswith("."), f.code
-        assert f.code.split("-")[0] == {"gripper": "GRIP", "conveyor": "BELT", "recorder": "REC", "camera": "CAM"}.get(
+        assert f.code.split("-")[0] == {"gripper": "GRIP", "conveyor": "BELT", "recorder": "REC", "camera": "CAM", "session log": "LOG"}.get(
             f.device, f.device.upper()), f.code  # fmt: skip
         assert classify(f.example) is f, f"{f.code}'s example finds {classify(f.example)}: an earlier pattern shadows"
     assert classify("disabled") is None and classify("ok") is None  # states, not faults
@@ -594,12 +594,24 @@ def test_status_shows_a_recorder_and_a_policy_fault_with_its_code_and_what_to_do
     }  # fmt: skip
     text = format_status(seen, 7)
     assert f"WARN  policy_node: {stale} [POLICY-STALE]" in text
+    assert f"ERROR recorder: {failed} [REC-WRITER]" in text  # (its diagnostics, faults first: the recorder's)
     assert f"recorder error: {failed} [REC-WRITER]" in text
     todo = text.split("what to do:\n")[1].splitlines()
-    assert todo == [f"    POLICY-STALE: {faults.BY_CODE['POLICY-STALE'].recovery}",
-                    f"    REC-WRITER: {faults.BY_CODE['REC-WRITER'].recovery}"]  # fmt: skip
+    assert todo == [f"    REC-WRITER: {faults.BY_CODE['REC-WRITER'].recovery}",
+                    f"    POLICY-STALE: {faults.BY_CODE['POLICY-STALE'].recovery}"]  # fmt: skip
     for fault in (f for f in FAULTS if f.device in (faults.RECORDER, faults.POLICY)):  # each code, where it shows
         where = {"recorder": {"error": fault.example}} if fault.device == faults.RECORDER else \
             {"diagnostics": {"policy_node": (2, fault.example, {"last_error": fault.example})}}  # fmt: skip
         shown = format_status(where, 7)
         assert f"{fault.example} [{fault.code}]" in shown and f"    {fault.code}: {fault.recovery}" in shown, shown
+
+
+def test_a_diagnostics_text_is_a_fault_of_the_devices_its_name_reports_on() -> None:
+    """A recorder's error naming a path with "conveyor" in it is not a belt fault; the session log's full disk is
+    its own (the console and `workcell status` classify a /diagnostics text by the status's name)."""
+    text = "image write failed: /data/conveyor_link/d2s_episodes/demo_3.hdf5: [Errno 28] No space left on device"
+    assert classify(text).code == "BELT-LINK"  # (among every device's patterns)
+    assert classify(text, faults.diagnostic_devices("recorder")).code == "REC-WRITE"
+    assert classify("logging stopped: [Errno 28] No space left on device",
+                    faults.diagnostic_devices("session_log")).code == "LOG-STOPPED"  # fmt: skip
+    assert faults.diagnostic_devices("camera/wrist") == (faults.CAMERA,) and faults.diagnostic_devices("x") == ()
