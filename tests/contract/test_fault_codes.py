@@ -47,8 +47,8 @@ def test_codes_are_short_stable_unique_and_each_example_finds_its_own_code() -> 
     for f in FAULTS:
         assert re.fullmatch(r"[A-Z]+(-[A-Z]+){1,2}", f.code) and len(f.code) <= 24, f.code
         assert f.device in faults.DEVICES and f.meaning.endswith(".") and f.recovery.endswith("."), f.code
-        assert f.code.split("-")[0] == {"gripper": "GRIP", "conveyor": "BELT", "recorder": "REC", "camera": "CAM", "session log": "LOG"}.get(
-            f.device, f.device.upper()), f.code  # fmt: skip
+        prefix = {"gripper": "GRIP", "conveyor": "BELT", "recorder": "REC", "camera": "CAM", "session log": "LOG"}
+        assert f.code.split("-")[0] == prefix.get(f.device, f.device.upper()), f.code
         assert classify(f.example) is f, f"{f.code}'s example finds {classify(f.example)}: an earlier pattern shadows"
     assert classify("disabled") is None and classify("ok") is None  # states, not faults
 
