@@ -73,8 +73,9 @@ class TickedDriver:
             next_t += period
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
-    def act(self, dx: float = 0.0, dy: float = 0.0) -> bool:
-        return self.driver.submit_action(np.array([dx, dy, 0, 0, 0, 0, -1.0]), SOURCE_POLICY).accepted
+    def act(self, dx: float = 0.0, dy: float = 0.0, turn: int = 0) -> bool:
+        """One action of the policy's stream ``turn`` (a source started again takes a new one: docs/operator.md)."""
+        return self.driver.submit_action(np.array([dx, dy, 0, 0, 0, 0, -1.0]), SOURCE_POLICY, turn).accepted
 
     def stop(self) -> None:
         self._stop.set()
@@ -334,8 +335,9 @@ def test_fault_latches_and_needs_operator(kind: str, emu: ArcsEmulator, rig: Tic
     time.sleep(0.3)
     np.testing.assert_allclose(emu.q(), q_reset, atol=1e-9)
     assert not rig.act(dx=0.2)
-    assert drv.enable()[0]  # the operator enables again: motion works
-    assert rig.act(dx=0.2)
+    assert drv.enable()[0]  # the operator enables again ...
+    assert not rig.act(dx=0.2)  # ... the stream the fault ended stays ended ...
+    assert rig.act(dx=0.2, turn=1)  # ... and a source started again drives
     assert wait_for(lambda: np.max(np.abs(emu.q() - q_reset)) > 1e-4)
 
 
