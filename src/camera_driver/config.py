@@ -53,7 +53,7 @@ class RealSenseConfig(MappedConfig):
     height: int = 480
     fps: int = 30
     playback_file: str = ""  # a .db3 (or .bag) recording played through the same pipeline; "" = hardware
-    playback_loop: bool = False  # at the end of the file: reopen (True) or stop with status "ended"
+    playback_loop: bool = False  # at the end of the file: start over (True) or stop with status "ended"
     playback_real_time: bool = True  # pace playback by the recorded timestamps
     grab_timeout: float = 1.0  # s without a frame -> device lost, reopen
 

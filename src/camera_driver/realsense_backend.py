@@ -56,6 +56,8 @@ class RealSenseSource:
         self._playback = None
         self._fy = float("nan")
         self._clock = ClockMapper()
+        self._last_device_s = -float("inf")  # a looped recording's device clock starts over: the mapping too
+        self.loops = 0  # times a looped recording started over
         self.domain = ""  # timestamp domain of the newest frame, e.g. "system_time"
 
     def open(self) -> None:
@@ -63,7 +65,10 @@ class RealSenseSource:
         c = self.config
         cfg = rs.config()
         if c.playback_file:
-            cfg.enable_device_from_file(c.playback_file, repeat_playback=False)
+            # A loop is librealsense's own repeat, never a stop and a reopen: its pipeline.stop() on a playback
+            # crashes the process now and then (a native race: realsenseai/librealsense#8625, #10318), which at
+            # every end of a short recording killed the camera node and with it the graph.
+            cfg.enable_device_from_file(c.playback_file, repeat_playback=c.playback_loop)
             cfg.enable_stream(rs.stream.color)  # whatever the recording holds
         else:
             # Look first: pipeline.start() waits 15 s for a device that is not there, blocking close().
@@ -86,6 +91,7 @@ class RealSenseSource:
         color = profile.get_stream(rs.stream.color).as_video_stream_profile()
         self._fy = float(color.get_intrinsics().fy)
         self._clock.reset()
+        self._last_device_s = -float("inf")
 
     def grab(self) -> RawFrame:
         rs = _rs()
@@ -108,6 +114,10 @@ class RealSenseSource:
             raise SourceError(f"unsupported color format {fmt}")
         bgr = fmt in (rs.format.bgr8, rs.format.bgra8)
         device_s = color.get_timestamp() / 1000.0
+        if device_s < self._last_device_s:  # a looped recording started over: its clock maps anew
+            self._clock.reset()
+            self.loops += 1
+        self._last_device_s = device_s
         domain = color.get_frame_timestamp_domain()
         self.domain = domain.name
         on_wall_clock = domain in (rs.timestamp_domain.system_time, rs.timestamp_domain.global_time)

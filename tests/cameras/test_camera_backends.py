@@ -201,18 +201,23 @@ def test_realsense_playback_frames_colors_and_end_of_file(recording):
 
 
 @LIBREALSENSE_STOP_RACE
-def test_realsense_bgr8_hardware_clock_is_mapped_and_loop_reconnects(tmp_path):
+def test_realsense_bgr8_hardware_clock_is_mapped_and_a_loop_starts_over_without_a_reopen(tmp_path):
+    """A looped recording is librealsense's own repeat: no pipeline.stop() (it crashes the process now and then)
+    and no reopen; the device clock starts over with the file, and so does its mapping (frames stay fresh)."""
     path = make_realsense_recording(tmp_path / "hw.db3", n_frames=10, hardware_clock=True, bgr=True)
     backend = RealSenseBackend("wrist", RealSenseConfig(playback_file=str(path), playback_loop=True, grab_timeout=0.2))
     try:
-        frames = collect(backend, 5.0, until=lambda: backend.capture.reconnects >= 1 and backend.latest_index() > 12)
+        frames = collect(backend, 5.0, until=lambda: backend.source.loops >= 2 and backend.latest_index() > 22)
         numbers = check_frames(frames, tol=0)  # bgr8 stream, RGB frames
         assert backend.source.domain == "hardware_clock" and backend.capture.clock == CLOCK_DEVICE_MAPPED
-        assert backend.capture.reconnects >= 1 and numbers.index(0, 1) > 0  # replayed from frame 0
+        assert backend.source.loops >= 2 and backend.capture.reconnects == 0  # looped, never reopened
+        assert numbers.index(0, 1) > 0  # replayed from frame 0
         dt = np.diff([f.wall_time for f in frames[:8]])
         # device-clock spacing (33 ms) carried to the wall clock; the offset estimate only
         # tightens while the first late arrivals are replaced, so no gap is negative
         assert np.all(dt > 0) and abs(np.median(dt) - 1 / 30) < 0.004, dt
+        # after two loops the newest frame is this moment's (an unreset mapping puts it a loop, 0.33 s, per loop back)
+        assert time.time() - frames[-1].wall_time < 0.3, time.time() - frames[-1].wall_time
     finally:
         backend.close()
 
