@@ -341,8 +341,12 @@ def test_a_request_after_an_idle_connection_opened_is_answered_and_a_stream_outl
         seen = []
         async with websockets.connect(ws_url) as first, websockets.connect(ws_url):
             await asyncio.wait_for(first.recv(), 10)
-            await asyncio.sleep(connections.REQUEST_TIMEOUT_S + 1.0)  # past the deadline of an idle connection
-            seen.append(f"first {first.state.name} after the deadline")
+            late = socket.create_connection(("127.0.0.1", server.port))  # idle, opened after the streams
+            try:  # closed at its deadline: the streams, older, are past theirs
+                closed = await asyncio.to_thread(wait_for, lambda: _closed_by_peer(late), SETTLE_S)
+            finally:
+                late.close()
+            seen.append(f"first {first.state.name} after the deadline" if closed else "the idle one never closed")
             idle = socket.create_connection(("127.0.0.1", server.port))  # the client's third connection
             try:
                 status, _ = await asyncio.to_thread(control, server, "hold", x_workcell_console="1")
@@ -431,10 +435,11 @@ def test_requests_whose_client_went_away_leave_room(monkeypatch) -> None:
         server.stop()
 
 
-def test_closed_streams_leave_room(small_console) -> None:
+def test_closed_streams_leave_room(small_console, monkeypatch) -> None:
     """Websockets the page closed are no longer counted (they are not the HTTP protocol's to report): after
     three of them came and went, three idle connections of the same client all stay."""
     server, _ = small_console
+    monkeypatch.setattr(connections, "REQUEST_TIMEOUT_S", SETTLE_S)  # no idle one reaches its deadline here
 
     async def streams() -> None:
         for _ in range(3):
@@ -445,9 +450,8 @@ def test_closed_streams_leave_room(small_console) -> None:
     idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
     try:
         assert request(server.url + "/api/state")[0] == 200  # served beside them (one of them gave way for it)
-        time.sleep(0.5)
-        assert len(_still_open(idle)) == 2
-        assert server.connections.displaced == 1
+        assert wait_for(lambda: len(_still_open(idle)) == 2, SETTLE_S), len(_still_open(idle))
+        assert server.connections.displaced == 1 and len(_still_open(idle)) == 2
     finally:
         for s in idle:
             s.close()

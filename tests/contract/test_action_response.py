@@ -43,8 +43,14 @@ def driver_trajectory(seq: ReferenceSequence, config: ArmConfig | None = None) -
 
 
 @pytest.fixture(scope="module")
-def errors() -> dict:
-    return {name: compare(seq, *driver_trajectory(seq)) for name, seq in SEQUENCES.items()}
+def trajectories() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Every sequence through the driver with its default configuration (the libero response), once."""
+    return {name: driver_trajectory(seq) for name, seq in SEQUENCES.items()}
+
+
+@pytest.fixture(scope="module")
+def errors(trajectories) -> dict:
+    return {name: compare(seq, *trajectories[name]) for name, seq in SEQUENCES.items()}
 
 
 def test_the_reference_data_covers_the_battery_the_issue_asks_for() -> None:
@@ -84,10 +90,10 @@ def test_robosuite_figures_the_issue_quotes() -> None:
     assert 45e-3 < x[20] < 49e-3 and 2.4e-3 < x[20] - x[19] < 2.7e-3 and 3e-3 < x[-1] - x[20] < 6e-3
 
 
-def test_a_held_action_moves_a_quarter_of_its_goal_offset_per_step_and_coasts() -> None:
+def test_a_held_action_moves_a_quarter_of_its_goal_offset_per_step_and_coasts(trajectories) -> None:
     """The LIBERO meaning in numbers (not a fit figure): ~2.5 mm/step for +0.2, a few mm after the last."""
     seq = SEQUENCES["hold_x_0.2"]
-    pos, _ = driver_trajectory(seq)
+    pos, _ = trajectories[seq.name]
     x = pos[seq.warmup :, 0] - pos[seq.warmup, 0]
     assert 2.3e-3 < x[20] - x[19] < 2.8e-3
     assert 43e-3 < x[20] < 51e-3
@@ -104,9 +110,10 @@ def test_the_goal_delta_response_is_the_other_meaning() -> None:
     np.testing.assert_allclose(x[-1], x[20], atol=1e-9)
 
 
-def test_the_response_does_not_depend_on_the_servo_rate() -> None:
+def test_the_response_does_not_depend_on_the_servo_rate(trajectories) -> None:
     seq = SEQUENCES[COMBINED]
-    slow = driver_trajectory(seq, ArmConfig(servo_hz=100.0))
+    assert ArmConfig().servo_hz == 100.0  # the default rate, which the trajectories ran at
+    slow = trajectories[COMBINED]
     fast = driver_trajectory(seq, ArmConfig(servo_hz=500.0))
     np.testing.assert_allclose(slow[0], fast[0], atol=1e-4)  # 0.1 mm of a 96 mm path
     np.testing.assert_allclose(slow[1], fast[1], atol=1e-4)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import struct
 import time
 from typing import Any
 
 import pytest
-from conftest import wait_for
+from conftest import TEST_OUTPUT, ros_probe, wait_for
 
 from libero_workcell.contract import SOURCE_EXPERT, Qos, Topics
 from libero_workcell.ros_qos import qos
@@ -91,10 +92,15 @@ class FoxgloveClient:
             elif op["op"] == "status":
                 self.statuses.append(op)
 
-    def wait_advertised(self, topics: set[str], timeout: float = 15.0) -> None:
+    def pump_until(self, done: Any, timeout: float = 30.0) -> bool:
+        """Read what the server sends until ``done()`` is true (True) or ``timeout`` s pass (False)."""
         end = time.monotonic() + timeout
-        while not topics <= set(self.channels) and time.monotonic() < end:
-            self.pump(0.2)
+        while not done() and time.monotonic() < end:
+            self.pump(0.05)
+        return bool(done())
+
+    def wait_advertised(self, topics: set[str], timeout: float = 15.0) -> None:
+        self.pump_until(lambda: topics <= set(self.channels), timeout)
         assert topics <= set(self.channels), (topics - set(self.channels), sorted(self.channels))
 
     def subscribe(self, topic: str, sub_id: int) -> None:
@@ -108,32 +114,54 @@ class FoxgloveClient:
         self.ws.close()
 
 
-@pytest.fixture
-def publishers(rclpy_node):
-    """This process's publishers of the node test's topics (the odd one has a service's event type)."""
+@pytest.fixture(scope="module")
+def publishers():
+    """A node of this process with publishers of the node tests' topics (the odd one has a service's event type),
+    for the module: the bridge below is the module's."""
     from sensor_msgs.msg import Image, JointState
     from std_msgs.msg import String
     from std_srvs.srv import Trigger
 
-    pubs = {
-        Topics.ACTION: rclpy_node.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND)),
-        Topics.ACTIVE_SOURCE: rclpy_node.create_publisher(String, Topics.ACTIVE_SOURCE, qos(Qos.LATCHED)),
-        Topics.image("wrist"): rclpy_node.create_publisher(Image, Topics.image("wrist"), qos(Qos.SENSOR)),
-        ODD: rclpy_node.create_publisher(Trigger.Event, ODD, qos(Qos.COMMAND)),
-    }
-    return rclpy_node, pubs
+    with ros_probe("fox_test") as node:
+        pubs = {
+            Topics.ACTION: node.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND)),
+            Topics.ACTIVE_SOURCE: node.create_publisher(String, Topics.ACTIVE_SOURCE, qos(Qos.LATCHED)),
+            Topics.image("wrist"): node.create_publisher(Image, Topics.image("wrist"), qos(Qos.SENSOR)),
+            ODD: node.create_publisher(Trigger.Event, ODD, qos(Qos.COMMAND)),
+        }
+        yield node, pubs
+
+
+@pytest.fixture(scope="module")
+def bridge_graph(publishers, ros_env):
+    """The bridge on NODE_TOPICS, one for the module's node tests (the publishers already up: the active source
+    latched before it starts), and its port. When the module is done it stops cleanly: no callback of the node
+    failed as the tests' clients came, subscribed and went."""
+    from std_msgs.msg import String
+
+    from workcell.launcher import launch
+
+    _, pubs = publishers
+    pubs[Topics.ACTIVE_SOURCE].publish(String(data=SOURCE_EXPERT))
+    logs = TEST_OUTPUT / "test_foxglove_bridge"
+    shutil.rmtree(logs, ignore_errors=True)
+    graph = launch([bridge_spec(topics=json.dumps(NODE_TOPICS), image_hz="5.0")], env=ros_env, log_dir=logs)
+    try:
+        port = served_port(graph)
+        yield graph, port
+    finally:
+        codes = graph.stop(timeout=20)
+    log = graph.log_text("foxglove_bridge")
+    assert codes == {"foxglove_bridge": 0} and "Callback failed" not in log, (codes, log[-2000:])
 
 
 @pytest.fixture
-def bridge(graph_runner, publishers):
-    """The bridge on NODE_TOPICS (and the publishers already up: the active source latched before it starts), a
-    client connected to it."""
-    from std_msgs.msg import String
-
+def bridge(bridge_graph, publishers):
+    """The module's bridge and a client of this test's connected to it."""
+    graph, port = bridge_graph
     node, pubs = publishers
-    pubs[Topics.ACTIVE_SOURCE].publish(String(data=SOURCE_EXPERT))
-    graph = graph_runner([bridge_spec(topics=json.dumps(NODE_TOPICS), image_hz="5.0")])
-    client = FoxgloveClient(served_port(graph))
+    graph.check()
+    client = FoxgloveClient(port)
     yield graph, client, node, pubs
     client.close()
 
@@ -173,17 +201,18 @@ def test_a_client_sees_the_topics_advertised_with_their_ros2_schemas_and_receive
 
     client.subscribe(Topics.ACTIVE_SOURCE, 1)  # latched before the bridge started: sent on subscription
     client.subscribe(Topics.ACTION, 2)
-    client.pump(0.5)
+    assert client.pump_until(lambda: client.payloads(1))
     assert [deserialize_message(p, String).data for p in client.payloads(1)] == [SOURCE_EXPERT]
 
     before = time.time_ns()
     for i in range(40):
         pubs[Topics.ACTION].publish(action(i))
         client.pump(0.02)
-    client.pump(1.0)
+    assert client.pump_until(lambda: len(client.payloads(2)) >= 40) and wait_for(lambda: len(on_the_wire) >= 40, 30)
     after = time.time_ns()
     got = client.payloads(2)
     assert len(got) == 40 and got == on_the_wire  # every message, in order, its CDR bytes as DDS delivered them
+    assert len(client.payloads(1)) == 1  # the latched message once, however long the client stayed subscribed
     decoded = [deserialize_message(p, JointState) for p in got]
     for i, m in enumerate(decoded):
         assert serialize_message(m) == serialize_message(action(i))  # what was published, every field
@@ -209,9 +238,7 @@ def test_a_client_sees_the_topics_advertised_with_their_ros2_schemas_and_receive
     assert 2 <= len(frames) <= 5 * elapsed + 1, (len(frames), elapsed)
     for f in frames:
         assert (f.height, f.width, f.encoding) == (256, 256, "rgb8") and len(set(bytes(f.data))) == 1
-    client.close()  # the server tells the node of each channel unsubscribed: nothing fails there
-    time.sleep(0.5)
-    assert "Callback failed" not in graph.log_text("foxglove_bridge") and graph.exited() == []
+    assert graph.exited() == []  # (no callback failed as the clients went: the module's bridge_graph holds it)
 
 
 def test_the_bridge_is_read_only_a_clients_publishing_never_reaches_the_graph(bridge) -> None:
@@ -230,7 +257,8 @@ def test_the_bridge_is_read_only_a_clients_publishing_never_reaches_the_graph(br
         client.ws.send(bytes([CLIENT_MESSAGE_DATA]) + struct.pack("<I", 7) + serialize_message(action(1)))
     client.ws.send(bytes([SERVICE_CALL_REQUEST]) + struct.pack("<III", 1, 1, 3) + b"cdr" + b"\x00")
     client.ws.send(json.dumps({"op": "setParameters", "parameters": [{"name": "/foxglove_bridge/port", "value": 1}]}))
-    client.pump(2.0)
+    refused = ("does not support clientPublish", "does not support parameters")
+    client.pump_until(lambda: all(any(r in s["message"] for s in client.statuses) for r in refused))
     refusals = " | ".join(s["message"] for s in client.statuses)
     assert "does not support clientPublish" in refusals and "does not support parameters" in refusals, refusals
     assert heard == []  # nothing reached the graph

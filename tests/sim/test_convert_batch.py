@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -43,13 +47,25 @@ def _source_file(path, names=SEQUENCES, with_a_bad_one: bool = False):
     return write_demo_file(path, demos, {"language_instruction": "test"}, {})
 
 
-def test_a_folder_converts_in_parallel_with_a_summary_per_demo(tmp_path, capsys) -> None:
-    src = tmp_path / "in"
-    src.mkdir()
-    _source_file(src / "panda_a.hdf5", with_a_bad_one=True)
-    out = tmp_path / "out"
-    rows = run_batch([src], out, jobs=2, render=False)
-    assert re.search(r"^converting: 100%.* 4/4 ", capsys.readouterr().err, re.M)  # the bar, on stderr
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """A folder of three demos and one without its task, converted once in two worker processes (the bar it drew on
+    stderr kept) and once in this process: what the tests below compare, each from its own angle."""
+    work = tmp_path_factory.mktemp("batch")
+    folder = work / "in"
+    folder.mkdir()
+    src = _source_file(folder / "panda_a.hdf5", with_a_bad_one=True)
+    bar = io.StringIO()
+    with contextlib.redirect_stderr(bar):
+        parallel = run_batch([folder], work / "parallel", jobs=2, render=False)
+    serial = run_batch([src], work / "serial", jobs=1, render=False, progress=False)
+    return SimpleNamespace(folder=folder, src=src, parallel=parallel, parallel_out=work / "parallel",
+                           bar=bar.getvalue(), serial=serial, serial_out=work / "serial")  # fmt: skip
+
+
+def test_a_folder_converts_in_parallel_with_a_summary_per_demo(batch, capsys) -> None:
+    rows, out = batch.parallel, batch.parallel_out
+    assert re.search(r"^converting: 100%.* 4/4 ", batch.bar, re.M)  # the bar, on stderr
     assert [(r["demo"], r["status"]) for r in rows] == [
         ("demo_0", "converted"), ("demo_1", "converted"), ("demo_2", "converted"), ("demo_9", "failed"),
     ]  # fmt: skip
@@ -61,33 +77,32 @@ def test_a_folder_converts_in_parallel_with_a_summary_per_demo(tmp_path, capsys)
         assert converted.attrs["robot"] == "AUBO-i5H" and converted.num_samples == r["steps"]
     assert json.loads((out / SUMMARY_FILE).read_text()) == rows
     # the command: the table, and a failing exit code because one demo failed
-    assert main([str(src), "--out", str(out), "--jobs", "1"]) == 1
+    again = out.parent / "parallel_again"
+    shutil.copytree(out, again)
+    assert main([str(batch.folder), "--out", str(again), "--jobs", "1"]) == 1
     text = capsys.readouterr().out
     assert "demo_9    failed" in text and "3 kept from an earlier run, 1 failed" in text
 
 
-def test_parallel_and_serial_conversion_write_the_same_demos(tmp_path) -> None:
-    src = _source_file(tmp_path / "src.hdf5", names=SEQUENCES[:2])
-    serial = run_batch([src], tmp_path / "serial", jobs=1, render=False, progress=False)
-    parallel = run_batch([src], tmp_path / "parallel", jobs=2, render=False, progress=False)
-    for a, b in zip(serial, parallel, strict=True):
+def test_parallel_and_serial_conversion_write_the_same_demos(batch) -> None:
+    assert [r["status"] for r in batch.serial] == [r["status"] for r in batch.parallel]
+    for a, b in zip(batch.serial[:3], batch.parallel[:3], strict=True):
         da, db = read_demos(a["output"]).demos[0], read_demos(b["output"]).demos[0]
         np.testing.assert_array_equal(da.actions, db.actions)
         np.testing.assert_array_equal(da.ee_pos, db.ee_pos)
 
 
-def test_a_run_resumes_keeping_finished_demos_and_redoing_the_rest(tmp_path) -> None:
-    src = _source_file(tmp_path / "src.hdf5")
+def test_a_run_resumes_keeping_finished_demos_and_redoing_the_rest(batch, tmp_path) -> None:
     out = tmp_path / "out"
-    first = run_batch([src], out, jobs=1, render=False, progress=False)
-    (out / "src" / "demo_1.hdf5").unlink()
-    (out / "src" / "demo_1.hdf5.partial").write_bytes(b"half a file")  # as a killed writer leaves it
-    kept_mtime = (out / "src" / "demo_0.hdf5").stat().st_mtime_ns
-    again = run_batch([src], out, jobs=1, render=False, progress=False)
-    assert [r["status"] for r in again] == ["kept", "converted", "kept"]
-    assert (out / "src" / "demo_0.hdf5").stat().st_mtime_ns == kept_mtime  # never rewritten
+    shutil.copytree(batch.serial_out, out)  # as the serial run left it (the copy keeps each file's mtime)
+    (out / "panda_a" / "demo_1.hdf5").unlink()
+    (out / "panda_a" / "demo_1.hdf5.partial").write_bytes(b"half a file")  # as a killed writer leaves it
+    kept_mtime = (out / "panda_a" / "demo_0.hdf5").stat().st_mtime_ns
+    again = run_batch([batch.src], out, jobs=1, render=False, progress=False)
+    assert [r["status"] for r in again] == ["kept", "converted", "kept", "failed"]
+    assert (out / "panda_a" / "demo_0.hdf5").stat().st_mtime_ns == kept_mtime  # never rewritten
     assert not list(out.glob("*/*.partial"))
-    for a, b in zip(first, again, strict=True):
+    for a, b in zip(batch.serial[:3], again[:3], strict=True):
         assert a["tracking_pos_rms_m"] == pytest.approx(b["tracking_pos_rms_m"])
 
 
