@@ -10,11 +10,12 @@ scripts/bootstrap.sh --dev
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
-# Phase 1: the modules that run in one process on sim time (tests/conftest.py PARALLEL_MODULES), two at a
-# time. Phase 2: everything else, one at a time, on one xdist worker: a vendor SDK that crashes its process
-# (pyaubo_sdk's RTDE close, librealsense's playback stop: tests marked flaky) fails that attempt, not the run.
-# Both always run.
+# The suite, in one pytest session on two xdist workers, a module at a time on each, the modules with slow tests
+# first (tests/conftest.py orders them; --no-loadscope-reorder keeps that order): graph tests run two at a time,
+# each worker on a ROS domain it claimed. Then the `realtime` modules (sub-second deadlines of a device or a
+# protocol), two at a time among themselves. xdist also means a vendor SDK that crashes its process (pyaubo_sdk's
+# RTDE close, librealsense's playback stop: tests marked flaky) fails that attempt, not the run. Both always run.
 status=0
-.venv/bin/python -m pytest -m parallel -n 2 --dist loadfile || status=$?
-.venv/bin/python -m pytest -m "not parallel" -n 1 || status=$?
+.venv/bin/python -m pytest -m "not realtime" -n 2 --dist loadfile --no-loadscope-reorder || status=$?
+.venv/bin/python -m pytest -m realtime -n 2 --dist loadfile || status=$?
 exit $status
