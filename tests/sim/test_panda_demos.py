@@ -7,15 +7,15 @@ import re
 import h5py
 import numpy as np
 import pytest
+import source_demos
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.image_convention import ROBOSUITE_RAW, stored
 from libero_workcell.libero_format import read_demos
 from libero_workcell.task import TaskSpec
-from sim_bridge.convert import convert_demo
 from sim_bridge.panda import demos as demos_module
-from sim_bridge.panda.demos import ENV_ARGS, panda_task, run_panda_demo, write_panda_demos
-from sim_bridge.replay import plan_from_demo, recorded_placed, replay_in_process
+from sim_bridge.panda.demos import ENV_ARGS, panda_task, write_panda_demos
+from sim_bridge.replay import recorded_placed
 from sim_bridge.retarget import CLOSE_SPEED
 
 
@@ -65,18 +65,24 @@ def test_an_existing_file_is_never_overwritten_and_a_failed_run_leaves_nothing(t
 
 # ---------------------------------------------------------------- whole episodes, converted and replayed
 @pytest.fixture(scope="module")
-def panda_episode():
-    """One whole Panda expert episode (seed 1, the Panda source's task timing), headless: ~35 s."""
-    return run_panda_demo(panda_task(1), render=False)
+def panda_episode(tmp_path_factory):
+    """One whole Panda expert episode, its kinematic conversion and the conversion's replay, made once per test run
+    (tests/fixtures/source_demos.py): the folder of its files and its summary."""
+    return source_demos.panda_episode(tmp_path_factory)
 
 
 @pytest.mark.slow
 def test_a_whole_panda_episode_places_every_workpiece(panda_episode) -> None:
-    d = panda_episode.demo
-    assert panda_episode.metrics["placed"] == [True, True, True], panda_episode.metrics
-    assert recorded_placed(d) == [True, True, True] and d.attrs["robot"] == "Panda"
+    folder, summary = panda_episode
+    f = read_demos(folder / "panda.hdf5")  # as the Panda source writes its demos (write_episodes, ENV_ARGS)
+    (d,) = f.demos
+    assert summary["metrics"]["placed"] == [True, True, True] and summary["metrics"]["SR"] == 1.0, summary
+    assert recorded_placed(d) == [True, True, True] and d.attrs["robot"] == "Panda" and f.env_args == ENV_ARGS
+    spec = TaskSpec.from_json(str(d.attrs["task_spec"]))
+    assert spec == panda_task(source_demos.PANDA_SEED)
+    np.testing.assert_allclose(d.robot_states[:, 2:5], d.ee_pos)  # the whole episode in LIBERO's layout
     speed = np.linalg.norm(np.diff(d.ee_pos, axis=0), axis=1) * 20.0
-    belt = panda_task(1).belt_speed  # the feed-forward moving with a workpiece adds the belt's speed to the cap
+    belt = spec.belt_speed  # the feed-forward moving with a workpiece adds the belt's speed to the cap
     assert CLOSE_SPEED < np.percentile(speed, 99) <= (CLOSE_SPEED + belt) * 1.05  # what the AUBO follows closely
 
 
@@ -87,12 +93,12 @@ def test_a_converted_panda_episode_tracks_within_3_mm_and_1_deg_and_replays_to_i
     turns, robosuite's OSC also translates the TCP and the law corrects it a step late); the converted demo,
     replayed open loop on MuJoCo's AUBO, places what the Panda placed. (The physics conversion of whole
     episodes, seeds 0-2: 1.61-1.63 mm, 3/3 placed as recorded; docs/simulation.md.)"""
-    out = convert_demo(panda_episode.demo, render=False, kinematic=True)
-    assert out.demo.attrs["conversion"] == "kinematic"
-    assert out.tracking.pos_rms <= 3e-3 and np.degrees(out.tracking.rot_rms) <= 1.0, (
-        out.tracking.pos_rms,
-        np.degrees(out.tracking.rot_rms),
-    )
-    replayed = replay_in_process(plan_from_demo(out.demo), "open_loop")
-    assert replayed.placed == recorded_placed(panda_episode.demo) == [True, True, True]
-    assert replayed.tracking["pos_rms_m"] < 3e-3  # MuJoCo's AUBO on the kinematic path's actions
+    folder, summary = panda_episode
+    source, converted = read_demos(folder / "panda.hdf5").demos[0], read_demos(folder / "converted.hdf5").demos[0]
+    assert converted.attrs["conversion"] == "kinematic" and converted.attrs["robot"] == "AUBO-i5H"
+    assert converted.attrs["source_demo"] == source.name and converted.num_samples == source.num_samples - 1
+    pos_rms, rot_rms_deg = summary["tracking_pos_rms_m"], summary["tracking_rot_rms_deg"]
+    assert pos_rms <= 3e-3 and rot_rms_deg <= 1.0, (pos_rms, rot_rms_deg)
+    assert converted.attrs["tracking_pos_rms_m"] == pytest.approx(pos_rms)  # the file says how well it tracked
+    assert summary["replayed_placed"] == recorded_placed(source) == [True, True, True]
+    assert summary["replayed_tracking"]["pos_rms_m"] < 3e-3  # MuJoCo's AUBO on the kinematic path's actions
