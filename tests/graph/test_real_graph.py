@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TEST_OUTPUT, ros_probe, wait_for
+from conftest import ros_probe, wait_for
 from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import SocatPair
@@ -56,7 +56,7 @@ def belt() -> Iterator[tuple[DeltaVfdEmulator, str]]:
 
 
 @pytest.fixture(scope="module")
-def node(devices, belt) -> Iterator[Any]:
+def node(devices, belt, tmp_path_factory) -> Iterator[Any]:
     arm, _, gripper_port = devices
     specs = [
         s
@@ -73,7 +73,7 @@ def node(devices, belt) -> Iterator[Any]:
         )
         if s.name in ("aubo_bridge", "conveyor_driver")
     ]
-    running = launch(specs, env=dict(os.environ), log_dir=TEST_OUTPUT / "test_real_graph")
+    running = launch(specs, env=dict(os.environ), log_dir=tmp_path_factory.mktemp("test_real_graph"))
     try:
         yield running
     finally:

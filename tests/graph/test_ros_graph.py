@@ -3,6 +3,11 @@
 One graph per module (sim_world, aubo_bridge with `policy` as the active
 source, conveyor_driver, both camera drivers), driven from a probe node
 exactly as a policy or an operator would: topics and services only.
+
+The world is the clock (docs/sim_time.md): the probe sends an action per control step, at the state the arm
+bridge publishes for it, and waits on the world's steps (the state messages, the ground truth's clock) and on the
+arm's answers (/workcell/action_result), never on the wall clock: a loaded machine slows the world and the probe
+alike.
 """
 
 from __future__ import annotations
@@ -45,8 +50,10 @@ BELT_SPEED = 0.05
 class Probe:
     node: Any
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stepped: threading.Condition = field(default_factory=threading.Condition)  # a state came: a control step
     state: np.ndarray | None = None
     state_count: int = 0
+    state_ns: int = 0  # the newest state's stamp: the world's clock at its control step
     belt: tuple[float, float] | None = None  # (position, velocity)
     truth: dict | None = None
     images: dict[str, Any] = field(default_factory=dict)
@@ -60,10 +67,26 @@ class Probe:
             assert self.state is not None
             return self.state[:3].copy()
 
+    def next_step(self, seen: int, timeout: float = 30.0) -> int:
+        """Wait for a state after the ``seen``-th (the world's next control step); the count now."""
+        with self.stepped:
+            assert self.stepped.wait_for(lambda: self.state_count > seen, timeout), "the world stopped stepping"
+            return self.state_count
+
+    def steps(self, n: int) -> None:
+        """Wait ``n`` control steps of the world (sim time)."""
+        seen = self.state_count
+        for _ in range(n):
+            seen = self.next_step(seen)
+
+    def answered(self, sent: int, timeout: float = 30.0) -> None:
+        """Wait until the arm bridge reported on ``sent`` more actions than it had when ``sent`` was counted."""
+        assert wait_for(lambda: len(self.results) >= sent, timeout), (len(self.results), sent)
+
     def counters(self) -> dict[str, int]:
-        """aubo_bridge's counters from a /diagnostics message published after this call (1 Hz)."""
+        """aubo_bridge's counters from a /diagnostics message published after this call (each second of sim time)."""
         seq = self.diag_seq.get("aubo_bridge", 0)
-        assert wait_for(lambda: self.diag_seq.get("aubo_bridge", 0) > seq, 3.0), "no fresh diagnostics"
+        assert wait_for(lambda: self.diag_seq.get("aubo_bridge", 0) > seq, 30.0), "no fresh diagnostics"
         values = self.diagnostics["aubo_bridge"]
         return {k[len("count_") :]: int(v) for k, v in values.items() if k.startswith("count_")}
 
@@ -82,7 +105,7 @@ class Probe:
 
 
 @pytest.fixture(scope="module")
-def graph(request: pytest.FixtureRequest) -> Iterator[Any]:
+def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     overrides = [
         f"sim_link:=rosgraph_{os.getpid()}",
         f"belt_speed:={BELT_SPEED}",
@@ -97,7 +120,7 @@ def graph(request: pytest.FixtureRequest) -> Iterator[Any]:
         # test's accepted actions then moved nothing, on a loaded machine)
         "sim_world.pause_at_done:=false",
     ]
-    log_dir = TEST_OUTPUT / "test_ros_graph"
+    log_dir = tmp_path_factory.mktemp("test_ros_graph")  # this run's own: another run's graph writes its own
     running = launch(Graph.load().resolve(overrides), env=dict(os.environ), log_dir=log_dir)
     try:
         yield running
@@ -119,7 +142,10 @@ def probe(graph: Any) -> Iterator[Probe]:
         def on_state(msg: JointState) -> None:
             with p.lock:
                 p.state = ros_msgs.state_from_msg(msg)
+                p.state_ns = ros_msgs.ns_from_stamp(msg.header.stamp)
+            with p.stepped:
                 p.state_count += 1
+                p.stepped.notify_all()
 
         def on_belt(msg: JointState) -> None:
             p.belt = (msg.position[0], msg.velocity[0])
@@ -154,38 +180,39 @@ def probe(graph: Any) -> Iterator[Probe]:
         yield p
 
 
-def stream(p: Probe, action: list[float], steps: int, source: str = SOURCE_POLICY, hz: float = 20.0,
-           turn: int | None = None) -> int:  # fmt: skip
-    """Publish ``action`` ``steps`` times at ``hz`` on absolute deadlines, as a source started for it (a new turn,
-    unless ``turn`` continues one); the turn."""
+def stream(p: Probe, action: list[float], steps: int, source: str = SOURCE_POLICY, turn: int | None = None) -> int:
+    """Publish ``action`` once a control step for ``steps`` steps, each at the state the arm bridge published for
+    its step, as a source started for it (a new turn, unless ``turn`` continues one); the turn."""
     turn = ros_msgs.new_turn() if turn is None else turn
-    t0 = time.perf_counter()
-    for k in range(steps):
+    seen = p.state_count
+    for _ in range(steps):
+        seen = p.next_step(seen)
         p.publish_action(ros_msgs.action_msg(action, source, turn=turn))
-        delay = t0 + (k + 1) / hz - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
     return turn
 
 
-def settle(p: Probe, still_for: float = 0.3, timeout: float = 5.0) -> np.ndarray:
-    """Wait until the TCP stops moving; return where it rests."""
-    last, since = p.tcp(), time.monotonic()
+def settle(p: Probe, still_steps: int = 6, timeout: float = 30.0) -> np.ndarray:
+    """Wait until the TCP stayed put for ``still_steps`` control steps of the world; where it rests."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
+    seen, last, still = p.state_count, p.tcp(), 0
+    while still < still_steps:
+        assert time.monotonic() < deadline, "TCP did not settle"
+        seen = p.next_step(seen)
         now = p.tcp()
         if np.linalg.norm(now - last) > 2e-4:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= still_for:
-            return now
-    raise AssertionError("TCP did not settle")
+            last, still = now, 0
+        else:
+            still += 1
+    return last
 
 
-def unchanged_while(p: Probe, act: Callable[[], None], tol: float = 5e-4) -> np.ndarray:
+def unchanged_while(p: Probe, act: Callable[[], Any], actions: int, tol: float = 5e-4) -> np.ndarray:
+    """``act()`` sends ``actions`` actions that must not move the arm: once the arm answered each, it rests where
+    it was."""
     before = settle(p)
+    answered = len(p.results)
     act()
-    time.sleep(0.4)
+    p.answered(answered + actions)
     after = settle(p)
     assert np.linalg.norm(after - before) < tol, f"arm moved {after - before}"
     return after
@@ -214,7 +241,7 @@ def test_bad_actions_rejected_and_the_arm_holds(probe: Probe) -> None:
         [0.0, 0.0, 2.0, 0, 0, 0, 0],
         [0.0, 0.0, -math.inf, 0, 0, 0, 0],
     ]
-    unchanged_while(probe, lambda: [stream(probe, b, 5) for b in bad])
+    unchanged_while(probe, lambda: [stream(probe, b, 5) for b in bad], 15)
     assert probe.counters().get("rejected_invalid", 0) >= before + 15
 
 
@@ -226,11 +253,11 @@ def test_every_action_gets_its_outcome_and_the_servo_tick_it_took_effect_on(prob
     sent = [ros_msgs.action_msg(a, s, turn=turn) for a, s in [([0.1, 0, 0, 0, 0, 0, -1], SOURCE_POLICY)] * 20
             + [([math.nan, 0, 0, 0, 0, 0, -1], SOURCE_POLICY), ([0.1, 0, 0, 0, 0, 0, -1], SOURCE_TELEOP)]]  # fmt: skip
     probe.results.clear()
-    t0 = time.perf_counter()
-    for k, msg in enumerate(sent):
+    seen = probe.state_count
+    for msg in sent:  # one a control step, at its state
+        seen = probe.next_step(seen)
         probe.publish_action(msg)
-        time.sleep(max(0.0, t0 + (k + 1) / 20 - time.perf_counter()))
-    assert wait_for(lambda: len(probe.results) >= len(sent), 3.0), len(probe.results)
+    probe.answered(len(sent))
     by_stamp = {r.stamp: r for r in probe.results}
     outcomes = [by_stamp[ros_msgs.wall_from_stamp(m.header.stamp)] for m in sent]
     assert all(o.accepted and o.reason == "ok" for o in outcomes[:20])
@@ -243,7 +270,7 @@ def test_every_action_gets_its_outcome_and_the_servo_tick_it_took_effect_on(prob
 
 def test_only_the_active_source_drives(probe: Probe) -> None:
     before = probe.counters().get("rejected_source", 0)
-    unchanged_while(probe, lambda: stream(probe, [0.3, 0, 0, 0, 0, 0, 0], 10, source=SOURCE_TELEOP))
+    unchanged_while(probe, lambda: stream(probe, [0.3, 0, 0, 0, 0, 0, 0], 10, source=SOURCE_TELEOP), 10)
     assert probe.counters().get("rejected_source", 0) >= before + 10
 
 
@@ -254,12 +281,12 @@ def test_stop_refuses_actions_until_enabled_and_a_source_started_again(probe: Pr
     ok, _ = probe.call(Services.ARM_STOP)
     assert ok
     try:
-        unchanged_while(probe, lambda: stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 10, turn=running))
+        unchanged_while(probe, lambda: stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 10, turn=running), 10)
     finally:
         ok, msg = probe.call(Services.ARM_ENABLE)
         assert ok, msg
     before = probe.counters().get("rejected_turn", 0)
-    unchanged_while(probe, lambda: stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 10, turn=running))
+    unchanged_while(probe, lambda: stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 10, turn=running), 10)
     assert probe.counters().get("rejected_turn", 0) >= before + 10
     p0 = settle(probe)
     stream(probe, [0.0, 0.2, 0, 0, 0, 0, 0], 5)
@@ -269,11 +296,13 @@ def test_stop_refuses_actions_until_enabled_and_a_source_started_again(probe: Pr
 def test_watchdog_holds_the_arm_when_the_stream_stops(probe: Probe) -> None:
     holds_before = probe.counters().get("watchdog_holds", 0)
     stream(probe, [-0.2, 0.0, 0.0, 0, 0, 0, 0], 8)
-    t_last = time.monotonic()
-    rest = settle(probe, still_for=0.3)
-    assert time.monotonic() - t_last < 1.5
+    with probe.lock:
+        t_last = probe.state_ns  # the step the last action was sent at
+    rest = settle(probe)
+    with probe.lock:
+        assert probe.state_ns - t_last < 1.5e9  # at rest within 1.5 s of sim time (the still steps included)
     assert probe.counters().get("watchdog_holds", 0) > holds_before
-    time.sleep(0.5)
+    probe.steps(10)  # half a second of sim time
     assert np.linalg.norm(probe.tcp() - rest) < 5e-4  # and it stays held
 
 
@@ -296,18 +325,22 @@ def test_conveyor_moves_workpieces_at_the_set_speed(probe: Probe) -> None:
         w = next(w for w in t["workpieces"] if w["name"] == name)
         return t["sim_time"], w["pos"][0]
 
-    time.sleep(0.5)  # past the arrival transient
+    def sim_wait(seconds: float) -> None:  # on the world's clock (its ground truth's)
+        start = int(probe.truth["clock_ns"])
+        assert wait_for(lambda: int(probe.truth["clock_ns"]) - start >= seconds * 1e9, 60 + 10 * seconds)
+
+    sim_wait(0.5)  # past the arrival transient
     t0, x0 = sample()
-    time.sleep(2.0)
+    sim_wait(2.0)
     t1, x1 = sample()
     assert (x1 - x0) / (t1 - t0) == pytest.approx(BELT_SPEED, rel=0.05)
 
     ok, _ = probe.call(Services.CONVEYOR_STOP)
     assert ok
     assert wait_for(lambda: probe.belt is not None and abs(probe.belt[1]) < 1e-3, 5)
-    time.sleep(0.5)
+    sim_wait(0.5)
     t0, x0 = sample()
-    time.sleep(1.0)
+    sim_wait(1.0)
     t1, x1 = sample()
     assert abs(x1 - x0) < 1e-3  # stopped belt, stopped workpiece
     ok, _ = probe.call(Services.CONVEYOR_START)
@@ -357,13 +390,14 @@ def test_a_malformed_action_message_is_rejected_in_diagnostics_and_the_arm_holds
     before = probe.counters().get("rejected_invalid", 0)
 
     def send_malformed() -> None:
+        seen = probe.state_count
         for _ in range(5):
+            seen = probe.next_step(seen)
             msg = ros_msgs.action_msg([0.3, 0, 0, 0, 0, 0, 0], SOURCE_POLICY, turn=ros_msgs.new_turn())
             msg.name = ["x", "y", "z", "rx", "ry", "rz", "grip"]
             probe.publish_action(msg)
-            time.sleep(0.05)
 
-    unchanged_while(probe, send_malformed)
+    unchanged_while(probe, send_malformed, 5)
     assert probe.counters().get("rejected_invalid", 0) >= before + 5
     values = probe.diagnostics["aubo_bridge"]
     assert "rejected action message" in values["last_error"]
@@ -406,7 +440,7 @@ def test_active_source_still_changes_at_run_time(probe: Probe) -> None:
     ok, reason = _set_parameter(probe, "aubo_bridge", "active_source", SOURCE_TELEOP)
     try:
         assert ok, reason
-        unchanged_while(probe, lambda: stream(probe, [0.3, 0, 0, 0, 0, 0, 0], 5))  # policy may not drive now
+        unchanged_while(probe, lambda: stream(probe, [0.3, 0, 0, 0, 0, 0, 0], 5), 5)  # policy may not drive now
     finally:
         assert _set_parameter(probe, "aubo_bridge", "active_source", SOURCE_POLICY)[0]
 
@@ -432,7 +466,7 @@ def test_a_fault_set_in_the_simulated_controller_faults_the_arm_until_cleared_an
         assert wait_for(lambda: reason in probe.diagnostics["aubo_bridge"]["fault"], 3), probe.diagnostics
         assert probe.diagnostics["aubo_bridge"]["mode"] == "fault"
         before = probe.counters().get("rejected_fault", 0)
-        unchanged_while(probe, lambda: stream(probe, [0.3, 0, 0, 0, 0, 0, 0], 5))
+        unchanged_while(probe, lambda: stream(probe, [0.3, 0, 0, 0, 0, 0, 0], 5), 5)
         assert probe.counters().get("rejected_fault", 0) >= before + 5
         ok, msg = probe.call(Services.ARM_RESET_FAULT)
         assert not ok and "fault still present" in msg and reason in msg, msg
