@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -45,20 +46,35 @@ def compared(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def ray_run(ray_cluster: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any]:
-    """Three demos and one without a task, converted on the kinematic path on the two-node cluster."""
-    work = tmp_path_factory.mktemp("ray_run")
+def auto_run(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """Three demos and one without a task, converted on the kinematic path with ``--ray auto`` and no cluster here
+    (no ``ray start`` record in Ray's temp folder and no RAY_ADDRESS): a single-machine Ray for this run alone. Kept:
+    the run's output, every socket Ray's processes (the run's children) listened on while it ran, and whether all
+    of them had ended after it."""
+    work = tmp_path_factory.mktemp("auto_run")
     src = _source_file(work / "src.hdf5", with_a_bad_one=True)
-    return src, work / "out", on_ray(src, work / "out", ray_cluster, *KINEMATIC)
+    temp = Path(tempfile.mkdtemp(prefix="ray-auto-"))  # short: Ray's socket paths live under it
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(temp)}
+    run = subprocess.Popen(convert_cmd(src, work / "out", "--ray", "auto", *KINEMATIC), env=env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    seen: set[str] = set()
+    try:
+        while run.poll() is None:
+            seen |= set(listening(pids_below({run.pid})))
+            time.sleep(0.2)
+        stdout, stderr = run.communicate()
+        gone = wait_for(lambda: not matching(lambda args: str(temp) in args), timeout=30)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    return SimpleNamespace(src=src, out=work / "out", returncode=run.returncode, stdout=stdout, stderr=stderr,
+                           seen=seen, gone=gone)  # fmt: skip
 
 
 @pytest.mark.slow
-def test_a_ray_run_gives_the_local_runners_rows_and_files(ray_run, ray_cluster: str, tmp_path: Path) -> None:
-    src, out, done = ray_run
-    assert done.returncode == 1, done.stderr  # one demo has no task
-    assert re.search(rf"Ray at {ray_cluster} \(joined\): 2 nodes, 2 CPUs, code [0-9a-f]{{40}}", done.stderr)
-    rows = json.loads((out / SUMMARY_FILE).read_text())
-    local = run_batch([src], tmp_path / "local", jobs=1, render=False, progress=False, kinematic=True)
+def test_a_ray_run_gives_the_local_runners_rows_and_files(auto_run, tmp_path: Path) -> None:
+    assert auto_run.returncode == 1, auto_run.stderr  # one demo has no task
+    rows = json.loads((auto_run.out / SUMMARY_FILE).read_text())
+    local = run_batch([auto_run.src], tmp_path / "local", jobs=1, render=False, progress=False, kinematic=True)
     assert compared(rows) == compared(local)
     assert [r["status"] for r in rows] == ["converted", "converted", "converted", "failed"]
     assert all(r["node"].startswith(os.uname().nodename) for r in rows)
@@ -66,24 +82,31 @@ def test_a_ray_run_gives_the_local_runners_rows_and_files(ray_run, ray_cluster: 
         a, b = read_demos(r["output"]).demos[0], read_demos(here["output"]).demos[0]
         np.testing.assert_array_equal(a.actions, b.actions)
         np.testing.assert_array_equal(a.ee_pos, b.ee_pos)
-    assert "demo_9    failed    LiberoFormatError" in done.stdout
-    assert not list(out.glob(".convert_batch_token"))
+    assert "demo_9    failed    LiberoFormatError" in auto_run.stdout
+    assert not list(auto_run.out.glob(".convert_batch_token"))
 
 
 @pytest.mark.slow
-def test_a_resumed_ray_run_keeps_finished_demos(ray_run, ray_cluster: str, tmp_path: Path) -> None:
-    src, first, _ = ray_run
+def test_a_resumed_ray_run_keeps_finished_demos(auto_run, ray_cluster: str, tmp_path: Path) -> None:
+    """The run above resumed on the two-node cluster this session joined: what it converts is the local runner's."""
     out = tmp_path / "out"
-    shutil.copytree(first, out)
+    shutil.copytree(auto_run.out, out)
     (out / "src" / "demo_1.hdf5").unlink()
     (out / "src" / "demo_1.hdf5.partial").write_bytes(b"half a file")  # as a killed writer leaves it
     kept = {p.name: p.stat().st_mtime_ns for p in (out / "src").glob("*.hdf5")}
-    done = on_ray(src, out, ray_cluster, *KINEMATIC)
+    done = on_ray(auto_run.src, out, ray_cluster, *KINEMATIC)
     assert done.returncode == 1, done.stderr
+    assert re.search(rf"Ray at {ray_cluster} \(joined\): 2 nodes, 2 CPUs, code [0-9a-f]{{40}}", done.stderr)
     rows = json.loads((out / SUMMARY_FILE).read_text())
     assert [r["status"] for r in rows] == ["kept", "converted", "kept", "failed"]
     assert {p.name: p.stat().st_mtime_ns for p in (out / "src").glob("*.hdf5") if p.name in kept} == kept
     assert "2 kept from an earlier run" in done.stdout and not list(out.glob("*/*.partial"))
+    assert "demo_9    failed    LiberoFormatError" in done.stdout and not list(out.glob(".convert_batch_token"))
+    first = json.loads((auto_run.out / SUMMARY_FILE).read_text())
+    assert compared([rows[1]]) == compared([first[1]])  # demo_1, as the first run had it
+    assert rows[1]["node"].startswith(os.uname().nodename) and rows[3]["node"].startswith(os.uname().nodename)
+    again, before = read_demos(rows[1]["output"]).demos[0], read_demos(first[1]["output"]).demos[0]
+    np.testing.assert_array_equal(again.actions, before.actions)
 
 
 @pytest.mark.slow
@@ -157,27 +180,14 @@ def test_the_cluster_listens_on_loopback_only(ray_cluster: str) -> None:
 
 
 @pytest.mark.slow
-def test_ray_auto_with_no_cluster_here_starts_one_on_loopback_for_the_run(tmp_path: Path) -> None:
+def test_ray_auto_with_no_cluster_here_starts_one_on_loopback_for_the_run(auto_run) -> None:
     """No ``ray start`` record in Ray's temp folder and no RAY_ADDRESS: a single-machine Ray for this run alone,
     every socket of it on loopback while it runs, none of its processes left after."""
-    src = _source_file(tmp_path / "src.hdf5", names=SEQUENCES[:2])
-    temp = Path(tempfile.mkdtemp(prefix="ray-auto-"))  # short: Ray's socket paths live under it
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(temp)}
-    run = subprocess.Popen(convert_cmd(src, tmp_path / "out", "--ray", "auto", *KINEMATIC), env=env, text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    seen: set[str] = set()
-    try:
-        while run.poll() is None:
-            seen |= set(listening(pids_below({run.pid})))  # Ray's processes are the run's children
-            time.sleep(0.2)
-        stdout, stderr = run.communicate()
-        assert run.returncode == 0, stderr
-        assert re.search(r"Ray at 127\.0\.0\.1:\d+ \(started for this run\): 1 node, \d+ CPUs", stderr), stderr
-        assert "2 converted" in stdout
-        assert len(seen) >= 4 and all(a.startswith(LOOPBACK) for a in seen), seen
-        assert wait_for(lambda: not matching(lambda args: str(temp) in args), timeout=30)
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
+    assert re.search(r"Ray at 127\.0\.0\.1:\d+ \(started for this run\): 1 node, \d+ CPUs", auto_run.stderr), \
+        auto_run.stderr  # fmt: skip
+    assert auto_run.returncode == 1 and "3 converted" in auto_run.stdout, auto_run.stderr  # (and one without a task)
+    assert len(auto_run.seen) >= 4 and all(a.startswith(LOOPBACK) for a in auto_run.seen), auto_run.seen
+    assert auto_run.gone
 
 
 def test_without_ray_nothing_imports_it(tmp_path: Path) -> None:
