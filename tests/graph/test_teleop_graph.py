@@ -1,16 +1,15 @@
 """Teleop collection through the whole ROS graph: the scripted PICO session drives the simulated workcell
-(teleop_collect_sim.launch.py's graph), the recorder writes the demos, and a recorded demo replays to
-its recorded TCP path and outcome."""
+(teleop_collect_sim.launch.py's graph: the reference run of tests/fixtures/teleop_reference.py), the recorder writes
+the demos, and a recorded demo replays to its recorded TCP path and outcome."""
 
 from __future__ import annotations
 
 import json
-import os
-import time
 
 import h5py
 import numpy as np
 import pytest
+from teleop_reference import PREFERENCE, Reference, teleop_reference
 
 from libero_workcell.libero_format import read_demos
 from preferences.catalogue import Catalogue
@@ -18,49 +17,32 @@ from preferences.labels import Calibration
 from preferences.scoring import curves, score
 from preferences.trajectory import Trajectory
 from sim_bridge.replay import load_plan, recorded_placed, replay_in_process
-from workcell import launch_presets
-from workcell.bringup import Graph
-from workcell.launcher import NodeDiedError, launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 RUNS = 1  # one session: bit-for-bit reproduction through the graph is test_sim_time_graph's and, here, the
 # in-process replay's (the recorded actions give back the recorded path exactly)
 SESSION_S = 54.0  # the shipped session's length
-PREFERENCE = "keep_high+gentle_release"
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory, ros_env):
-    out = tmp_path_factory.mktemp("teleop_graph")
-    path = out / "d2s.hdf5"
-    cell = out / "lab_cell.yaml"  # a lab's cell file: its settings reach the nodes and are stored with the session
-    cell.write_text("sim_world: {stall_timeout: 45.0}\naubo_bridge: {arcs: {password: hunter2}}\n")
-    overrides = {**{k: str(v) for k, v in launch_presets.TELEOP_COLLECT_SIM.items()}, "cell": str(cell),
-                 "teleop_repeats": str(RUNS), "record_path": str(path), "sim_link": f"teleop_{os.getpid()}",
-                 "teleop_pico.exit_when_done": "true", "real_time_factor": "0",  # sim time: as fast as it goes
-                 "preference": PREFERENCE}  # collected with a composition of two preferences  # fmt: skip
-    graph = launch(Graph.load().resolve(overrides), env=ros_env, log_dir=out / "logs")
-    try:
-        deadline = time.monotonic() + RUNS * SESSION_S * 3 + 90  # wall s: a loaded machine runs sim time slowly
-        while time.monotonic() < deadline:
-            exits = graph.exited()
-            if exits:
-                if [(e.name, e.returncode) for e in exits] != [("teleop_pico", 0)]:
-                    raise NodeDiedError(exits)
-                break
-            time.sleep(0.5)
-        else:
-            raise TimeoutError(f"the scripted collection did not finish; logs in {out / 'logs'}")
-    finally:
-        graph.stop(timeout=20)  # the recorder finishes a save in progress before it exits
-    return path
+def reference(tmp_path_factory, ros_env) -> Reference:
+    """The scripted session's reference run (tests/fixtures/teleop_reference.py): the teleop job on sim time with a
+    lab's cell file and a composed preference, shared with the session log's, the console's and the source's tests."""
+    return teleop_reference(tmp_path_factory, ros_env)
 
 
-def test_the_scripted_session_records_demos_in_libero_layout(recorded) -> None:
+@pytest.fixture(scope="module")
+def recorded(reference):
+    # the session ended (teleop_pico exits 0 once the recorder saved everything) and nothing else did
+    assert reference.summary["exits"] == [["teleop_pico", 0]], reference.summary
+    return reference.demos
+
+
+def test_the_scripted_session_records_demos_in_libero_layout(reference, recorded) -> None:
     f = read_demos(recorded, images=True)
     assert [d.name for d in f.demos] == [f"demo_{i}" for i in range(RUNS)]
     assert f.env_args["robot"] == "AUBO-i5H" and "flipped vertically" in f.env_args["images"]
-    assert f.env_args["cell"] == {"path": str(recorded.parent / "lab_cell.yaml"), "settings": {
+    assert f.env_args["cell"] == {"path": str(reference.cell), "settings": {
         "sim_world.stall_timeout": 45.0, "aubo_bridge.arcs.password": "<redacted>"}}  # fmt: skip
     assert f.problem_info["language_instruction"].startswith("pick up")
     for d in f.demos:

@@ -1,27 +1,23 @@
 """The session log on the simulated graph: the scripted teleop session (``workcell bringup --job
-teleop_collect_sim record_mcap:=PATH``) is logged, the log reads back with mcap's reader and every message
-decodes with mcap_ros2's decoder, its demo and the log name each other; and a session_log node killed with
-SIGKILL mid-session leaves every chunk it closed readable."""
+teleop_collect_sim record_mcap:=PATH``, the reference run of tests/fixtures/teleop_reference.py) is logged, the log
+reads back with mcap's reader and every message decodes with mcap_ros2's decoder, its demo and the log name each
+other; and a second session_log node in that run, killed with SIGKILL mid-session, leaves every chunk it closed
+readable."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import time
 
 import h5py
 import numpy as np
 import pytest
-from conftest import wait_for
+from teleop_reference import STOP_S, teleop_reference
 
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_TELEOP, Topics
 from session_log import review
 from session_log.topics import DEFAULT_TOPICS
-from workcell import launch_presets
-from workcell.bringup import Graph
-from workcell.launcher import NodeDiedError, launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 SESSION_S = 54.0  # the shipped scripted session's length, sim s
@@ -33,34 +29,17 @@ TELEOP_TOPICS = set(DEFAULT_TOPICS) - {Topics.POLICY_STATUS, Topics.REPLAY_STATU
 
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory, ros_env):
-    """The scripted teleop session, recorded (demos) and logged (MCAP), then the graph stopped cleanly."""
-    out = tmp_path_factory.mktemp("session_log")
-    demos, log = out / "d2s.hdf5", out / "logs" / "teleop.mcap"
-    overrides = {**{k: str(v) for k, v in launch_presets.TELEOP_COLLECT_SIM.items()}, "record_path": str(demos),
-                 "record_mcap": str(log), "sim_link": f"mcap_{os.getpid()}", "teleop_pico.exit_when_done": "true",
-                 "real_time_factor": "0"}  # fmt: skip
-    graph = launch(Graph.load().resolve(overrides), env=ros_env, log_dir=out / "logs")
-    started = time.monotonic()
-    try:
-        deadline = started + SESSION_S * 3 + 90  # wall s: a loaded machine runs sim time slowly
-        while time.monotonic() < deadline:
-            if exits := graph.exited():
-                if [(e.name, e.returncode) for e in exits] != [("teleop_pico", 0)]:
-                    raise NodeDiedError(exits)
-                break
-            time.sleep(0.5)
-        else:
-            raise TimeoutError(f"the scripted collection did not finish; logs in {out / 'logs'}")
-        wall = time.monotonic() - started
-        # the demo is saved, and the log has its metadata record (written at once: readable while it records)
-        assert wait_for(lambda: any(name == "demo" for name, _ in review.metadata(log)), timeout=120), \
-            graph.log_text("recorder")[-2000:]  # fmt: skip
-    finally:
-        codes = graph.stop(timeout=20)  # the recorder finishes its save; the session log closes its file
-    assert codes.get("session_log") == 0, (codes, graph.log_text("session_log")[-2000:])
-    print(f"session: {wall:.0f} s wall; log {log.stat().st_size / 2**20:.2f} MiB; session_log's last lines:\n"
-          + "\n".join(graph.log_text("session_log").splitlines()[-3:]))  # fmt: skip
-    return demos, log
+    """The scripted teleop session, recorded (demos) and logged (MCAP), then the graph stopped cleanly: the reference
+    run of tests/fixtures/teleop_reference.py, shared with the teleop graph's, the console's and the source's tests."""
+    reference = teleop_reference(tmp_path_factory, ros_env)
+    summary = reference.summary
+    # the demo is saved, and the log has its metadata record (written at once: readable while it records)
+    assert summary["demo_in_log"], summary["recorder_tail"]
+    assert summary["stop_codes"].get("session_log") == 0, (summary["stop_codes"], summary["session_log_tail"])
+    log = reference.log
+    print(f"session: {summary['wall_s']:.0f} s wall; log {log.stat().st_size / 2**20:.2f} MiB; session_log's last "
+          "lines:\n" + "\n".join(summary["session_log_tail"][-3:]))  # fmt: skip
+    return reference.demos, log, summary
 
 
 def source_of(action) -> str:
@@ -72,7 +51,7 @@ def test_the_session_log_reads_back_and_every_message_decodes(logged) -> None:
     from mcap.reader import make_reader
     from mcap_ros2.decoder import DecoderFactory
 
-    _, log = logged
+    _, log, run = logged
     with open(log, "rb") as f:
         reader = make_reader(f, decoder_factories=[DecoderFactory()])
         summary = reader.get_summary()
@@ -84,7 +63,8 @@ def test_the_session_log_reads_back_and_every_message_decodes(logged) -> None:
         by_topic.setdefault(m.channel.topic, []).append(m)
     assert set(by_topic) == TELEOP_TOPICS, set(by_topic) ^ TELEOP_TOPICS
     span = (got[-1].message.log_time - got[0].message.log_time) / NS
-    assert SESSION_S <= span < SESSION_S + 30, span  # sim s: the session, and the start and end around it
+    # sim s: the graph's clock from its start (log times are on it), the session and what came after, to the stop
+    assert got[0].message.log_time / NS < 30 and SESSION_S <= span <= run["sim_end_s"] + STOP_S, (span, run)
     for topic, msgs in by_topic.items():  # each topic's log times and (stamped) publish times go forward
         logs = [m.message.log_time for m in msgs]
         assert logs == sorted(logs), topic
@@ -111,7 +91,7 @@ def test_the_session_log_reads_back_and_every_message_decodes(logged) -> None:
 
 
 def test_the_demo_and_the_log_name_each_other(logged) -> None:
-    demos, log = logged
+    demos, log, _ = logged
     with h5py.File(demos) as f:
         attrs = dict(f["data/demo_0"].attrs)
         stamps = f["data/demo_0/timing/obs_stamp"][:]
@@ -130,36 +110,30 @@ def test_the_demo_and_the_log_name_each_other(logged) -> None:
     assert len(in_demo) == attrs["num_samples"]
 
 
-def test_a_session_log_killed_mid_session_leaves_its_closed_chunks_readable(tmp_path, ros_env) -> None:
-    log = tmp_path / "expert.mcap"
-    overrides = {"expert": "true", "record_mcap": str(log), "sim_link": f"mcap_kill_{os.getpid()}",
-                 "real_time_factor": "0", "session_log.image_hz": "0",  # every frame (docs/session_log.md)
-                 # the log's own looks for topics come late (as on a loaded machine, worse): the world still waits
-                 # until the log follows the loop's topics, so it has the episode from its first step
-                 "session_log.discover_period": "60"}  # fmt: skip
-    graph = launch(Graph.load().resolve(overrides), env=ros_env, log_dir=tmp_path / "logs")
-    try:
-        # a few chunks written (every camera frame: ~7.5 MiB per sim s before compression)
-        grown = lambda: log.exists() and review.whole_records_end(log) > 4_000_000  # noqa: E731
-        assert wait_for(grown, timeout=240, interval=0.5), graph.log_text("session_log")[-2000:]
-        written = review.whole_records_end(log)  # each of these bytes belongs to a chunk closed before the kill
-        os.kill(graph.pids["session_log"], signal.SIGKILL)
-        assert wait_for(lambda: any(e.name == "session_log" for e in graph.exited()), timeout=30)
-        (killed,) = [e for e in graph.exited() if e.name == "session_log"]
-        assert killed.returncode == -signal.SIGKILL
-        assert graph.pids.keys() - {e.name for e in graph.exited()} >= {"sim_world", "aubo_bridge"}  # rest runs
-    finally:
-        graph.stop(timeout=20)
+def test_a_session_log_killed_mid_session_leaves_its_closed_chunks_readable(logged) -> None:
+    """A second session log in the reference run (tests/fixtures/teleop_reference.py: every camera frame, its own
+    looks for topics late), SIGKILLed once a few chunks were written: every chunk it closed reads back, and holds
+    what the reference's own log holds of the session from its first step on; the graph ran on to the session's
+    end without it."""
+    _, reference_log, run = logged
+    killed = run["killed"]
+    log = reference_log.parent / "killed.mcap"
+    assert killed.get("returncode") == -signal.SIGKILL, killed
+    assert run["exits"] == [["teleop_pico", 0]] and review.has_summary(reference_log)  # the rest ran on, to the end
     size = log.stat().st_size
-    assert not review.has_summary(log) and review.whole_records_end(log) >= written
+    assert not review.has_summary(log) and review.whole_records_end(log) >= killed["written"]
     read = list(review.messages(log))  # every message of every closed chunk, decoded
     assert all(m.decoded_message is not None for m in read) and len(read) > 100
     topics = {m.channel.topic for m in read}
     assert {Topics.ACTION, Topics.ROBOT_STATE, Topics.image("wrist")} <= topics, topics
-    stamps = [m.message.publish_time for m in read if m.channel.topic == Topics.ACTION]  # the expert's, stamped
-    steps = np.diff(stamps)  # with the step whose observation each answers
-    assert stamps[0] <= 2 * CONTROL_NS and len(steps) > 20 and (steps == CONTROL_NS).all(), (stamps[:3], steps.max())
+    kept = [(m.message.publish_time, m.message.data) for m in read if m.channel.topic == Topics.ACTION]
+    steps = np.diff([t for t, _ in kept])  # the teleop's actions, stamped with the step whose observation each answers
+    assert len(steps) > 20 and (steps == CONTROL_NS).all(), steps.max()
+    # the same actions, byte for byte, as the reference's log from its first: nothing of the session's start lost
+    whole = [(m.message.publish_time, m.message.data) for m in review.messages(reference_log)
+             if m.channel.topic == Topics.ACTION][: len(kept)]  # fmt: skip
+    assert kept == whole
     info = review.info(log)
     assert not info.closed and info.count == len(read)
     print(f"killed log: {size} bytes, whole records to {review.whole_records_end(log)}, {len(read)} messages "
-          f"over {info.duration:.1f} sim s; written before the kill: {written}")  # fmt: skip
+          f"over {info.duration:.1f} sim s; written before the kill: {killed['written']}")  # fmt: skip

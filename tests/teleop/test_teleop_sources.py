@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
+from teleop_reference import teleop_reference
 
 from libero_workcell import layout
 from libero_workcell.contract import make_state
@@ -160,28 +161,32 @@ def test_a_session_round_trips_through_its_json(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_the_shipped_scripted_session_does_the_whole_d2s_task_in_its_world() -> None:
-    """config/teleop/d2s_scripted_session.json through the teleop core on the simulated workcell (sim time,
-    one process), in the task it was made for: all three workpieces placed."""
+@pytest.mark.ros
+def test_the_shipped_scripted_session_does_the_whole_d2s_task_in_its_world(tmp_path_factory, ros_env) -> None:
+    """config/teleop/d2s_scripted_session.json through the teleop core on the simulated workcell (sim time), in the
+    task it was made for: all three workpieces placed. Its run is the reference run's (tests/fixtures/
+    teleop_reference.py: the teleop job's graph played it, every keyframe and press of it, then a tail of motion after
+    its end), recorded from its first press (A: record) to its second (A: save)."""
     from libero_workcell.config_files import find_config_file
-    from libero_workcell.contract import SOURCE_TELEOP
-    from libero_workcell.task import TaskSpec
-    from sim_bridge.episode import make_sim_rig
+    from libero_workcell.contract import CONTROL_HZ_DEFAULT
+    from libero_workcell.libero_format import read_demos
+    from sim_bridge.replay import recorded_placed
+    from teleop_pico.node import TASK_KEYS
 
-    script = load_session(find_config_file("config/teleop/d2s_scripted_session.json"))
-    spec = TaskSpec.from_dict(script.task)
-    rig = make_sim_rig(spec, active_source=SOURCE_TELEOP)
-    source, core = ScriptedSource(script, clock=lambda: rig.world.sim_time), TeleopCore(arm_enabled=True)
-    presses = []
-    try:
-        while (sample := source.read()) is not None:
-            step = core.step(sample, rig.driver.status().state7, rig.world.sim_time)
-            presses += step.presses
-            rig.act(step.action, SOURCE_TELEOP, "scripted teleop")
-        placed = rig.world.evaluate()["placed"]
-    finally:
-        rig.world.close()
-    assert placed == [True, True, True] and presses == [Button.A, Button.A]  # record ... save
+    shipped = load_session(find_config_file("config/teleop/d2s_scripted_session.json"))
+    reference = teleop_reference(tmp_path_factory, ros_env)
+    played, n = load_session(reference.session), len(shipped.times)
+    for field in ("times", "pos", "quat", "grip", "trigger"):  # the shipped session, then the tail after its end
+        np.testing.assert_array_equal(getattr(played, field)[:n], getattr(shipped, field), err_msg=field)
+    assert played.times[n] > shipped.duration and played.buttons == shipped.buttons and played.task == shipped.task
+    (demo,) = read_demos(reference.demos).demos
+    assert recorded_placed(demo) == [True, True, True]
+    spec = json.loads(demo.attrs["task_spec"])  # the world held the session's task
+    assert {k: spec[k] for k in TASK_KEYS} == {k: shipped.task[k] for k in TASK_KEYS}
+    # record ... save: the demo is every control step from the first press's to the second's
+    (record, first), (save, second) = shipped.buttons
+    assert first == second == Button.A.value
+    assert demo.num_samples == round((save - record) * CONTROL_HZ_DEFAULT) + 1, demo.num_samples
 
 
 def test_making_a_session_shows_the_experts_sim_seconds_on_stderr(tmp_path, monkeypatch, capsys) -> None:
