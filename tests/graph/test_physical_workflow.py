@@ -6,11 +6,13 @@ through the real xrobotoolkit-sdk. Everything else is the documented commands, e
 from a shell that knows nothing of the running graph (no ROS_DOMAIN_ID, no DDS profile), as an operator's:
 
 1. the lab's cell file (docs/bringup.md's example, pointing at the emulators): ``workcell check`` passes;
-2. ``workcell bringup --job teleop_collect cell:=... recorder.plan_per_config:=1``, ``workcell call enable``,
-   two demos following the plan by a scripted headset (one started and saved with the headset's A button, one
-   with ``workcell call episode start | save``), ``workcell plan next | status`` (docs/teleop.md);
-3. ``python -m recorder.export_lerobot`` of those demos (docs/training.md) and ``workcell replay`` of one on the
-   simulated workcell (docs/simulation.md);
+2. ``workcell bringup --job teleop_collect cell:=... recorder.plan_per_config:=1``; a demo recorded before the
+   arm was enabled (every action refused: saved, not counted, and ``workcell plan status`` says why; issue 35,
+   item 12), then ``workcell call enable`` and two demos following the plan by a scripted headset (one started
+   and saved with the headset's A button, one with ``workcell call episode start | save``), ``workcell plan
+   next | status`` (docs/teleop.md);
+3. ``python -m recorder.export_lerobot`` of those demos (docs/training.md: the refused one skipped) and
+   ``workcell replay`` of one on the simulated workcell (docs/simulation.md);
 4. ``--job deploy_real`` against ``python -m policy_node.serve`` (docs/policy.md): the enabled arm does not
    move, a start without a task is refused, ``workcell call policy task`` then ``policy start`` moves it,
    ``policy stop`` holds it;
@@ -24,6 +26,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -39,7 +42,7 @@ import h5py
 import numpy as np
 import pytest
 from camera_fixtures import make_realsense_recording, make_video
-from conftest import OPERATOR_SHELL_UNSET, wait_for
+from conftest import OPERATOR_SHELL_UNSET, ros_probe, wait_for
 from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import FaultyLink
@@ -47,8 +50,10 @@ from emulators.serial_link import FaultyLink
 from aubo_bridge.model.description import TOOL_OFFSET
 from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell import run_registry
+from libero_workcell.contract import Qos, Topics
 from libero_workcell.loopback import free_port
 from libero_workcell.rate import CONTROL_PRIORITY
+from libero_workcell.ros_qos import qos
 from workcell import cli
 
 pytest.importorskip("xrobotoolkit_sdk")
@@ -65,6 +70,7 @@ UP_TIMEOUT = 120.0  # s for a graph to come up
 Q_ID = (0.0, 0.0, 0.0, 1.0)  # the controller's orientation: the script holds it
 HAND = (0.1, 1.0, -0.3)  # m, headset frame: where the operator's right hand starts each demo
 REACH_TARGET = (0.45, 0.0, 0.35)  # m, base frame: where the local server's reach policy takes the TCP
+XR_PORT_WAIT = 300.0  # s to wait for the PC service's fixed port, which another test's emulator may hold
 
 
 @dataclass
@@ -78,10 +84,15 @@ class Cell:
     headset: XrPcService
     env: dict[str, str]  # a terminal of the run's: its loopback DDS domain, the runtime dir where graphs announce
     shell: dict[str, str]  # an operator's other shell: no domain, no DDS profile
+    teleop: dict = field(default_factory=dict)  # /teleop/status as teleop_pico last said it (the test's probe)
     terminals: list[subprocess.Popen] = field(default_factory=list)
 
     def tcp(self) -> np.ndarray:
         return fk(self.arm.q())[0]
+
+    def clutch(self, engaged: bool) -> None:
+        """Wait until teleop says its clutch is ``engaged`` (or released): the hand's next motion is the arm's."""
+        assert wait_for(lambda: self.teleop.get("engaged") is engaged, 60.0), self.teleop
 
 
 def _xr_port_free() -> bool:
@@ -89,10 +100,21 @@ def _xr_port_free() -> bool:
         return s.connect_ex((XR_HOST, XR_PORT)) != 0
 
 
+def _headset() -> XrPcService:
+    """The PC service's emulator, on the SDK's fixed port: a test beside this one (tests/teleop) may hold it for
+    a while, so wait for it; skip only for something that keeps it (a real service)."""
+    deadline = time.monotonic() + XR_PORT_WAIT
+    while True:
+        if _xr_port_free():
+            with contextlib.suppress(OSError):  # (taken between the look and the bind: look again)
+                return XrPcService().start()
+        if time.monotonic() > deadline:
+            pytest.skip("something keeps serving the XRoboToolkit PC service's port (a real service?)")
+        time.sleep(1.0)
+
+
 @pytest.fixture
 def cell(tmp_path, ros_env, monkeypatch) -> Iterator[Cell]:
-    if not _xr_port_free():
-        pytest.skip("something already serves the XRoboToolkit PC service's port (a real service?)")
     lab = tmp_path / "lab"
     lab.mkdir()
     runtime = tmp_path / "runtime"  # where graphs announce themselves to `workcell call` (run_registry)
@@ -108,18 +130,20 @@ def cell(tmp_path, ros_env, monkeypatch) -> Iterator[Cell]:
         stack.enter_context(contextlib.closing(CtagEmulator(gripper_link.device_port, realtime=rt)))
         vfd = stack.enter_context(contextlib.closing(DeltaVfdEmulator(belt_link.device_port, realtime=rt)))
         arm = stack.enter_context(ArcsEmulator(realtime=rt))  # the controller's real-time kernel
-        headset = XrPcService().start()
+        headset = _headset()
         stack.callback(headset.stop)
         wrist = make_realsense_recording(lab / "wrist.db3", n_frames=45)
         external = make_video(lab / "external.avi", n_frames=200)
         # The lab's cell file (docs/bringup.md, "Enter your workcell's settings"), naming the emulated devices.
         # The Modbus devices answer from Python threads of this process, so the buses get longer timeouts than a
-        # real device's few milliseconds need (documented settings: docs/interfaces.md).
+        # real device's few milliseconds need (documented settings: docs/interfaces.md). The arm's state comes by
+        # RTDE at the servo rate, 100 Hz: the 500 Hz stream is held by test_arcs_rtde.py and test_driver_host.py,
+        # and here it would cost the graph a core of the test machine, half of one at 100 Hz (measured idle).
         cell_file = lab / "lab_cell.yaml"
         cell_file.write_text(f"""use_sim: false
 aubo_bridge:
   arcs: {{ip: 127.0.0.1, rpc_port: {arm.port}, rtde_port: {arm.rtde_port}, user: aubo, password: "123456",
-          state_source: rtde}}
+          state_source: rtde, rtde_hz: 100}}
   tool_offset: {[float(v) for v in TOOL_OFFSET]}
   workspace_min: [0.20, -0.45, 0.02]
   workspace_max: [0.75, 0.45, 0.60]
@@ -136,6 +160,11 @@ external_camera:
         shell = {k: v for k, v in env.items() if k not in OPERATOR_SHELL_UNSET}
         c = Cell(lab, cell_file, arm, vfd, headset, env, shell)
         stack.callback(close_terminals, c)
+        from std_msgs.msg import String
+
+        probe = stack.enter_context(ros_probe("workflow_probe"))  # the run's domain, the graphs' (cell.env)
+        probe.create_subscription(String, Topics.TELEOP_STATUS, lambda m: c.teleop.update(json.loads(m.data)),
+                                  qos(Qos.STATE))  # fmt: skip
         yield c
 
 
@@ -195,6 +224,12 @@ def shows(log: Path, *texts: str, timeout: float = UP_TIMEOUT) -> str:
     return log.read_text()
 
 
+def steps_recorded(text: str, demo: str) -> int:
+    """The recorder's latest once-a-second count of ``demo``'s steps while it records (0 before)."""
+    counts = re.findall(rf"episode {demo} \|\s+[\d.]+ s \| (\d+) steps", text)
+    return int(counts[-1]) if counts else 0
+
+
 def status_shows(cell: Cell, *texts: str, timeout: float = UP_TIMEOUT) -> str:
     """``workcell status`` until it shows each of ``texts`` (DDS discovery, the arm's start-up)."""
     seen: list[str] = []
@@ -208,14 +243,14 @@ def status_shows(cell: Cell, *texts: str, timeout: float = UP_TIMEOUT) -> str:
     return seen[-1]
 
 
-def settled(cell: Cell, still_for: float = 0.5, timeout: float = 30.0) -> np.ndarray:
-    """The emulated arm's joints once they stopped changing."""
+def settled(cell: Cell, still_for: float = 0.5, timeout: float = 30.0, tol: float = 1e-6) -> np.ndarray:
+    """The emulated arm's joints once they stopped changing (by more than ``tol`` rad over ``still_for`` s)."""
     last, since = cell.arm.q(), time.monotonic()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         time.sleep(0.05)
         q = cell.arm.q()
-        if np.max(np.abs(q - last)) > 1e-6:
+        if np.max(np.abs(q - last)) > tol:
             last, since = q, time.monotonic()
         elif time.monotonic() - since > still_for:
             return q
@@ -263,27 +298,27 @@ class Operator:
 
 
 # ------------------------------------------------------------------------------------------ the operator's hand
-def press(headset: XrPcService, button: str) -> None:
-    """Press and release A or B, the hand at rest, the grip released (as a finger would: 0.3 s)."""
-    headset.set_right((*HAND, *Q_ID), a=button == "A", b=button == "B")
-    time.sleep(0.3)
-    headset.set_right((*HAND, *Q_ID))
-    time.sleep(0.3)
+def press(cell: Cell, button: str, log: Path, said: str) -> None:
+    """Press A or B, the hand at rest, the grip released, until the graph's terminal shows ``said``; release it."""
+    cell.headset.set_right((*HAND, *Q_ID), a=button == "A", b=button == "B")
+    shows(log, said, timeout=60.0)
+    cell.headset.set_right((*HAND, *Q_ID))
 
 
-def demonstrate(headset: XrPcService, reach: float = 0.04, seconds: float = 1.5) -> None:
+def demonstrate(cell: Cell, reach: float = 0.04, seconds: float = 1.5) -> None:
     """Squeeze the grip (the clutch), move the hand ``reach`` m forward (the headset's -z, the base's +x) over
     ``seconds``, pulling the trigger halfway (the gripper closes), then let go and bring the hand back."""
     x, y, z = HAND
-    headset.set_right((x, y, z, *Q_ID), grip=1.0)
-    time.sleep(0.3)  # the clutch latches the TCP here
+    cell.headset.set_right((x, y, z, *Q_ID), grip=1.0)
+    cell.clutch(True)  # the clutch latched the TCP here
     steps = int(seconds * 50)
-    for k in range(1, steps + 1):
-        headset.set_right((x, y, z - reach * k / steps, *Q_ID), grip=1.0, trigger=1.0 if k > steps // 2 else 0.0)
+    for k in range(1, steps + 1):  # the hand's own pace
+        cell.headset.set_right((x, y, z - reach * k / steps, *Q_ID), grip=1.0,
+                               trigger=1.0 if k > steps // 2 else 0.0)  # fmt: skip
         time.sleep(seconds / steps)
-    time.sleep(0.4)  # the arm catches up
-    headset.set_right((*HAND, *Q_ID), trigger=1.0)  # the clutch released: the arm holds, the gripper stays closed
-    time.sleep(0.2)
+    settled(cell, tol=1e-4)  # the arm caught up with the hand (what remains: the response's last tenths of a mm)
+    cell.headset.set_right((*HAND, *Q_ID), trigger=1.0)  # the clutch released: the arm holds, the gripper stays closed
+    cell.clutch(False)
 
 
 # ------------------------------------------------------------------------------------------ the workflow
@@ -300,10 +335,11 @@ def test_the_physical_workflow_as_documented_runs_on_the_emulated_cell(cell: Cel
     # 3. in terminals of their own, while the deployment runs
     export = terminal(cell, python("-m", "recorder.export_lerobot", "demos/", "--out", "lerobot/d2s"),
                       tmp_path / "export.out")  # fmt: skip
-    other_domain = str(int(cell.env["ROS_DOMAIN_ID"]) % 100 + 1)  # the simulated workcell's, not the cell's
-    # closed loop: through the graph each action holds one control step, not as long as it held the arm
-    replay = terminal(cell, python("-m", "workcell.cli", "replay", "demos/d2s.hdf5", "--demo", "demo_0",
-                                   "--mode", "closed_loop", "--out", "replay-output", "--domain-id", other_domain),
+    # closed loop: through the graph each action holds one control step, not as long as it held the arm. From the
+    # operator's shell (no ROS_DOMAIN_ID): the simulated workcell claims a free domain of its own, never the cell's
+    # nor another test run's
+    replay = terminal(cell, python("-m", "workcell.cli", "replay", "demos/d2s.hdf5", "--demo", "demo_1",
+                                   "--mode", "closed_loop", "--out", "replay-output"),
                       tmp_path / "replay.out", env=cell.shell)  # fmt: skip
     deploy = deploy_and_evaluate(cell, port, instructions[0], tmp_path)
     times["4, 5: deployed and evaluated"] = time.monotonic() - t0
@@ -314,7 +350,21 @@ def test_the_physical_workflow_as_documented_runs_on_the_emulated_cell(cell: Cel
     tasks = [json.loads(ln)["task"] for ln in (cell.lab / "lerobot/d2s/meta/tasks.jsonl").read_text().splitlines()]
     assert sorted(tasks) == sorted(instructions)  # each demo's instruction, as openpi's training reads it
     info = json.loads((cell.lab / "lerobot/d2s/meta/info.json").read_text())
-    assert info["total_episodes"] == 2 and info["features"]["state"]["shape"] == [7]
+    # training data never holds an action the arm refused (docs/training.md): the refused demo's steps are dropped,
+    # all of them but those whose report never came (a step the arm may have executed); none of the others'
+    exported = (tmp_path / "export.out").read_text()
+    with h5py.File(session) as f:
+        verdicts = {n: f["data"][n]["action_accepted"][()] for n in ("demo_0", "demo_1", "demo_2")}
+    kept = {n: int((v != 0).sum()) for n, v in verdicts.items()}
+    refused_steps = len(verdicts["demo_0"]) - kept["demo_0"]
+    assert refused_steps > 5 and kept["demo_1"] > 20 and kept["demo_2"] > 20, kept
+    if kept["demo_0"]:  # a report that came late: that step is kept (the arm may have executed it), the rest dropped
+        assert f"dropped d2s.hdf5:demo_0: {refused_steps} of {len(verdicts['demo_0'])} steps dropped" in exported
+    else:
+        assert "skipped d2s.hdf5:demo_0: the arm refused every action" in exported, exported
+    assert info["total_episodes"] == sum(1 for k in kept.values() if k), (info, kept)
+    assert info["total_frames"] == sum(kept.values()), (info, kept)
+    assert info["features"]["state"]["shape"] == [7]
     assert replay.wait(timeout=COMMAND_TIMEOUT) == 0, (tmp_path / "replay.out").read_text()[-3000:]
     report = json.loads((cell.lab / "replay-output" / "replay_report.json").read_text())
     assert report["steps"] == report["demo_steps"] > 20, report  # the whole real-profile demo, in its task
@@ -324,9 +374,11 @@ def test_the_physical_workflow_as_documented_runs_on_the_emulated_cell(cell: Cel
 
 
 def collect(cell: Cell, session: Path, tmp_path: Path) -> list[str]:
-    """Steps 1 and 2: the preflight, then two demos following the plan; their instructions."""
+    """Steps 1 and 2: the preflight, a demo the disabled arm refused, then two demos following the plan; the two's
+    instructions."""
     # 1. docs/bringup.md, "Check the cell before bringing it up": read only
-    check = workcell(cell, "check", "--job", "teleop_collect", f"cell:={cell.cell_file}", f"record_path:={session}")
+    check = workcell(cell, "check", "--job", "teleop_collect", f"cell:={cell.cell_file}", f"record_path:={session}",
+                     "--timeout", "60")  # (per probe: a loaded machine answers late; a device answers at once)
     assert check.returncode == 0, check.stdout + check.stderr
     for what in ("ARCS RPC 127.0.0.1", "ARCS RTDE 127.0.0.1", "gripper at Modbus ID 1", "delta_vfd at Modbus ID 1",
                  "external camera (UVC", "wrist camera (RealSense", "XRoboToolkit PC service", "session "):  # fmt: skip
@@ -344,36 +396,55 @@ def collect(cell: Cell, session: Path, tmp_path: Path) -> list[str]:
     status_shows(cell, "arm: disabled, fault none, source teleop", '"num_demos": 0')
     (record,) = run_registry.running()  # how the operator's shell found the graph
     assert record.job == "teleop_collect" and not record.use_sim and record.cell == str(cell.cell_file)
-    enable = workcell(cell, "call", "enable")
+
+    # docs/teleop.md, "The collection plan": the arm not enabled yet (or faulted: the same to the recorder), teleop's
+    # actions are all refused; the demo is saved and not counted, and the plan says why (issue 35, item 12)
+    cell.headset.set_right((*HAND, *Q_ID))
+    start = workcell(cell, "call", "episode", "start")
+    assert start.returncode == 0 and "/recorder/start: ok: recording demo_0" in start.stdout, start.stdout
+    assert wait_for(lambda: steps_recorded(log.read_text(), "demo_0") >= 20, UP_TIMEOUT, 0.2), \
+        log.read_text()[-3000:]  # the recorder's line once a second: a demo's worth of refused steps  # fmt: skip
+    save = workcell(cell, "call", "episode", "save")
+    assert save.returncode == 0 and "/recorder/save: ok: saving demo_0" in save.stdout, save.stdout
+    shows(log, "saved demo_0", "demo_0 does not count toward the collection plan: the arm refused every action it "
+          "answered", timeout=60.0)  # fmt: skip
+    refused = plan("status", "--session", str(session), "--per-config", "1")
+    assert "0 of 16 plan demos (1 demos in the file)" in refused, refused
+    assert "  not counted: demo_0 (combination 0 slots " in refused and "none accepted)" in refused, refused
+    assert plan("next", "--session", str(session), "--per-config", "1").splitlines()[0] == first  # again
+
+    enable = workcell(cell, "call", "enable")  # the operator sees to the arm; the same configuration again
     assert enable.returncode == 0 and "/aubo/enable: ok" in enable.stdout, enable.stdout
 
-    p0 = cell.tcp()  # demo_0: the headset's A starts the episode and saves it
-    press(cell.headset, "A")
-    shows(log, "[teleop_pico]: start: recording demo_0", timeout=30.0)
-    demonstrate(cell.headset)
-    press(cell.headset, "A")
+    p0 = cell.tcp()  # demo_1: the headset's A starts the episode and saves it
+    press(cell, "A", log, "[teleop_pico]: start: recording demo_1")
+    demonstrate(cell)
+    press(cell, "A", log, "[teleop_pico]: save: saving demo_1")
     moved = cell.tcp() - p0
     assert moved[0] > 0.02 and abs(moved[1]) < 0.01 and abs(moved[2]) < 0.01, moved  # forward, as the hand went
-    shows(log, "saved demo_0", timeout=60.0)  # saving runs in a thread of its own
+    shows(log, "saved demo_1", timeout=60.0)  # saving runs in a thread of its own
     second = plan("next", "--session", str(session), "--per-config", "1").splitlines()[0]
     assert second.startswith("set up combination 0: feed ") and second != first, second
     shows(log, f"plan: next, {second}")  # the same in the recorder's log
 
-    p1 = cell.tcp()  # demo_1: from the operator's shell
+    p1 = cell.tcp()  # demo_2: from the operator's shell
     start = workcell(cell, "call", "episode", "start")
-    assert start.returncode == 0 and "/recorder/start: ok: recording demo_1" in start.stdout, start.stdout
-    demonstrate(cell.headset)
+    assert start.returncode == 0 and "/recorder/start: ok: recording demo_2" in start.stdout, start.stdout
+    demonstrate(cell)
     save = workcell(cell, "call", "episode", "save")
-    assert save.returncode == 0 and "/recorder/save: ok: saving demo_1" in save.stdout, save.stdout
+    assert save.returncode == 0 and "/recorder/save: ok: saving demo_2" in save.stdout, save.stdout
     assert cell.tcp()[0] - p1[0] > 0.02
-    shows(log, "saved demo_1", timeout=60.0)
+    shows(log, "saved demo_2", timeout=60.0)
     progress = plan("status", "--session", str(session), "--per-config", "1")
-    assert "2 of 16 plan demos (2 demos in the file)" in progress, progress
+    assert "2 of 16 plan demos (3 demos in the file)" in progress, progress
     assert sum(ln.split()[:1] == ["done"] for ln in progress.splitlines()) == 2, progress
+    assert "  not counted: demo_0 (" in progress, progress
     assert ctrl_c(teleop) == 0, log.read_text()[-3000:]
 
     with h5py.File(session) as f:
-        demos = [f["data"][n] for n in ("demo_0", "demo_1")]
+        not_done, *demos = (f["data"][n] for n in ("demo_0", "demo_1", "demo_2"))
+        # every verdict a refusal (a step whose report came late has none)
+        assert not_done.attrs["arm_accepted_steps"] == 0 and not_done.attrs["arm_refused_steps"] > 5
         instructions = [str(d.attrs["language_instruction"]) for d in demos]
         assert all(instructions) and instructions[0] != instructions[1]  # each its configuration's
         for d in demos:
@@ -382,6 +453,7 @@ def collect(cell: Cell, session: Path, tmp_path: Path) -> list[str]:
             ee = d["obs/ee_pos"][()]
             assert ee[-1, 0] - ee[0, 0] > 0.02  # the recorded TCP went forward as the emulated arm did
             assert d["actions"][:, 6].max() == 1.0  # the trigger closed the gripper
+            assert d.attrs["arm_accepted_steps"] > 0  # performed: it counts
         recorded = json.loads(f["data"].attrs["env_args"])["cell"]  # the lab's settings, kept with the session
         assert recorded["path"] == str(cell.cell_file) and recorded["settings"]["aubo_bridge.arcs.password"] == \
             "<redacted>"  # fmt: skip
@@ -426,8 +498,10 @@ def deploy_and_evaluate(cell: Cell, port: int, instruction: str, tmp_path: Path)
     for step in ("reset", "enable"):
         done = workcell(cell, "call", step)
         assert done.returncode == 0, done.stdout
-    time.sleep(3.0)  # what the policy still sent would move the arm now: it sends nothing, and the arm follows none
-    np.testing.assert_allclose(settled(cell), q_stopped, atol=1e-6)
+    # enabled again, the arm would follow what the policy still sent: its episode ended with the fault, it sends
+    # nothing, and the arm stays where it stopped
+    status_shows(cell, "fault none, source policy", '"running": false, "ended_by": "the arm is fault')
+    np.testing.assert_allclose(settled(cell, still_for=1.0), q_stopped, atol=1e-6)
     again = workcell(cell, "call", "policy", "start")
     assert again.returncode == 0, again.stdout
     closer = lambda: np.linalg.norm(np.asarray(REACH_TARGET) - cell.tcp()) < left - 0.005  # noqa: E731
