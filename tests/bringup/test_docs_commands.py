@@ -64,7 +64,7 @@ RUN_BY: dict[str, str] = {
     r"-m evaluation sim --out eval/ --ray":
         "tests/evaluation/test_evaluation_sim.py::test_on_a_ray_cluster_the_trials_do_the_same_and_an_actor_killed_mid_trial_costs_one_attempt",
     r"^workcell (status|call (enable|stop-all|jog dz 0\.1|home))$":
-        "tests/bringup/test_operator_cli.py::test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_nothing_of_it",
+        "tests/graph/test_operator_graph.py::test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_nothing_of_it",
     # the graph-targeting rules of docs/operator.md, with two graphs on one machine (and stop-all on both)
     r"^workcell (call --name cell-b belt start|status --name cell-a)$":
         "tests/graph/test_operator_graph.py::test_two_graphs_on_one_machine_never_cross",
@@ -84,10 +84,11 @@ RUN_BY: dict[str, str] = {
         "tests/contract/test_fault_codes.py::test_the_operator_page_holds_the_table_as_faults_py_writes_it",
     r"-m preferences pairs/":
         "tests/preferences/test_preference_demos.py::test_the_report_of_the_paired_demos_renders_with_its_tables_and_curves",
+    r"tests/fixtures/preference_trajectories\.py":  # on a sample (the stored set: 28 episodes)
+        "tests/preferences/test_preference_demos.py::"
+        "test_the_stored_pairs_are_what_the_recorder_records_here_within_what_another_cpu_changes",
     r"bringup --job teleop_collect_sim record_mcap:=":
         "tests/session_log/test_session_log.py::test_the_session_log_reads_back_and_every_message_decodes",
-    r"bringup expert:=true record_mcap:=\S+ session_log\.image_hz:=0$":
-        "tests/session_log/test_session_log.py::test_a_session_log_killed_mid_session_leaves_its_closed_chunks_readable",
     r"-m session_log\.review":
         "tests/session_log/test_session_log_core.py::test_the_review_prints_topics_counts_and_whether_the_log_was_closed",
     r"bringup --job teleop_collect_sim console:=true$":
@@ -143,7 +144,7 @@ NOT_RUN: dict[str, str] = {
     r"workcell bringup( --dry-run)?$|sim_world\.seed:=3": "run here with --dry-run",
     r"^workcell plan (next|status)$": "names the command (run here, and by test_physical_workflow)",
     r"^workcell call (belt (reset|start|stop)|stop|reset|source teleop)$":
-        "the operator path test_operator_cli runs (enable, stop-all, source, jog, home), to services tested with "
+        "the operator path test_operator_graph runs (enable, stop-all, source, jog, home), to services tested with "
         "their nodes (test_conveyor_driver, test_arm_driver, test_ros_graph); arguments checked here",
     r"^workcell call sim (fault \"protective stop: collision at the tray\"|clear)$|"
     r"^ros2 param set /sim_world arm_fault ":
@@ -159,6 +160,9 @@ NOT_RUN: dict[str, str] = {
     r"^mkdir -p panda_demos$": "makes the folder the next command writes into",
     r"session_log\.topics:=\[": "resolved here (--dry-run); test_session_log_core checks the list reaches the node, "
                                  "test_session_log runs the node on the default list",
+    r"bringup expert:=true record_mcap:=\S+ session_log\.image_hz:=0$": "resolved here (--dry-run); every camera "
+        "frame (session_log.image_hz 0) is logged by test_session_log's killed log in the scripted teleop session's "
+        "reference run (tests/fixtures/teleop_reference.py); the expert's graph comes up in test_bringup",
     r"teleop_collect_sim\.launch\.py record_mcap:=": "the colcon form of the logged teleop job (resolved here; "
                                                      "test_session_log runs it)",
     r"--job teleop_collect_sim foxglove:=true record_mcap:=": "resolved here (--dry-run): the logged teleop job "
