@@ -81,12 +81,14 @@ def _trajectory(name: str, success: bool, k: int) -> Trajectory:
                       TaskSpec.from_seed(0), success, 20.0, name=name)  # fmt: skip
 
 
-@pytest.fixture
-def report(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Written once: every test reads it (matplotlib's figures are most of the module's time)."""
     rng = np.random.default_rng(0)
     episodes = [_episode(*row, rng) for row in EPISODES]
     trajectories = {name: _trajectory(name, ok, i % 3) for i, (name, _, ok, _) in enumerate(EPISODES)}
-    return write_report(tmp_path / "report", episodes, trajectories, title="Preference evaluation & <test>")
+    out = tmp_path_factory.mktemp("report") / "report"
+    return write_report(out, episodes, trajectories, title="Preference evaluation & <test>")
 
 
 def _sa(rows: list[tuple[bool, float]]) -> float:
