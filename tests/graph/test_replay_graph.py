@@ -25,18 +25,19 @@ from workcell.launcher import NodeDiedError, launch
 from workcell.replay_run import REPORT_FILE, describe, replay_graph, replay_overrides
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
-STEPS = 300  # of the open-loop replay
+STEPS = 160  # of the open-loop replay: 8 s, the arm on its way to the first workpiece
 
 
 @pytest.fixture(scope="module")
 def demo_file(tmp_path_factory):
-    """One demo for every test here: the expert at the speed the closed-loop law follows, both cameras rendered."""
+    """One demo for every test here: the expert at the speed the closed-loop law follows, both cameras rendered, to
+    its first workpiece placed."""
     return followable_demo_file(tmp_path_factory.mktemp("replay_graph"))
 
 
 def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(demo_file, tmp_path, ros_env,
                                                                              capsys) -> None:  # fmt: skip
-    """The first STEPS steps (the first pick, for suite time; closed loop, below, runs a whole episode)."""
+    """The first STEPS steps (for suite time; closed loop, below, replays the whole demo, its pick and place)."""
     from std_msgs.msg import String
 
     demo = read_demos(demo_file).demos[0]
@@ -83,9 +84,9 @@ def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(d
 
 
 def test_closed_loop_replay_through_the_graph_keeps_the_outcome(demo_file, tmp_path, ros_env) -> None:
-    """Closed loop on a demo the law can follow (0.18 m/s): through the graph it tracks within a few mm and
-    keeps the recorded outcome, and in lockstep it is the replay in one process, step for step. (The default
-    expert's 0.45 m/s leaves the follower 20-30 mm behind; docs/simulation.md.)"""
+    """Closed loop on a demo the law can follow (0.18 m/s), the whole demo (a first pick and place): through the
+    graph it tracks within a few mm and keeps the recorded outcome, and in lockstep it is the replay in one process,
+    step for step. (The default expert's 0.45 m/s leaves the follower 20-30 mm behind; docs/simulation.md.)"""
     steps = read_demos(demo_file).demos[0].num_samples
     report = replay_graph(demo_file, "demo_0", "closed_loop", tmp_path, ros_env, timeout=steps / 20 + 120,
                           extra=["demo_replay.strip_frames:=0"])  # fmt: skip
