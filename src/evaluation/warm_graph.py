@@ -7,7 +7,7 @@ episode with its instruction, and a new recorded rollout), the arm bridge re-syn
 local policy server's expert starts over when the world's time goes back. So a trial is: set the task, reset,
 wait for the episode to end and its rollout to be saved. The graph's first episode is its first trial (started
 with that trial's task), and a trial's result does not depend on which trials ran on the graph before it
-(tests/evaluation/test_warm_graph.py). Settings that cannot change at run time (the preference) key the graph:
+(tests/evaluation/test_evaluation_sim.py). Settings that cannot change at run time (the preference) key the graph:
 a trial that needs others gets a graph of its own.
 
 The rollout recorder keeps one session per graph (``workers/<host>/rollouts.hdf5``, an episode file per trial);
@@ -83,6 +83,22 @@ def graph_key(trial: Trial, settings: EvalSettings) -> str:
     """What a trial needs of its graph that cannot change at run time: the preference (the policy's prompt and the
     recorder's satisfaction curves are set at start)."""
     return trial.preference or settings.preference
+
+
+def new_session(out_dir: Path) -> Path:
+    """The folder of a graph this process starts, ``workers/<host>-<pid>-<n>``, made here: never one an earlier graph
+    had. A worker whose graph failed a trial starts the retry's graph in the same process (a new host): in the failed
+    graph's folder its logs would be overwritten and its policy timing records mixed into the retry's."""
+    workers = out_dir / "workers"
+    workers.mkdir(parents=True, exist_ok=True)
+    n = 0
+    while True:
+        folder = workers / f"{socket.gethostname()}-{os.getpid()}-{n}"
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:  # an earlier graph's (of this process, or of an earlier run's with this pid)
+            n += 1
 
 
 def rollout_digest(path: Path) -> str:
@@ -168,9 +184,8 @@ class WarmWorkcell:
         from workcell.bringup import Graph
         from workcell.launcher import launch
 
-        name = f"{socket.gethostname()}-{os.getpid()}-{self.graphs_started}"
-        self._session = self.out_dir / "workers" / name
-        link = f"eval_{os.getpid()}_{self.graphs_started}"
+        self._session = new_session(self.out_dir)
+        link = f"eval_{os.getpid()}_{self._session.name.rsplit('-', 1)[1]}"
         overrides = graph_overrides(trial, self.settings, self._session, free_port(), link)
         nodes = Graph.load().resolve(overrides)
         self.graphs_started += 1
