@@ -104,10 +104,11 @@ external_camera:
                     os.killpg(proc.pid, signal.SIGINT)
                     proc.wait(timeout=60)
 
+        # the server and the graph start side by side: the policy node connects when its policy is started
         start(["-m", "policy_node.serve", "--port", str(port), "--target", *REACH_TARGET], tmp_path / "server.out")
-        shows(tmp_path / "server.out", f"serving reach on ws://127.0.0.1:{port}")
         start(["-m", "workcell.cli", "bringup", "--job", "deploy_real", f"cell:={cell}",
                f"policy_url:=ws://127.0.0.1:{port}", "--log-dir", str(logs)], out)  # fmt: skip
+        shows(tmp_path / "server.out", f"serving reach on ws://127.0.0.1:{port}")
         shows(out, "aubo_bridge up", "node up: policy_node")
         enable = subprocess.run([sys.executable, "-m", "workcell.cli", "call", "enable"], env=env, cwd=lab,
                                 capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
