@@ -29,7 +29,7 @@ from libero_workcell.json_topics import JsonTopicReader, SimEpisodeReport
 from libero_workcell.loopback import free_port
 from libero_workcell.progress import progress_bar, write_beside
 from policy_node.clients import local_url
-from workcell.bringup import Graph
+from workcell.bringup import Graph, GraphError
 from workcell.launcher import NodeDiedError, NodesUp, launch
 
 SOURCES = ("expert", "policy")
@@ -70,6 +70,9 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument("--source", choices=SOURCES, default="expert",
                     help="who drives: the scripted expert, or policy_node against the local openpi policy server "
                          "(the deploy loop, no GPU)")  # fmt: skip
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME:=VALUE",
+                    help="a graph override, as for `workcell bringup` (repeatable; e.g. record_rollouts:=true "
+                         "rollout_recorder.record_source:=expert record_path:=PATH records each episode)")  # fmt: skip
     return ap.parse_args(list(argv))
 
 
@@ -86,7 +89,7 @@ class _Watcher:
         from libero_workcell.ros_qos import qos
 
         self.context = Context()
-        rclpy.init(context=self.context)
+        rclpy.init(args=[], context=self.context)  # the demo's command line (--set NAME:=VALUE) is not ROS's
         self.node = rclpy.create_node(f"demo_watcher_{os.getpid()}", context=self.context)
         self.episode: dict | None = None
         self.frames: dict[str, Image] = {}
@@ -128,10 +131,10 @@ def source_overrides(source: str, port: int) -> list[str]:
 
 def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], timeout: float | None,
                       source: str = "expert", real_time_factor: float = 1.0, label: str = "episode",
-                      console: int = 0) -> dict:  # fmt: skip
+                      console: int = 0, extra: Sequence[str] = ()) -> dict:  # fmt: skip
     """One episode through the whole graph; returns the final /sim/episode report. Progress on stderr: the nodes
     up while the graph comes up, then the episode's sim seconds of its horizon (the bar's ``label``). ``console``:
-    the console's port (0: no console)."""
+    the console's port (0: no console); ``extra``: more graph overrides (``--set``), over the demo's own."""
     tag = f"v{speed:g}_seed{seed}"
     overrides = [
         *source_overrides(source, free_port() if source == "policy" else 0),
@@ -140,6 +143,7 @@ def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], t
         f"sim_world.seed:={seed}",
         f"real_time_factor:={real_time_factor}",
         *(["console:=true", f"console_port:={console}"] if console else []),
+        *extra,
     ]
     if timeout is None:
         from libero_workcell.task import TaskSpec
@@ -185,6 +189,11 @@ def run_episode_graph(speed: float, seed: int, out: Path, env: dict[str, str], t
 
 def run_demo(argv: Sequence[str]) -> int:
     args = _parse(argv)
+    try:  # a bad --set is refused, naming it, before anything starts
+        Graph.load().resolve(args.overrides)
+    except GraphError as exc:
+        print(f"workcell demo: {exc}")
+        return 2
     try:  # the graph's domain, held machine-wide while it runs (docs/operator.md, "Finding the running graph")
         claim = run_registry.claim_graph_domain(args.domain_id)
     except (ValueError, RuntimeError) as exc:  # (a held domain: dds.DomainHeldError, a RuntimeError)
@@ -209,7 +218,8 @@ def _demo(args: argparse.Namespace, env: dict[str, str]) -> int:
         print(f"episode: belt {speed} m/s, seed {seed}", flush=True)
         try:
             report = run_episode_graph(speed, seed, args.out, env, args.timeout, args.source,
-                                       args.real_time_factor, f"episode {k}/{len(episodes)}", port)  # fmt: skip
+                                       args.real_time_factor, f"episode {k}/{len(episodes)}", port,
+                                       args.overrides)  # fmt: skip
         except (NodeDiedError, TimeoutError) as exc:
             print(f"episode failed: {exc}")
             return 1

@@ -438,7 +438,8 @@ def collect(cell: Cell, session: Path, tmp_path: Path) -> list[str]:
     progress = plan("status", "--session", str(session), "--per-config", "1")
     assert "2 of 16 plan demos (3 demos in the file)" in progress, progress
     assert sum(ln.split()[:1] == ["done"] for ln in progress.splitlines()) == 2, progress
-    assert "  not counted: demo_0 (" in progress, progress
+    assert "  not counted: demo_0 (" in progress and "not counted: demo_1" not in progress and \
+        "not counted: demo_2" not in progress, progress  # fmt: skip
     assert ctrl_c(teleop) == 0, log.read_text()[-3000:]
 
     with h5py.File(session) as f:

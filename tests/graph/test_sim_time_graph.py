@@ -29,7 +29,8 @@ from workcell.bringup import Graph
 from workcell.launcher import launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
-# A shorter episode, for suite time: arrivals 8 s apart, 3 s to complete the last (horizon 4 + 16 + 3 + 2 s)
+# The stall test's task, short: arrivals 8 s apart, 3 s to complete the last (horizon 4 + 16 + 3 + 2 s); its episode
+# ends at the stall, long before
 SHORT = ["sim_world.arrival_interval:=8.0", "sim_world.t_complete:=3.0", "belt_speed:=0.05", "sim_world.seed:=1"]
 STALL_GRAPH = ("sim_world", "aubo_bridge", "scripted_expert")
 # The reference's episode cut short: its horizon 2 s after the last workpiece is in reach instead of 15 + 2 (its
