@@ -80,6 +80,10 @@ IK_MAX_ITERATIONS = 15
 LIMITER_PASSES = 4
 LIMIT_MARGIN = 1e-4
 LIMIT_RTOL = 1e-7
+# A refused servo command is often the first sign of the controller's own stop (a protective stop drops servo
+# mode; the RPC's refusal can come before the state stream shows the stop): the controller's fault, read this
+# soon after, is the cause the operator is told, not the refusal it explains.
+REFUSAL_EXPLAINED_S = 0.5
 
 
 def box_step(start: np.ndarray, step: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -210,6 +214,7 @@ class ArmDriver:
         self._epoch = self._meas.epoch
         self._hold_pending = False  # a hold that failed: retried every tick until it lands
         self._fault_needs_ready = False  # the latched fault was "not ready": a reset needs ready again
+        self._refused_at: float | None = None  # the latched fault is a servo refusal, at this time
         self._servo_ticks = 0  # servo periods computed so far (ActionResult.servo_tick)
 
     # ------------------------------------------------------------------ state
@@ -319,6 +324,7 @@ class ArmDriver:
             self._fault = None
             self._last_error = None  # it was the fault (or a refusal because of it): cleared, it is not current
             self._fault_needs_ready = False
+            self._refused_at = None
             self._mode = ArmMode.DISABLED
             self._hold_here()
             return True, "fault cleared; arm disabled until enabled"
@@ -409,7 +415,9 @@ class ArmDriver:
                     error = f"servo command refused: {_text(exc)}"
             if error is not None:
                 with self._lock:
-                    self._enter_fault(error)
+                    if self._mode is not ArmMode.FAULT:
+                        self._enter_fault(error)
+                        self._refused_at = self._clock()
         except Exception as exc:  # the last line of defence: even fault handling failed
             self._tick_error(exc)
 
@@ -649,12 +657,17 @@ class ArmDriver:
             self._fault_needs_ready = True
         if fault is not None and self._mode is not ArmMode.FAULT:
             self._enter_fault(fault)
+        elif self._meas.fault and self._refused_at is not None:  # the controller's stop explains the refusal
+            if self._clock() - self._refused_at <= REFUSAL_EXPLAINED_S:
+                self._fault = self._last_error = self._meas.fault
+            self._refused_at = None
 
     def _enter_fault(self, reason: str) -> None:
         """Latch FAULT (once: the first cause stays the fault) and hold."""
         self._last_error = reason
         if self._mode is ArmMode.FAULT:
             return
+        self._refused_at = None
         self._mode = ArmMode.FAULT
         self._fault = reason
         self.counters["faults"] += 1

@@ -395,6 +395,46 @@ def test_a_target_prepared_before_a_hold_is_never_sent_after_it(between: str) ->
     assert arm.servo_calls == calls
 
 
+@pytest.mark.parametrize("stop_seen_after", [0.0, 0.4, 0.6])
+def test_a_refusal_the_controllers_stop_explains_is_reported_as_the_stop(stop_seen_after: float) -> None:
+    """A protective stop drops servo mode: the RPC refuses the next target (-13) before the state stream shows the
+    stop. The operator is told the stop (what to do about it), not the refusal; a stop seen long after the
+    refusal did not cause it, and the first cause stays the fault."""
+    driver, arm, _, clock = make(goal_delta_config())
+    assert driver.enable()[0]
+    clock.t += driver.config.servo_period
+    prepared = driver.prepare_tick()
+    arm.refuse = True
+    driver.send_tick(prepared)
+    refusal = driver.status().fault
+    assert driver.mode is ArmMode.FAULT and "servo command refused" in refusal
+    clock.t += stop_seen_after
+    assert driver.prepare_tick() is None  # the stop not yet in the state: nothing changes
+    assert driver.status().fault == refusal
+    arm.fault = "safety mode ProtectiveStop"
+    assert driver.prepare_tick() is None
+    explained = stop_seen_after <= 0.5
+    assert driver.status().fault == ("safety mode ProtectiveStop" if explained else refusal)
+    arm.fault = "safety mode Collision"  # a later fault never replaces the one reported
+    clock.t += driver.config.servo_period
+    assert driver.prepare_tick() is None
+    assert driver.status().fault == ("safety mode ProtectiveStop" if explained else refusal)
+    arm.fault, arm.refuse = None, False
+    assert driver.reset_fault()[0] and driver.status().fault is None and driver.enable()[0]
+
+
+def test_a_stop_after_another_fault_does_not_replace_it() -> None:
+    """Only a refused servo command is explained by the controller's stop: a following error stays the fault."""
+    driver, arm, _, clock = make(goal_delta_config())
+    assert driver.enable()[0]
+    arm.q = arm.q + 0.5  # the arm is somewhere else than its target
+    clock.t += driver.config.servo_period
+    assert driver.prepare_tick() is None and "following error" in driver.status().fault
+    arm.fault = "safety mode ProtectiveStop"
+    clock.t += driver.config.servo_period
+    assert driver.prepare_tick() is None and "following error" in driver.status().fault
+
+
 def test_a_refused_send_faults_and_neither_half_ever_raises() -> None:
     driver, arm, _, clock = make(goal_delta_config())
     assert driver.enable()[0]
