@@ -121,7 +121,8 @@ def test_the_policy_drives_at_the_control_rate_stops_on_request_and_holds_when_t
     assert actions and all(src == SOURCE_POLICY for _, _, src in actions)
     t = np.array([a[0] for a in actions])
     steady = t[t > t[0] + 0.5]
-    assert 0.045 < np.median(np.diff(steady)) < 0.055 and np.max(np.diff(steady)) < 0.075  # 20 Hz, no pause
+    # 20 Hz and no pause: no step missed (a gap of two periods), whatever the jitter of a loaded machine
+    assert 0.045 < np.median(np.diff(steady)) < 0.055 and np.max(np.diff(steady)) < 0.1, np.diff(steady)
     assert [r.kind for r in node.records[:5]] == ["wait"] * 4 + ["chunk"]  # the start wait, then the policy
     np.testing.assert_array_equal(actions[0][1], [0.0] * 6 + [-1.0])
     chunked = [r for r in node.records if r.kind == "chunk"]
