@@ -47,15 +47,18 @@ extras=()
 [ "$req" = requirements-dev.txt ] && extras=(requirements-export.txt)   # the LeRobot export and its test
 stamp=.venv/.bootstrap-$(cat "$req" requirements.txt requirements-openpi.txt setup.py "${extras[@]}" | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  echo "bootstrap: installing $req into .venv (first run takes a few minutes)"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r "$req"
-  .venv/bin/python -m pip install -q --no-deps -r requirements-openpi.txt   # it says why
+  echo "bootstrap: installing $req into .venv (first run takes a minute or two)"
+  # --no-compile: Python compiles a module when it is first imported (and keeps the .pyc); compiling every file of
+  # every package at install took more than half of the install's time
+  pipi=(.venv/bin/python -m pip install -q --no-compile --disable-pip-version-check)
+  "${pipi[@]}" --upgrade pip
+  "${pipi[@]}" -r "$req"
+  "${pipi[@]}" --no-deps -r requirements-openpi.txt   # it says why
   for extra in "${extras[@]}"; do
-    .venv/bin/python -m pip install -q -r "$extra"
-    .venv/bin/python -m pip install -q --no-deps lerobot==0.3.3   # requirements-export.txt says why
+    "${pipi[@]}" -r "$extra"
+    "${pipi[@]}" --no-deps lerobot==0.3.3   # requirements-export.txt says why
   done
-  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+  "${pipi[@]}" --no-deps --no-build-isolation -e .
   rm -f .venv/.bootstrap-*
   touch "$stamp"
 fi
