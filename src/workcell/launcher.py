@@ -43,17 +43,6 @@ class NodeLike(Protocol):
     parameters: Mapping[str, Any]
 
 
-# A node of a simulated graph in lockstep runs at this niceness: the graph is exact at any speed (the world waits
-# for it), so it yields the CPU to what has deadlines on the same machine: a real cell's drivers, the device
-# emulators of a rehearsal, an operator's shell (docs/sim_time.md, "Beside other work").
-LOCKSTEP_NICE = 10
-
-
-def in_lockstep(spec: NodeLike) -> bool:
-    """The node is part of a simulated graph in lockstep (the graph's injected ``use_sim`` and ``lockstep``)."""
-    return spec.parameters.get("use_sim") is True and spec.parameters.get("lockstep") is True
-
-
 def ros_params_yaml(spec: NodeLike) -> str:
     """``spec.parameters`` as a ROS 2 parameters file (``--params-file``) for that node."""
     return yaml.safe_dump({f"/{spec.name}": {"ros__parameters": dict(spec.parameters)}}, sort_keys=False)
@@ -103,17 +92,9 @@ class _Child:
         # Started from the main thread (bring-up, an evaluation worker), a node ends with its launcher however the
         # launcher ends (kill -9 included): SIGTERM, its clean shutdown. From another thread it would end with that
         # thread (prctl's rule), so there it does not.
-        guard = threading.current_thread() is threading.main_thread()
-        nice = LOCKSTEP_NICE if in_lockstep(spec) else 0
-
-        def prepare() -> None:  # in the child, before the node's Python starts
-            if guard:
-                die_with_parent()
-            if nice:
-                os.nice(nice)
-
+        guard = die_with_parent if threading.current_thread() is threading.main_thread() else None
         self.proc = subprocess.Popen(cmd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=prepare)
+                                     stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=guard)
         self._reader = threading.Thread(target=self._pump, name=f"log-{self.name}", daemon=True)
         self._reader.start()
 

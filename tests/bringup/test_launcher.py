@@ -67,24 +67,3 @@ def test_an_observer_that_dies_stops_nothing_and_a_needed_node_stops_the_graph(t
         assert [e.name for e in got[0]] == ["arm"]  # a node the cell needs: the graph stops (its caller stops it)
     finally:
         running.stop(timeout=5)
-
-
-def test_a_lockstep_sim_node_yields_the_cpu_and_every_other_node_does_not(tmp_path) -> None:
-    """A simulated graph in lockstep is exact at any speed, so its nodes run niced: beside it, a real cell's driver,
-    a rehearsal's emulators or another test's deadlines keep the CPU (seen: a deploy graph at full speed starved
-    the emulated arm's state stream for 0.6 s, a fault). A real-profile node, or a free-running sim, keeps its
-    priority."""
-    from workcell.bringup import NodeSpec
-    from workcell.launcher import LOCKSTEP_NICE, launch
-
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), *sys.path]), "LINGERING_NODE_DIR": str(tmp_path)}
-    kinds = {"sim_lockstep": {"use_sim": True, "lockstep": True}, "sim_free": {"use_sim": True, "lockstep": False},
-             "real": {"use_sim": False, "lockstep": True}, "unsaid": {}}  # fmt: skip
-    nodes = [NodeSpec(name, "x", "lingering_node", parameters=params) for name, params in kinds.items()]
-    running = launch(nodes, env=env, log_dir=tmp_path / "logs")
-    try:
-        assert wait_for(lambda: len(list(tmp_path.glob("*.started"))) == len(nodes), timeout=60)
-        nice = {name: os.getpriority(os.PRIO_PROCESS, pid) - os.nice(0) for name, pid in running.pids.items()}
-        assert nice == {"sim_lockstep": LOCKSTEP_NICE, "sim_free": 0, "real": 0, "unsaid": 0} and LOCKSTEP_NICE > 0
-    finally:
-        running.stop(timeout=5)

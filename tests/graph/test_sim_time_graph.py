@@ -26,7 +26,7 @@ from expert_reference import EXPERT_LOGS, EXPERT_SPEC, RECORD_EXPERT, expert_run
 from libero_workcell.contract import Topics
 from libero_workcell.libero_format import read_demos
 from workcell.bringup import Graph
-from workcell.launcher import LOCKSTEP_NICE, launch
+from workcell.launcher import launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 # The stall test's task, short: arrivals 8 s apart, 3 s to complete the last (horizon 4 + 16 + 3 + 2 s); its episode
@@ -39,7 +39,6 @@ PREFIX = [f"belt_speed:={EXPERT_SPEC.belt_speed:g}", f"sim_world.seed:={EXPERT_S
 
 
 def _spin() -> None:
-    os.nice(LOCKSTEP_NICE)  # another job like the graph (whose nodes run niced), not one above it
     while True:
         pass
 
