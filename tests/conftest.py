@@ -308,14 +308,39 @@ REALTIME_MODULES = frozenset({
 })  # fmt: skip
 
 
+# The order the workers take the longest modules in, longest first (the run lasts as long as its busiest worker,
+# so the long ones go first and the short ones fill in at the end), with the first user of each reference run
+# (tests/fixtures/shared_runs.py) early and its other users later: a worker that needs a run the other is still
+# making waits for it, idle. Only the suite's time depends on this list; `--durations` shows when it is stale.
+FIRST_MODULES = (
+    "test_evaluation_sim.py",  # its own local and Ray runs
+    "test_console_browser.py",  # makes the scripted teleop session's reference run
+    "test_operator_graph.py",
+    "test_main_job.py",  # makes the expert episode's reference run
+    "test_physical_workflow.py",
+    "test_deploy_graph.py",  # makes the deploy episode's reference run
+    "test_panda_demos.py",  # makes the Panda episode's reference run
+    "test_real_evaluation_on_the_emulated_cell.py",
+    "test_action_response_graph.py",
+    "test_replay_graph.py",
+    "test_convert_batch_ray.py",
+    "test_action_response.py",
+    "test_expert_episodes.py",
+    "test_driver_host.py",
+    "test_console_connections.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the realtime modules, and put the modules with slow tests first: a worker that picks a long module
-    last would keep the run waiting for it while the other worker idles."""
+    """Mark the realtime modules, and order the modules: FIRST_MODULES, then the other modules with slow tests,
+    then the rest (a worker that picks a long module last would keep the run waiting while the other idles)."""
     slow_modules = set()
     for item in items:
         if item.path.name in REALTIME_MODULES:
             item.add_marker(pytest.mark.realtime)
         if item.get_closest_marker("slow"):
             slow_modules.add(item.path)
-    items.sort(key=lambda item: item.path not in slow_modules)  # stable: a module's own order is kept
+    first = {name: k for k, name in enumerate(FIRST_MODULES)}
+    # stable: a module's own order is kept
+    items.sort(key=lambda item: (first.get(item.path.name, len(first)), item.path not in slow_modules))
 
