@@ -47,10 +47,10 @@ extras=()
 [ "$req" = requirements-dev.txt ] && extras=(requirements-export.txt)   # the LeRobot export and its test
 stamp=.venv/.bootstrap-$(cat "$req" requirements.txt requirements-openpi.txt setup.py "${extras[@]}" | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  echo "bootstrap: installing $req into .venv (first run takes a minute or two)"
-  # --no-compile: Python compiles a module when it is first imported (and keeps the .pyc); compiling every file of
-  # every package at install took more than half of the install's time
-  pipi=(.venv/bin/python -m pip install -q --no-compile --disable-pip-version-check)
+  echo "bootstrap: installing $req into .venv (first run takes a few minutes)"
+  # (compiled at install, as pip does by default: where PYTHONDONTWRITEBYTECODE is set, as on CI's machines, a
+  # module is otherwise compiled again by every process that imports it, and the suite ran twice as long)
+  pipi=(.venv/bin/python -m pip install -q --disable-pip-version-check)
   "${pipi[@]}" --upgrade pip
   "${pipi[@]}" -r "$req"
   "${pipi[@]}" --no-deps -r requirements-openpi.txt   # it says why
