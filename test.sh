@@ -13,9 +13,11 @@ fi
 # The suite, in one pytest session on two xdist workers, a module at a time on each, the modules with slow tests
 # first (tests/conftest.py orders them; --no-loadscope-reorder keeps that order): graph tests run two at a time,
 # each worker on a ROS domain it claimed. Then the `realtime` modules (sub-second deadlines of a device or a
-# protocol), two at a time among themselves. xdist also means a vendor SDK that crashes its process (pyaubo_sdk's
-# RTDE close, librealsense's playback stop: tests marked flaky) fails that attempt, not the run. Both always run.
+# protocol), two tests at a time among themselves, spread a test at a time (--dist load): a vendor SDK that crashes
+# its process (pyaubo_sdk's RTDE close, librealsense's playback stop: tests marked flaky) costs that attempt and
+# the test runs again on a new worker (pytest-rerunfailures reruns a crashed test only under --dist load: under
+# loadfile it failed the run). Both always run.
 status=0
 .venv/bin/python -m pytest -m "not realtime" -n 2 --dist loadfile --no-loadscope-reorder || status=$?
-.venv/bin/python -m pytest -m realtime -n 2 --dist loadfile || status=$?
+.venv/bin/python -m pytest -m realtime -n 2 --dist load || status=$?
 exit $status

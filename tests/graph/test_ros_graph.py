@@ -247,8 +247,9 @@ def test_bad_actions_rejected_and_the_arm_holds(probe: Probe) -> None:
 
 def test_every_action_gets_its_outcome_and_the_servo_tick_it_took_effect_on(probe: Probe) -> None:
     """/workcell/action_result: one report per action, named by its stamp; accepted ones in servo ticks about
-    servo_hz / control_hz apart (5 at 100 / 20 Hz: DDS moves one by a tick now and then), rejected ones with
-    the reason and no tick."""
+    servo_hz / control_hz apart (5 at 100 / 20 Hz: DDS moves one by a few ticks now and then, and on a loaded
+    machine delivers two in one tick: the later one is the one that took effect), rejected ones with the reason
+    and no tick."""
     turn = ros_msgs.new_turn()
     sent = [ros_msgs.action_msg(a, s, turn=turn) for a, s in [([0.1, 0, 0, 0, 0, 0, -1], SOURCE_POLICY)] * 20
             + [([math.nan, 0, 0, 0, 0, 0, -1], SOURCE_POLICY), ([0.1, 0, 0, 0, 0, 0, -1], SOURCE_TELEOP)]]  # fmt: skip
@@ -262,7 +263,8 @@ def test_every_action_gets_its_outcome_and_the_servo_tick_it_took_effect_on(prob
     outcomes = [by_stamp[ros_msgs.wall_from_stamp(m.header.stamp)] for m in sent]
     assert all(o.accepted and o.reason == "ok" for o in outcomes[:20])
     gaps = np.diff([o.servo_tick for o in outcomes[:20]])
-    assert np.median(gaps) == 5 and np.all((gaps >= 1) & (gaps <= 10)), gaps
+    # in order, a tick each step on the whole (the span of 19 steps), none long delayed
+    assert np.median(gaps) == 5 and np.all((gaps >= 0) & (gaps <= 10)) and abs(gaps.sum() - 19 * 5) <= 10, gaps
     nan, foreign = outcomes[20:]
     assert not nan.accepted and "finite" in nan.reason and nan.servo_tick is None
     assert not foreign.accepted and foreign.source == SOURCE_TELEOP and "may not drive" in foreign.reason
