@@ -191,11 +191,12 @@ def ros_env() -> dict[str, str]:
     return dict(os.environ)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Ray cluster of two nodes on 127.0.0.1 (tests/fixtures/ray_cluster.py), started once per session: its
-    address, for ``--ray ADDRESS``. Its token file is in RAY_AUTH_TOKEN_PATH for the session, so drivers started by
-    the tests join it; its processes have all ended after the session. Its folder (token, log) is this session's
+    """A Ray cluster of two nodes on 127.0.0.1 (tests/fixtures/ray_cluster.py), started once per module that asks
+    for it: its address, for ``--ray ADDRESS``. Its token file is in RAY_AUTH_TOKEN_PATH meanwhile, so drivers
+    started by the tests join it; its processes have all ended after the module (an idle cluster costs a tenth of
+    a core: kept for the whole session, it burned that beside every later test). Its folder (token, log) is its
     own: two xdist workers, or two test runs, each with a cluster never share a token file."""
     from ray_cluster import running_cluster
 
