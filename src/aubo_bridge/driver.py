@@ -324,7 +324,6 @@ class ArmDriver:
             self._fault = None
             self._last_error = None  # it was the fault (or a refusal because of it): cleared, it is not current
             self._fault_needs_ready = False
-            self._refused_at = None
             self._mode = ArmMode.DISABLED
             self._hold_here()
             return True, "fault cleared; arm disabled until enabled"
@@ -667,7 +666,7 @@ class ArmDriver:
         self._last_error = reason
         if self._mode is ArmMode.FAULT:
             return
-        self._refused_at = None
+        self._refused_at = None  # a new fault: an earlier refusal explains nothing of it
         self._mode = ArmMode.FAULT
         self._fault = reason
         self.counters["faults"] += 1

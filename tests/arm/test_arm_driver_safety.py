@@ -435,6 +435,25 @@ def test_a_stop_after_another_fault_does_not_replace_it() -> None:
     assert driver.prepare_tick() is None and "following error" in driver.status().fault
 
 
+def test_a_refusal_explains_nothing_of_a_later_fault() -> None:
+    """A refusal, a reset, and soon after another fault: the controller's stop read then does not replace it."""
+    driver, arm, _, clock = make(goal_delta_config())
+    assert driver.enable()[0]
+    clock.t += driver.config.servo_period
+    prepared = driver.prepare_tick()
+    arm.refuse = True
+    driver.send_tick(prepared)
+    assert "servo command refused" in driver.status().fault
+    arm.refuse = False
+    assert driver.reset_fault()[0] and driver.enable()[0]
+    arm.q = arm.q + 0.5  # a following error, within the refusal's window
+    clock.t += driver.config.servo_period
+    assert driver.prepare_tick() is None and "following error" in driver.status().fault
+    arm.fault = "safety mode ProtectiveStop"
+    clock.t += driver.config.servo_period
+    assert driver.prepare_tick() is None and "following error" in driver.status().fault
+
+
 def test_a_refused_send_faults_and_neither_half_ever_raises() -> None:
     driver, arm, _, clock = make(goal_delta_config())
     assert driver.enable()[0]
