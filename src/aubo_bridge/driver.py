@@ -414,8 +414,7 @@ class ArmDriver:
                     error = f"servo command refused: {_text(exc)}"
             if error is not None:
                 with self._lock:
-                    if self._mode is not ArmMode.FAULT:
-                        self._enter_fault(error)
+                    if self._enter_fault(error):
                         self._refused_at = self._clock()
         except Exception as exc:  # the last line of defence: even fault handling failed
             self._tick_error(exc)
@@ -661,17 +660,18 @@ class ArmDriver:
                 self._fault = self._last_error = self._meas.fault
             self._refused_at = None
 
-    def _enter_fault(self, reason: str) -> None:
-        """Latch FAULT (once: the first cause stays the fault) and hold."""
+    def _enter_fault(self, reason: str) -> bool:
+        """Latch FAULT (once: the first cause stays the fault) and hold; whether ``reason`` is the fault now."""
         self._last_error = reason
         if self._mode is ArmMode.FAULT:
-            return
+            return False
         self._refused_at = None  # a new fault: an earlier refusal explains nothing of it
         self._mode = ArmMode.FAULT
         self._fault = reason
         self.counters["faults"] += 1
         self._safe_hold()
         self.arbiter.end_turns(f"the fault {reason!r}")
+        return True
 
     def _safe_hold(self) -> None:
         """Void every target computed before, and tell the arm to stop; never raises.

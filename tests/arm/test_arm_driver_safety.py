@@ -395,19 +395,36 @@ def test_a_target_prepared_before_a_hold_is_never_sent_after_it(between: str) ->
     assert arm.servo_calls == calls
 
 
-@pytest.mark.parametrize("stop_seen_after", [0.0, 0.4, 0.6])
-def test_a_refusal_the_controllers_stop_explains_is_reported_as_the_stop(stop_seen_after: float) -> None:
-    """A protective stop drops servo mode: the RPC refuses the next target (-13) before the state stream shows the
-    stop. The operator is told the stop (what to do about it), not the refusal; a stop seen long after the
-    refusal did not cause it, and the first cause stays the fault."""
+def refused_once() -> tuple[ArmDriver, IdealArm, ManualClock]:
+    """An enabled driver whose next servo target the arm refused: latched as the fault (the arm still refuses)."""
     driver, arm, _, clock = make(goal_delta_config())
     assert driver.enable()[0]
     clock.t += driver.config.servo_period
     prepared = driver.prepare_tick()
     arm.refuse = True
     driver.send_tick(prepared)
+    assert driver.mode is ArmMode.FAULT and "servo command refused" in driver.status().fault
+    return driver, arm, clock
+
+
+def assert_following_error_stays(driver: ArmDriver, arm: IdealArm, clock: ManualClock) -> None:
+    """The enabled arm is found 0.5 rad from its target (a following error, the fault); the controller's stop read
+    a tick later does not replace it."""
+    arm.q = arm.q + 0.5
+    clock.t += driver.config.servo_period
+    assert driver.prepare_tick() is None and "following error" in driver.status().fault
+    arm.fault = "safety mode ProtectiveStop"
+    clock.t += driver.config.servo_period
+    assert driver.prepare_tick() is None and "following error" in driver.status().fault
+
+
+@pytest.mark.parametrize("stop_seen_after", [0.0, 0.4, 0.6])
+def test_a_refusal_the_controllers_stop_explains_is_reported_as_the_stop(stop_seen_after: float) -> None:
+    """A protective stop drops servo mode: the RPC refuses the next target (-13) before the state stream shows the
+    stop. The operator is told the stop (what to do about it), not the refusal; a stop seen long after the
+    refusal did not cause it, and the first cause stays the fault."""
+    driver, arm, clock = refused_once()
     refusal = driver.status().fault
-    assert driver.mode is ArmMode.FAULT and "servo command refused" in refusal
     clock.t += stop_seen_after
     assert driver.prepare_tick() is None  # the stop not yet in the state: nothing changes
     assert driver.status().fault == refusal
@@ -427,41 +444,19 @@ def test_a_stop_after_another_fault_does_not_replace_it() -> None:
     """Only a refused servo command is explained by the controller's stop: a following error stays the fault."""
     driver, arm, _, clock = make(goal_delta_config())
     assert driver.enable()[0]
-    arm.q = arm.q + 0.5  # the arm is somewhere else than its target
-    clock.t += driver.config.servo_period
-    assert driver.prepare_tick() is None and "following error" in driver.status().fault
-    arm.fault = "safety mode ProtectiveStop"
-    clock.t += driver.config.servo_period
-    assert driver.prepare_tick() is None and "following error" in driver.status().fault
+    assert_following_error_stays(driver, arm, clock)
 
 
 def test_a_refusal_explains_nothing_of_a_later_fault() -> None:
     """A refusal, a reset, and soon after another fault: the controller's stop read then does not replace it."""
-    driver, arm, _, clock = make(goal_delta_config())
-    assert driver.enable()[0]
-    clock.t += driver.config.servo_period
-    prepared = driver.prepare_tick()
-    arm.refuse = True
-    driver.send_tick(prepared)
-    assert "servo command refused" in driver.status().fault
+    driver, arm, clock = refused_once()
     arm.refuse = False
     assert driver.reset_fault()[0] and driver.enable()[0]
-    arm.q = arm.q + 0.5  # a following error, within the refusal's window
-    clock.t += driver.config.servo_period
-    assert driver.prepare_tick() is None and "following error" in driver.status().fault
-    arm.fault = "safety mode ProtectiveStop"
-    clock.t += driver.config.servo_period
-    assert driver.prepare_tick() is None and "following error" in driver.status().fault
+    assert_following_error_stays(driver, arm, clock)  # within the refusal's window
 
 
 def test_a_refused_send_faults_and_neither_half_ever_raises() -> None:
-    driver, arm, _, clock = make(goal_delta_config())
-    assert driver.enable()[0]
-    clock.t += driver.config.servo_period
-    prepared = driver.prepare_tick()
-    arm.refuse = True
-    driver.send_tick(prepared)
-    assert driver.mode is ArmMode.FAULT and "servo command refused" in driver.status().fault
+    driver, _arm, _clock = refused_once()
     driver.send_tick(object())  # type: ignore[arg-type]  # not even a pair: counted, never raised
     assert driver.status().counters["tick_errors"] == 1
     driver._arm = None  # type: ignore[assignment]  # reading the arm fails, and so does latching the fault:
