@@ -10,8 +10,8 @@ scripts/bootstrap.sh --dev
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
-# The suite, in one pytest session on two xdist workers, a module at a time on each, the modules with slow tests
-# first (tests/conftest.py orders them; --no-loadscope-reorder keeps that order): graph tests run two at a time,
+# The suite, in one pytest session on two xdist workers, a module at a time on each, the longest modules first
+# (tests/conftest.py orders them: FIRST_MODULES, then the others with slow tests; --no-loadscope-reorder keeps it): graph tests run two at a time,
 # each worker on a ROS domain it claimed. Then the `realtime` modules (sub-second deadlines of a device or a
 # protocol), two tests at a time among themselves, spread a test at a time (--dist load): a vendor SDK that crashes
 # its process (pyaubo_sdk's RTDE close, librealsense's playback stop: tests marked flaky) costs that attempt and
