@@ -246,25 +246,31 @@ def test_bad_actions_rejected_and_the_arm_holds(probe: Probe) -> None:
 
 
 def test_every_action_gets_its_outcome_and_the_servo_tick_it_took_effect_on(probe: Probe) -> None:
-    """/workcell/action_result: one report per action, named by its stamp; accepted ones in servo ticks about
-    servo_hz / control_hz apart (5 at 100 / 20 Hz: DDS moves one by a few ticks now and then, and on a loaded
-    machine delivers two in one tick: the later one is the one that took effect), rejected ones with the reason
-    and no tick."""
+    """/workcell/action_result: one report per action, named by its stamp; accepted ones with the servo tick they
+    took effect on, in order and servo_hz / control_hz ticks a control step (5 at 100 / 20 Hz), rejected ones with
+    the reason and no tick.
+
+    The ticks are counted against the control steps the probe sent at, not the wall clock: on a loaded machine DDS
+    holds an action back for tens of ticks now and then and delivers the next ones together (gaps 18, 2, 0 in one
+    CI run), and the probe itself may miss a step; neither is the driver's doing, and neither changes the ratio."""
     turn = ros_msgs.new_turn()
     sent = [ros_msgs.action_msg(a, s, turn=turn) for a, s in [([0.1, 0, 0, 0, 0, 0, -1], SOURCE_POLICY)] * 20
             + [([math.nan, 0, 0, 0, 0, 0, -1], SOURCE_POLICY), ([0.1, 0, 0, 0, 0, 0, -1], SOURCE_TELEOP)]]  # fmt: skip
     probe.results.clear()
-    seen = probe.state_count
+    seen, sent_at = probe.state_count, []  # the control step each action was sent at
     for msg in sent:  # one a control step, at its state
         seen = probe.next_step(seen)
         probe.publish_action(msg)
+        sent_at.append(seen)
     probe.answered(len(sent))
     by_stamp = {r.stamp: r for r in probe.results}
     outcomes = [by_stamp[ros_msgs.wall_from_stamp(m.header.stamp)] for m in sent]
     assert all(o.accepted and o.reason == "ok" for o in outcomes[:20])
-    gaps = np.diff([o.servo_tick for o in outcomes[:20]])
-    # in order, a tick each step on the whole (the span of 19 steps), none long delayed
-    assert np.median(gaps) == 5 and np.all((gaps >= 0) & (gaps <= 10)) and abs(gaps.sum() - 19 * 5) <= 10, gaps
+    ticks = np.array([o.servo_tick for o in outcomes[:20]])
+    gaps, steps = np.diff(ticks), np.diff(sent_at[:20])
+    # in order; servo ticks, not a count of actions: 5 a step, typically and over the whole stream
+    assert np.all(gaps >= 0) and np.median(gaps / steps) == 5, (gaps, steps)
+    assert 4 <= (ticks[-1] - ticks[0]) / (sent_at[19] - sent_at[0]) <= 6, (gaps, steps)
     nan, foreign = outcomes[20:]
     assert not nan.accepted and "finite" in nan.reason and nan.servo_tick is None
     assert not foreign.accepted and foreign.source == SOURCE_TELEOP and "may not drive" in foreign.reason
