@@ -184,18 +184,24 @@ class AuboBridgeNode(Node):
             source = msg.header.frame_id.partition(ros_msgs.TURN_SEPARATOR)[0]
             result = self.driver.reject_message(source, str(exc))
             self._publish_result(msg, source, result)
+            self._action_came(source, msg)  # rejected, but came: the step that waits for it goes on
             self.get_logger().warning(f"action from {source!r} rejected: {result.reason}", throttle_duration_sec=1.0)
             return
         now = self.get_clock().now().nanoseconds if self.lockstep else time.time_ns()
         self._latency_ms.append((now - ros_msgs.ns_from_stamp(msg.header.stamp)) * 1e-6)
         result = self.driver.submit_action(values, source, turn)
         self._publish_result(msg, source, result, self._servo_time_ns(now) if result.accepted else None)
-        if self.lockstep:  # the servo tick of this step may be waiting for it
+        self._action_came(source, msg)
+        if not result.accepted:
+            self.get_logger().warning(f"action from {source!r} rejected: {result.reason}", throttle_duration_sec=1.0)
+
+    def _action_came(self, source: str, msg: JointState) -> None:
+        """Lockstep: ``source``'s action for its stamp's control step came, taken or refused (the servo tick of
+        that step may be waiting for it)."""
+        if self.lockstep:
             with self._action_cond:
                 self._action_ns[source] = max(self._action_ns.get(source, -1), ros_msgs.ns_from_stamp(msg.header.stamp))
                 self._action_cond.notify_all()
-        if not result.accepted:
-            self.get_logger().warning(f"action from {source!r} rejected: {result.reason}", throttle_duration_sec=1.0)
 
     def _on_params(self, params) -> SetParametersResult:
         """Only active_source changes at run time; every other parameter is refused with the reason."""

@@ -4,10 +4,13 @@ One graph per module (sim_world, aubo_bridge with `policy` as the active
 source, conveyor_driver, both camera drivers), driven from a probe node
 exactly as a policy or an operator would: topics and services only.
 
-The world is the clock (docs/sim_time.md): the probe sends an action per control step, at the state the arm
-bridge publishes for it, and waits on the world's steps (the state messages, the ground truth's clock) and on the
-arm's answers (/workcell/action_result), never on the wall clock: a loaded machine slows the world and the probe
-alike.
+The world is the clock (docs/sim_time.md): the probe takes part in the world's control steps as source 'policy'
+does (transports.stepping.StepRunner, as policy_node), so each action it sends is the one for its control step and
+the arm waits for it; it waits on the world's steps (the state messages, the ground truth's clock) and on the arm's
+answers (/workcell/action_result), never on the wall clock: a loaded machine slows the world and the probe alike.
+(Sent on the wall clock instead, DDS held an action back for tens of servo ticks beside a CPU hog and a later one
+superseded it: the stream moved the arm short. That is what an action late for its tick does, and what lockstep is
+for.)
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,12 +42,14 @@ from libero_workcell.contract import (
     Topics,
 )
 from libero_workcell.ros_qos import qos
+from transports.stepping import Step, StepRunner
 from workcell.bringup import Graph
 from workcell.launcher import launch
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 BELT_SPEED = 0.05
+SIM_LINK = f"rosgraph_{os.getpid()}"  # this run's world: another run's graph has its own
 
 
 @dataclass
@@ -61,6 +67,8 @@ class Probe:
     diagnostics: dict[str, dict[str, str]] = field(default_factory=dict)
     diag_seq: dict[str, int] = field(default_factory=dict)
     results: list[Any] = field(default_factory=list)  # ros_msgs.ActionOutcome, as the bridge reports them
+    outbox: deque = field(default_factory=deque)  # action messages to send, one a control step
+    sent_steps: list[int] = field(default_factory=list)  # the control step each message went out at
 
     def tcp(self) -> np.ndarray:
         with self.lock:
@@ -78,6 +86,30 @@ class Probe:
         seen = self.state_count
         for _ in range(n):
             seen = self.next_step(seen)
+
+    def send(self, msgs: Sequence[Any], timeout: float = 60.0) -> list[int]:
+        """Send ``msgs``, one a control step from the next, each stamped with its step's time; the control steps
+        they went out at, once all did."""
+        with self.stepped:
+            first = len(self.sent_steps) + len(self.outbox)
+            self.outbox.extend(msgs)
+            done = self.stepped.wait_for(lambda: len(self.sent_steps) >= first + len(msgs), timeout)
+            assert done, "the world stopped stepping"
+            return self.sent_steps[first:]
+
+    def control_step(self, step: Step) -> bool:
+        """The probe's part in a control step (StepRunner's body): the next message of the outbox, if any; whether
+        it was an action of source 'policy' (the arm then waits for it at this step's tick)."""
+        with self.stepped:
+            msg = self.outbox.popleft() if self.outbox and not step.paused else None
+        if msg is None:
+            return False
+        msg.header.stamp = ros_msgs.stamp_from_ns(step.time_ns)
+        self.publish_action(msg)
+        with self.stepped:
+            self.sent_steps.append(step.index)
+            self.stepped.notify_all()
+        return msg.header.frame_id.partition(ros_msgs.TURN_SEPARATOR)[0] == SOURCE_POLICY
 
     def answered(self, sent: int, timeout: float = 30.0) -> None:
         """Wait until the arm bridge reported on ``sent`` more actions than it had when ``sent`` was counted."""
@@ -107,7 +139,7 @@ class Probe:
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     overrides = [
-        f"sim_link:=rosgraph_{os.getpid()}",
+        f"sim_link:={SIM_LINK}",
         f"belt_speed:={BELT_SPEED}",
         "aubo_bridge.active_source:=policy",
         # goal_delta: these tests pin the plumbing (an action moves the TCP by exactly its amount, holds,
@@ -171,23 +203,27 @@ def probe(graph: Any) -> Iterator[Probe]:
             node.create_subscription(
                 CameraInfo, Topics.camera_info(cam), lambda m, c=cam: p.infos.__setitem__(c, m), qos(Qos.SENSOR)
             )
-        p.publish_action = node.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND)).publish
+        action_pub = node.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND))
+        p.publish_action = action_pub.publish
         ready = wait_for(lambda: p.state is not None and p.truth is not None and len(p.images) == 2, 60)
         graph.check()
         assert ready, "graph did not come up within 60 s"
-        # auto-enabled arm: wait until diagnostics say so
-        assert wait_for(lambda: p.diagnostics.get("aubo_bridge", {}).get("mode") == "enabled", 20)
-        yield p
+        runner = StepRunner("graph_probe", 0.0, p.control_step, lockstep=True, sim_link=SIM_LINK,
+                            source=SOURCE_POLICY, ready=lambda: action_pub.get_subscription_count() > 0)  # fmt: skip
+        runner.start()
+        try:
+            # auto-enabled arm: wait until diagnostics say so
+            assert wait_for(lambda: p.diagnostics.get("aubo_bridge", {}).get("mode") == "enabled", 20)
+            yield p
+        finally:
+            runner.stop()  # before the graph: the world must not wait for a probe that is gone
 
 
 def stream(p: Probe, action: list[float], steps: int, source: str = SOURCE_POLICY, turn: int | None = None) -> int:
-    """Publish ``action`` once a control step for ``steps`` steps, each at the state the arm bridge published for
-    its step, as a source started for it (a new turn, unless ``turn`` continues one); the turn."""
+    """Send ``action`` once a control step for ``steps`` steps, as a source started for it (a new turn, unless
+    ``turn`` continues one); the turn."""
     turn = ros_msgs.new_turn() if turn is None else turn
-    seen = p.state_count
-    for _ in range(steps):
-        seen = p.next_step(seen)
-        p.publish_action(ros_msgs.action_msg(action, source, turn=turn))
+    p.send([ros_msgs.action_msg(action, source, turn=turn) for _ in range(steps)])
     return turn
 
 
@@ -247,30 +283,19 @@ def test_bad_actions_rejected_and_the_arm_holds(probe: Probe) -> None:
 
 def test_every_action_gets_its_outcome_and_the_servo_tick_it_took_effect_on(probe: Probe) -> None:
     """/workcell/action_result: one report per action, named by its stamp; accepted ones with the servo tick they
-    took effect on, in order and servo_hz / control_hz ticks a control step (5 at 100 / 20 Hz), rejected ones with
-    the reason and no tick.
-
-    The ticks are counted against the control steps the probe sent at, not the wall clock: on a loaded machine DDS
-    holds an action back for tens of ticks now and then and delivers the next ones together (gaps 18, 2, 0 in one
-    CI run), and the probe itself may miss a step; neither is the driver's doing, and neither changes the ratio."""
+    took effect on, servo_hz / control_hz ticks a control step (5 at 100 / 20 Hz: in lockstep an action takes
+    effect at its own step's tick, however loaded the machine), rejected ones with the reason and no tick."""
     turn = ros_msgs.new_turn()
     sent = [ros_msgs.action_msg(a, s, turn=turn) for a, s in [([0.1, 0, 0, 0, 0, 0, -1], SOURCE_POLICY)] * 20
             + [([math.nan, 0, 0, 0, 0, 0, -1], SOURCE_POLICY), ([0.1, 0, 0, 0, 0, 0, -1], SOURCE_TELEOP)]]  # fmt: skip
     probe.results.clear()
-    seen, sent_at = probe.state_count, []  # the control step each action was sent at
-    for msg in sent:  # one a control step, at its state
-        seen = probe.next_step(seen)
-        probe.publish_action(msg)
-        sent_at.append(seen)
+    steps = probe.send(sent)
     probe.answered(len(sent))
     by_stamp = {r.stamp: r for r in probe.results}
     outcomes = [by_stamp[ros_msgs.wall_from_stamp(m.header.stamp)] for m in sent]
     assert all(o.accepted and o.reason == "ok" for o in outcomes[:20])
     ticks = np.array([o.servo_tick for o in outcomes[:20]])
-    gaps, steps = np.diff(ticks), np.diff(sent_at[:20])
-    # in order; servo ticks, not a count of actions: 5 a step, typically and over the whole stream
-    assert np.all(gaps >= 0) and np.median(gaps / steps) == 5, (gaps, steps)
-    assert 4 <= (ticks[-1] - ticks[0]) / (sent_at[19] - sent_at[0]) <= 6, (gaps, steps)
+    np.testing.assert_array_equal(np.diff(ticks), 5 * np.diff(steps[:20]))
     nan, foreign = outcomes[20:]
     assert not nan.accepted and "finite" in nan.reason and nan.servo_tick is None
     assert not foreign.accepted and foreign.source == SOURCE_TELEOP and "may not drive" in foreign.reason
@@ -397,13 +422,11 @@ def test_a_malformed_action_message_is_rejected_in_diagnostics_and_the_arm_holds
     """Wrong field names: not dropped silently but rejected like any invalid action (issue 7)."""
     before = probe.counters().get("rejected_invalid", 0)
 
-    def send_malformed() -> None:
-        seen = probe.state_count
-        for _ in range(5):
-            seen = probe.next_step(seen)
-            msg = ros_msgs.action_msg([0.3, 0, 0, 0, 0, 0, 0], SOURCE_POLICY, turn=ros_msgs.new_turn())
+    def send_malformed() -> None:  # each for its control step: the arm waits for it, and must not wait forever
+        msgs = [ros_msgs.action_msg([0.3, 0, 0, 0, 0, 0, 0], SOURCE_POLICY, turn=ros_msgs.new_turn()) for _ in range(5)]
+        for msg in msgs:
             msg.name = ["x", "y", "z", "rx", "ry", "rz", "grip"]
-            probe.publish_action(msg)
+        probe.send(msgs)
 
     unchanged_while(probe, send_malformed, 5)
     assert probe.counters().get("rejected_invalid", 0) >= before + 5
