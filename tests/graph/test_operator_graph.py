@@ -20,10 +20,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -36,8 +38,8 @@ from real_graph_probe import Probe, settle
 from aubo_bridge.model.description import TOOL_OFFSET
 from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell import dds, ros_msgs, run_registry
-from libero_workcell.contract import SOURCE_POLICY, Services
-from libero_workcell.rate import CONTROL_PRIORITY
+from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_POLICY, Services
+from libero_workcell.rate import CONTROL_PRIORITY, run_loop
 from sim_bridge.response_reference import load_reference
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -220,6 +222,26 @@ def test_the_operator_commands_reach_a_running_graph_from_a_shell_that_knows_not
 
 
 # ------------------------------------------------------------------------------------------ LIBERO's response
+def at_control_rate(send: Callable[[Any], None], items: Sequence[Any]) -> None:
+    """``send`` each of ``items``, one a control period, as a policy node's control loop does on the physical cell
+    (libero_workcell.rate.run_loop at CONTROL_PRIORITY where allowed: a loop in this test's thread at normal
+    priority, beside a CPU hog, was held up past the arm's watchdog in each of three runs)."""
+    pending, finished, stop = list(items), threading.Event(), threading.Event()
+
+    def step() -> None:
+        if pending:
+            send(pending.pop(0))
+        else:
+            finished.set()
+
+    thread, _loop = run_loop(CONTROL_HZ_DEFAULT, step, stop, "policy-stream", priority=CONTROL_PRIORITY)
+    try:
+        assert finished.wait(60.0), f"{len(pending)} of {len(items)} not sent"
+    finally:
+        stop.set()
+        thread.join(5.0)
+
+
 def test_a_held_action_moves_the_emulated_arm_as_robosuite_moved(cell: Cell) -> None:
     """LIBERO's action response, the default, reaches the real backend path: a held +0.2 in x moves the emulated
     controller's joints as robosuite 1.4.0's Panda moved (46.6 mm over the 20 steps, then a few millimetres of
@@ -235,10 +257,8 @@ def test_a_held_action_moves_the_emulated_arm_as_robosuite_moved(cell: Cell) -> 
         p0 = fk(settle(cell.arm))[0]
         before = {k: int(v) for k, v in cell.probe.fresh_diag().items() if k.startswith("count_")}
         turn = ros_msgs.new_turn()  # a policy started for it
-        t0 = time.perf_counter()
-        for k, action in enumerate(seq.actions):  # 10 zero, 20 x +0.2, 20 zero, at 20 Hz
-            cell.probe.publish(ros_msgs.action_msg(action, SOURCE_POLICY, turn=turn))
-            time.sleep(max(0.0, t0 + (k + 1) * 0.05 - time.perf_counter()))
+        at_control_rate(lambda a, turn=turn: cell.probe.publish(ros_msgs.action_msg(a, SOURCE_POLICY, turn=turn)),
+                        seq.actions)  # 10 zero, 20 x +0.2, 20 zero: a policy's control loop  # fmt: skip
         moved = fk(settle(cell.arm))[0] - p0
         diag = cell.probe.fresh_diag()
         count = {k: int(v) - before.get(k, 0) for k, v in diag.items() if k.startswith("count_")}
