@@ -168,13 +168,11 @@ def link() -> Iterator[Any]:
 @pytest.fixture
 def arcs_options() -> dict[str, Any]:
     """The options of :func:`emu`'s ARCS emulator (``ArcsEmulator``'s keyword arguments): the arm at HOME_Q, a
-    quick start-up, the controller's real-time kernel (its threads at real-time priority where allowed: beside a
-    CPU hog, an emulator at normal priority let an RPC time out). A module overrides this fixture for others
-    (``test_arcs_rtde.py``); a test parametrizes it (``@pytest.mark.parametrize("arcs_options", [{...}])``)."""
+    quick start-up. A module overrides this fixture for others (``test_arcs_rtde.py``); a test parametrizes it
+    (``@pytest.mark.parametrize("arcs_options", [{...}])``)."""
     from aubo_bridge.model.kinematics import HOME_Q
-    from libero_workcell.rate import CONTROL_PRIORITY
 
-    return {"q0": [float(v) for v in HOME_Q], "boot_delay": 0.05, "realtime": CONTROL_PRIORITY + 1}
+    return {"q0": [float(v) for v in HOME_Q], "boot_delay": 0.05}
 
 
 @pytest.fixture
