@@ -181,7 +181,7 @@ class AuboBridgeNode(Node):
         try:
             values, source, turn = ros_msgs.action_from_msg(msg)
         except ContractError as exc:  # undecodable (wrong names, a bad turn, ...): rejected like an invalid action
-            source = msg.header.frame_id.partition(ros_msgs.TURN_SEPARATOR)[0]
+            source = ros_msgs.source_of(msg.header.frame_id)
             result = self.driver.reject_message(source, str(exc))
             self._publish_result(msg, source, result)
             self._action_came(source, msg)  # rejected, but came: the step that waits for it goes on

@@ -104,6 +104,11 @@ class ActionMessage(NamedTuple):
     turn: int  # 0: a source that sends no turn
 
 
+def source_of(frame_id: str) -> str:
+    """The source an action's ``header.frame_id`` names, whatever its turn says (a malformed one included)."""
+    return frame_id.partition(TURN_SEPARATOR)[0]
+
+
 def source_and_turn(frame_id: str) -> tuple[str, int]:
     """An action's ``header.frame_id`` read as (source, turn); ContractError for a turn that is not a
     non-negative integer of at most 63 bits."""

@@ -308,7 +308,7 @@ class RecorderNode(Node):
             writer.attrs.setdefault(FAULT_DURING, self._arm_fault)
 
     def _on_action(self, msg: JointState) -> None:
-        if msg.header.frame_id.partition(ros_msgs.TURN_SEPARATOR)[0] != self.source:  # another source's (SOURCE#TURN)
+        if ros_msgs.source_of(msg.header.frame_id) != self.source:  # another source's (SOURCE#TURN)
             return
         decoded = self._decoded(ACTION, recordable_action, msg)
         if decoded is None:

@@ -109,7 +109,7 @@ class Probe:
         with self.stepped:
             self.sent_steps.append(step.index)
             self.stepped.notify_all()
-        return msg.header.frame_id.partition(ros_msgs.TURN_SEPARATOR)[0] == SOURCE_POLICY
+        return ros_msgs.source_of(msg.header.frame_id) == SOURCE_POLICY
 
     def answered(self, sent: int, timeout: float = 30.0) -> None:
         """Wait until the arm bridge reported on ``sent`` more actions than it had when ``sent`` was counted."""

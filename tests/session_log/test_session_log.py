@@ -44,7 +44,7 @@ def logged(tmp_path_factory, ros_env):
 
 def source_of(action) -> str:
     """An action message's source: its frame_id is SOURCE, or SOURCE#TURN (libero_workcell.ros_msgs)."""
-    return action.header.frame_id.partition(ros_msgs.TURN_SEPARATOR)[0]
+    return ros_msgs.source_of(action.header.frame_id)
 
 
 def test_the_session_log_reads_back_and_every_message_decodes(logged) -> None:
