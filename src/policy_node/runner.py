@@ -38,7 +38,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -139,6 +139,9 @@ class PolicyRunner:
         self._refused = ""  # the last reply refused, until a valid chunk comes: why the arm holds meanwhile
         self._faults = 0  # consecutive faults of a reachable server (client thread): its reconnect backoff
         self._pending: _Request | None = None  # the request the client thread is answering
+        self._started = 0.0  # time.monotonic() when the client thread began answering it
+        # the client thread's start and hand-over of a request, and the control step's giving up on it, each as one
+        self._handover = threading.Lock()
         self.metadata: dict[str, Any] | None = None
         self._requests: queue.Queue[_Request | None] = queue.Queue(maxsize=1)
         self._replies: queue.Queue[tuple[_Request, Reply | Exception]] = queue.Queue()
@@ -256,24 +259,34 @@ class PolicyRunner:
 
     def _await_due(self, now: float) -> None:
         """Wait (the world waits) for the reply in flight if it is due by ``now``: with a fixed latency when its
-        time has come; with a measured one while less wall time has passed since it went than sim time since
-        its observation (had it come, it would count)."""
+        time has come; with a measured one while the client thread has held it less wall time than sim time
+        has passed since its observation (had it come, it would count). The measured round trip is the client
+        thread's own interval, taken under the lock this wait gives up under, so a reply counts at the first
+        step its round trip allows, never one later, however the threads are scheduled."""
         while (req := self._in_flight) is not None and not any(r is req for r, _ in self._arrived):
             latency = self.config.latency_s
             if latency is not None:
                 if req.t_obs + latency > now + 1e-9:
                     return
                 wait = self.reply_timeout + 1.0  # the worker always answers within its client's timeout
-            else:
-                wait = (now - req.t_obs) - (time.monotonic() - req.sent)
-                if wait <= 0:
-                    return
+            else:  # measured: wait while the client thread has held it less wall time than its sim time budget
+                with self._handover:
+                    started = self._started if self._pending is req else None
+                    wait = math.inf if started is None else (now - req.t_obs) - (time.monotonic() - started)
+                    if wait <= 0 and self._replies.empty():
+                        return  # what is handed over from now on measures more than the budget: not due by now
+                if math.isinf(wait):  # not picked up yet: its interval has not begun; the worker takes it once
+                    if time.monotonic() - req.sent > self.reply_timeout + 1.0:  # connected, within the timeout
+                        self.counters["late_replies"] += 1
+                        return
+                    wait = 0.01
             try:
-                self._arrived.append(self._replies.get(timeout=wait))
+                self._arrived.append(self._replies.get(timeout=max(wait, 0.0)))
             except queue.Empty:
                 if latency is not None:
                     self.counters["late_replies"] += 1
-                return
+                    return
+                continue  # measured: look again, under the handover lock
             self._join_replies(now)
 
     def _join_replies(self, now: float) -> None:
@@ -328,7 +341,9 @@ class PolicyRunner:
             return True
         if req is None:
             return False
-        self._pending = req
+        with self._handover:
+            self._pending = req
+            self._started = time.monotonic()
         try:
             result: Reply | Exception = self._client.infer_reply(req.obs)
             self._faults = 0
@@ -338,8 +353,11 @@ class PolicyRunner:
                 if isinstance(exc, MalformedReply):  # a frame refused unread or undecoded: the server's fault
                     self._faults += 1
                 self._mark_lost(str(exc))
-        self._pending = None
-        self._replies.put((req, result))
+        with self._handover:  # see _await_due: the interval is taken and the reply handed over as one
+            if self.sim and self.config.latency_s is None and isinstance(result, Reply):
+                result = replace(result, round_trip_ms=(time.monotonic() - self._started) * 1e3)
+            self._pending = None
+            self._replies.put((req, result))
         if self._faults and self._client is None:
             self._stop.wait(reconnect_delay(self.config.reconnect_period, self._faults))
         return True

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from openpi_client.base_policy import BasePolicy
 
+from policy_node.clients import kind_for
 from policy_node.config import PolicyConfig
 from policy_node.observation import Snapshot
 from policy_node.runner import PolicyRunner, StepRecord
@@ -44,12 +45,30 @@ class EchoPolicy(BasePolicy):
         return {"actions": actions}
 
 
-def run(latency: str, mode: str, server_delay_ms: float, steps: int = 60) -> list[tuple[int, StepRecord]]:
+class LateStart:
+    """openpi's client, taking ``pre_s`` before its own round trip begins (as encoding two camera images does, or a
+    busy core before the client thread runs): the time the control step waits is not the time the client measures."""
+
+    def __init__(self, client, pre_s: float) -> None:
+        self.client, self.pre_s = client, pre_s
+
+    def infer_reply(self, obs: dict):
+        time.sleep(self.pre_s)
+        return self.client.infer_reply(obs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.client, name)
+
+
+def run(latency: str, mode: str, server_delay_ms: float, steps: int = 60,
+        pre_s: float = 0.0) -> list[tuple[int, StepRecord]]:  # fmt: skip
     with LocalPolicyServer(EchoPolicy(server_delay_ms)) as srv:
         now = [0.0]
         cfg = PolicyConfig(url=srv.url, start_wait_steps=0, mode=mode, latency=latency, timeout=2.0,
                            blend_old=0.0, splice="blend")  # each action exactly as its chunk has it
-        runner = PolicyRunner(cfg, clock=lambda: now[0], sim=True)
+        connect = kind_for(srv.url).connect
+        runner = PolicyRunner(cfg, clock=lambda: now[0], sim=True,
+                              connect=lambda *a, **kw: LateStart(connect(*a, **kw), pre_s))  # fmt: skip
         deadline = time.monotonic() + 5
         while not runner.connected:
             assert time.monotonic() < deadline, runner.last_error
@@ -109,4 +128,16 @@ def test_measured_latency_charges_each_reply_its_own_round_trip() -> None:
     rtts = {r.chunk: r.round_trip_ms for _, r in records if r.action is not None}
     assert len(delays) >= 5
     for chunk, delay in delays.items():  # it counted once its round trip had passed in sim time, not before
+        assert delay == math.ceil(rtts[chunk] / 1e3 * HZ), (chunk, delay, rtts[chunk])
+
+
+def test_a_measured_round_trip_is_the_client_threads_whole_hold_and_counts_at_the_first_step_it_allows() -> None:
+    # 40 ms before the client's own timer starts, 30 ms at the server: the step after a request (50 ms of sim time)
+    # must not give up at 50 ms of wall time and count a reply whose client-measured 30 ms allowed that step
+    records = run("measured", "sync", server_delay_ms=30, pre_s=0.04)
+    delays = check_alignment(records)
+    rtts = {r.chunk: r.round_trip_ms for _, r in records if r.action is not None}
+    assert len(delays) >= 5
+    for chunk, delay in delays.items():
+        assert rtts[chunk] >= 70, rtts  # the thread's hold, from taking the request to handing the reply over
         assert delay == math.ceil(rtts[chunk] / 1e3 * HZ), (chunk, delay, rtts[chunk])
