@@ -48,7 +48,7 @@ from libero_workcell.contract import (
 )
 from libero_workcell.node_main import run_node, serve_trigger
 from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup
-from libero_workcell.rate import CONTROL_PRIORITY, RateLoop, run_loop
+from libero_workcell.rate import CONTROL_PRIORITY, SHUTDOWN_JOIN, RateLoop, run_loop
 from libero_workcell.ros_qos import qos
 from transports.errors import BackendError
 
@@ -354,8 +354,10 @@ class AuboBridgeNode(Node):
         self._stop.set()
         with self._action_cond:
             self._action_cond.notify_all()
+        if self.lockstep:
+            self._participant.interrupt()
         if self.driver_host == "node":
-            self._servo_thread.join(timeout=1.0)
+            self._servo_thread.join(timeout=SHUTDOWN_JOIN)
         if self.lockstep:
             self._participant.close()
         self.driver.close()

@@ -29,7 +29,7 @@ from libero_workcell.contract import (
 )
 from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, declare_config, prefixed, refuse_runtime_changes
-from libero_workcell.rate import run_loop
+from libero_workcell.rate import SHUTDOWN_JOIN, run_loop
 from libero_workcell.ros_qos import qos
 
 OPTICAL_FRAMES = {"external": EXTERNAL_CAMERA_FRAME, "wrist": WRIST_CAMERA_FRAME}
@@ -128,7 +128,9 @@ class CameraNode(Node):
 
     def shutdown(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=1.0)
+        if self.lockstep:
+            self._participant.interrupt()
+        self._thread.join(timeout=SHUTDOWN_JOIN)
         if self.lockstep:
             self._participant.close()
         self.driver.backend.close()

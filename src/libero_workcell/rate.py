@@ -95,6 +95,9 @@ class RateLoop:
 # machine a normal thread can wake milliseconds late; real-time priority is
 # what robot drivers use for their control loop. Never for heavy work (physics).
 CONTROL_PRIORITY = 20
+# s a node's shutdown waits for its worker thread (the servo loop, a camera's or a source's lockstep step) to end
+# before it tears down what that thread uses; within the launcher's SIGINT grace (workcell.launcher: 5 s)
+SHUTDOWN_JOIN = 3.0
 
 
 def set_realtime_priority(priority: int) -> str | None:

@@ -598,6 +598,13 @@ class LockstepParticipant:
                 return None
             _sleep_on(self._fd, WAKE_POLL)
 
+    def interrupt(self) -> None:
+        """Wake this participant's own wait now (after its node set the ``stop`` it waits with): the thread in
+        :meth:`next_tick` or :meth:`wait_source` returns at once instead of at its next look (WAKE_POLL), so a
+        node's shutdown joins it before it tears down what that thread uses. (Once closed its FIFO is gone: the
+        wake is dropped.)"""
+        self._waker.wake(self._dir / f"slot{self.index}")
+
     def close(self) -> None:
         if self._closed:
             return

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from libero_workcell.rate import RateLoop, run_loop
+from libero_workcell.rate import SHUTDOWN_JOIN, RateLoop, run_loop
 
 READY_POLL = 0.05  # s between checks that a participant's topics are matched, before it registers
 
@@ -107,8 +107,10 @@ class StepRunner:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.participant is not None:
+            self.participant.interrupt()
         if self._thread is not None:
-            self._thread.join(timeout=2.0)
+            self._thread.join(timeout=SHUTDOWN_JOIN)
         if self.participant is not None:
             self.participant.close()
 

@@ -87,6 +87,7 @@ class _Child:
         self.log_path = log_path
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.up = False  # it printed its NODE_UP line
+        self.signals: list[str] = []  # what the launcher sent it to stop it, in order
         self._echo, self._echo_lock = echo, echo_lock
         self._log = open(log_path, "w", encoding="utf-8", buffering=1) if log_path else None  # noqa: SIM115
         # Started from the main thread (bring-up, an evaluation worker), a node ends with its launcher however the
@@ -114,12 +115,21 @@ class _Child:
     def signal(self, sig: signal.Signals) -> None:
         """Signal the node's process group (the node and anything it started)."""
         if self.proc.poll() is None:
+            self.signals.append(sig.name)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, sig)
 
     def finish_output(self, timeout: float = 2.0) -> None:
+        """Its output copied to the end, and for a node that ended badly a last line of ours saying how, in its
+        log: a crash (SIGSEGV) or a node that had to be killed leaves no words of its own."""
         self._reader.join(timeout)
         if self._log and not self._reader.is_alive():
+            code = self.proc.poll()
+            if code:
+                how = f"signal {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() \
+                    else f"code {code}"  # fmt: skip
+                sent = f" after {', '.join(self.signals)}" if self.signals else ""
+                self._log.write(f"launcher: {self.name} exited with {how}{sent}\n")
             self._log.close()
 
     def exit_info(self) -> NodeExit | None:

@@ -67,3 +67,23 @@ def test_an_observer_that_dies_stops_nothing_and_a_needed_node_stops_the_graph(t
         assert [e.name for e in got[0]] == ["arm"]  # a node the cell needs: the graph stops (its caller stops it)
     finally:
         running.stop(timeout=5)
+
+
+def test_a_node_that_had_to_be_killed_says_so_in_its_log_and_a_clean_one_does_not(tmp_path) -> None:
+    """A node killed at the stop (or crashed) leaves no words of its own: the launcher's last line in its log says
+    how it ended and what it was sent."""
+    import signal
+
+    from workcell.bringup import NodeSpec
+    from workcell.launcher import launch
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), *sys.path]), "LINGERING_NODE_DIR": str(tmp_path),
+           "LINGERING_NODE_STUBBORN": "stubborn"}  # fmt: skip
+    nodes = [NodeSpec("stubborn", "x", "lingering_node"), NodeSpec("clean", "x", "lingering_node")]
+    running = launch(nodes, env=env, log_dir=tmp_path / "logs")
+    assert wait_for(lambda: len(list(tmp_path.glob("*.started"))) == 2, timeout=60)
+    codes = running.stop(timeout=0.5, term_timeout=0.5)
+    assert codes == {"stubborn": -signal.SIGKILL, "clean": 0}, codes
+    said = (tmp_path / "logs" / "stubborn.log").read_text().splitlines()
+    assert said[-1] == "launcher: stubborn exited with signal SIGKILL after SIGINT, SIGTERM, SIGKILL", said
+    assert "launcher:" not in (tmp_path / "logs" / "clean.log").read_text()  # its SIGINT: exit 0

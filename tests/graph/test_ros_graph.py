@@ -159,7 +159,8 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     finally:
         codes = running.stop(timeout=10)
         # every node shut down cleanly on SIGINT (run_node's contract)
-        assert all(code == 0 for code in codes.values()), codes
+        assert all(code == 0 for code in codes.values()), f"exit codes {codes}; " + "; ".join(
+            f"{name}: {running.log_text(name).splitlines()[-3:]}" for name, code in codes.items() if code)
 
 
 @pytest.fixture(scope="module")

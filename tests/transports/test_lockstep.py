@@ -15,6 +15,7 @@ import uuid
 
 import numpy as np
 import pytest
+from conftest import wait_for
 
 from libero_workcell.contract import CAMERA_NAMES
 from libero_workcell.task import TaskSpec
@@ -202,6 +203,37 @@ def test_names_are_unique_and_a_closed_world_ends_every_wait(world):
     with pytest.raises(LockstepError, match="no lockstep world"):
         LockstepParticipant(f"none{uuid.uuid4().hex[:8]}", "x", SERVO, attach_timeout=0.2)
     assert not lockstep_path(link).exists()
+
+
+def _blocked(thread) -> bool:
+    """The thread sleeps in a system call (its wait's select), as the kernel reports it."""
+    with open(f"/proc/self/task/{thread.native_id}/syscall") as f:
+        return f.read().split()[0] not in ("running", "-1")
+
+
+def test_an_interrupt_ends_a_wait_at_once_so_a_shutdown_joins_its_thread(world, monkeypatch):
+    """A node's shutdown sets its stop and interrupts: the thread waiting for a tick that never comes returns then,
+    not at its next look at the clock-free facts (made an hour here: only the wake can end the wait)."""
+    import threading
+
+    import transports.sim_lockstep as lockstep
+
+    link, _w, _ = world
+    monkeypatch.setattr(lockstep, "WAKE_POLL", 3600.0)
+    p = LockstepParticipant(link, "arm", SERVO)
+    stop = threading.Event()
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(p.next_tick(stop)), daemon=True)
+    waiter.start()
+    assert wait_for(lambda: _blocked(waiter))  # asleep in its wait for the world's next tick
+    stop.set()
+    waiter.join(1.0)
+    assert waiter.is_alive()  # the stop alone is seen only at the next look
+    p.interrupt()
+    waiter.join(30.0)
+    assert not waiter.is_alive() and got == [None]
+    p.close()
+    p.interrupt()  # closed: nothing to wake, no error
 
 
 # ----------------------------------------------------------------------------------------- the world's clock
