@@ -31,6 +31,14 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def killed_by(returncode: int) -> str | None:
+    """The name of the signal that ended a process with this ``returncode`` (subprocess's negative codes), or
+    None: it exited by itself (or the number is no signal's)."""
+    if returncode < 0 and -returncode in signal.valid_signals():
+        return signal.Signals(-returncode).name
+    return None
+
+
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """Linux: have this process get ``sig`` when its parent ends, however it ends (``kill -9`` included), so what
     it runs (a node, a graph) does not outlive the run that started it. Call in the child, early (a

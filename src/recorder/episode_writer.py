@@ -28,7 +28,6 @@ import logging
 import multiprocessing
 import os
 import queue
-import signal
 import sys
 import threading
 import time
@@ -41,6 +40,7 @@ from typing import Any, Final
 import numpy as np
 
 from libero_workcell.contract import IMAGE_SIZE
+from libero_workcell.processes import killed_by
 from recorder import episode_child
 from recorder.episode_child import SaveRequest
 from recorder.session_file import RecorderError, SessionFile, fsync_dir
@@ -267,7 +267,7 @@ class EpisodeWriter:
         code = self._exit_code(EXIT_TIMEOUT)
         if code is None:
             return "the episode writer process stopped answering"
-        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        how = f"killed by {sig}" if (sig := killed_by(code)) else f"exit code {code}"
         return f"the episode writer process ended ({how})"
 
     def _send(self) -> None:

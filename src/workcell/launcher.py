@@ -29,7 +29,7 @@ from typing import Any, Protocol, TextIO
 
 import yaml
 
-from libero_workcell.processes import NODE_UP, die_with_parent
+from libero_workcell.processes import NODE_UP, die_with_parent, killed_by
 from libero_workcell.progress import progress_bar
 
 TAIL_LINES = 30
@@ -58,10 +58,8 @@ class NodeExit:
     log_path: Path | None = None
 
     def describe(self) -> str:
-        if self.returncode < 0:
-            how = f"was killed by {signal.Signals(-self.returncode).name}"
-        else:
-            how = f"exited with code {self.returncode}"
+        sig = killed_by(self.returncode)
+        how = f"was killed by {sig}" if sig else f"exited with code {self.returncode}"
         lines = "\n".join(f"    {line}" for line in self.tail) or "    (no output)"
         where = f" (log: {self.log_path})" if self.log_path else ""
         return f"node {self.name} {how}{where}; last lines:\n{lines}"
@@ -126,8 +124,7 @@ class _Child:
         if self._log and not self._reader.is_alive():
             code = self.proc.poll()
             if code:
-                how = f"signal {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() \
-                    else f"code {code}"  # fmt: skip
+                how = f"signal {sig}" if (sig := killed_by(code)) else f"code {code}"
                 sent = f" after {', '.join(self.signals)}" if self.signals else ""
                 self._log.write(f"launcher: {self.name} exited with {how}{sent}\n")
             self._log.close()

@@ -87,3 +87,9 @@ def test_a_node_that_had_to_be_killed_says_so_in_its_log_and_a_clean_one_does_no
     said = (tmp_path / "logs" / "stubborn.log").read_text().splitlines()
     assert said[-1] == "launcher: stubborn exited with signal SIGKILL after SIGINT, SIGTERM, SIGKILL", said
     assert "launcher:" not in (tmp_path / "logs" / "clean.log").read_text()  # its SIGINT: exit 0
+
+
+def test_an_exit_reads_as_the_signal_that_ended_it_or_its_code() -> None:
+    assert "node n was killed by SIGKILL" in NodeExit("n", -9, ()).describe()
+    assert "node n exited with code 2" in NodeExit("n", 2, ()).describe()
+    assert "node n exited with code -999" in NodeExit("n", -999, ()).describe()  # no signal's number: the code
