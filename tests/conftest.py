@@ -305,7 +305,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 REALTIME_MODULES = frozenset({
     "test_camera_driver.py", "test_camera_backends.py", "test_arcs_backend.py",
     "test_arcs_backend_states_and_refusals.py", "test_arcs_rtde.py", "test_policy_client.py", "test_lockstep.py",
-    "test_sim_link.py",
+    "test_sim_link.py", "test_arm_fault_codes.py",
 })  # fmt: skip
 
 

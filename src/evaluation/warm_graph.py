@@ -33,6 +33,10 @@ from evaluation.protocol import Trial
 from evaluation.settings import EvalSettings, recorded
 
 STOP_TIMEOUT = 20.0  # s for a graph's nodes to stop cleanly
+# s for a trial's last policy timing lines: the policy node writes a step's line once its action's result joined it
+# (or a second later, as the last action's does, which the ended episode never applies), possibly after the rollout
+# is saved; on a loaded machine well after
+TIMING_TIMEOUT = 30.0
 # The world's task parameters a trial sets (sim_world's, changeable at run time) and the conveyor's belt speed
 SIM_WORLD = "sim_world"
 CONVEYOR = "conveyor_driver"
@@ -101,6 +105,30 @@ def new_session(out_dir: Path) -> Path:
             n += 1
 
 
+def episode_timing(source: Path, episode: int, steps: int, timeout: float = TIMING_TIMEOUT) -> list[str]:
+    """The policy node's timing lines of world episode ``episode`` in ``source``, once all ``steps`` of it are
+    there (a line per step the policy ran: as many as the rollout's samples), or what is there after ``timeout``
+    s. A line the node is still writing is not one yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = []
+        if source.is_file():
+            for line in source.read_text().splitlines():
+                with contextlib.suppress(json.JSONDecodeError, TypeError, AttributeError):
+                    if json.loads(line).get("episode") == episode:
+                        lines.append(line)
+        if len(lines) >= steps or time.monotonic() >= deadline:
+            return lines
+        time.sleep(0.05)
+
+
+def rollout_steps(path: Path) -> int:
+    """How many steps a rollout recorded."""
+    from libero_workcell.libero_format import read_demos
+
+    return read_demos(path).demos[0].num_samples
+
+
 def rollout_digest(path: Path) -> str:
     """sha256 of a rollout's actions and low-dimensional observations: two rollouts with the same digest did the
     same thing, step for step (the same machine reproduces a trial bit for bit: docs/sim_time.md)."""
@@ -152,7 +180,7 @@ class WarmWorkcell:
             raise
         self.trials_run += 1
         rollout = self._collect_rollout(trial)
-        timing = self._collect_timing(trial, int(episode["episode"]))
+        timing = self._collect_timing(trial, int(episode["episode"]), rollout_steps(rollout))
         m = episode["metrics"]
         outcome = {
             "placed": [bool(p) for p in m["placed"]],
@@ -243,18 +271,13 @@ class WarmWorkcell:
             shutil.copy2(episode_file, target)
         return target
 
-    def _collect_timing(self, trial: Trial, episode: int) -> Path:
-        """The policy node's timing records of the trial's world episode, as ``timing/trial_NNN.jsonl``."""
+    def _collect_timing(self, trial: Trial, episode: int, steps: int) -> Path:
+        """The policy node's timing records of the trial's world episode (its ``steps``), as
+        ``timing/trial_NNN.jsonl``."""
         assert self._session is not None
-        source = self._session / "timing.jsonl"
         target = self.out_dir / "timing" / f"trial_{trial.index:03d}.jsonl"
         target.parent.mkdir(parents=True, exist_ok=True)
-        lines = []
-        if source.is_file():
-            for line in source.read_text().splitlines():
-                with contextlib.suppress(json.JSONDecodeError, TypeError):
-                    if json.loads(line).get("episode") == episode:
-                        lines.append(line)
+        lines = episode_timing(self._session / "timing.jsonl", episode, steps)
         target.write_text("".join(line + "\n" for line in lines))
         return target
 

@@ -322,7 +322,16 @@ def test_fault_latches_and_needs_operator(kind: str, emu: ArcsEmulator, rig: Tic
     assert OPERATOR_HINTS.get(kind, "") in msg  # and the operator is told what to do
     assert drv.mode is ArmMode.FAULT
     clear()
-    assert wait_for(lambda: drv.reset_fault()[0], timeout=3.0)
+    resets: list[tuple[float, str]] = []  # what each reset said, for the failure's message
+    t_clear = time.monotonic()
+
+    def reset() -> bool:
+        ok, said = drv.reset_fault()
+        resets.append((round(time.monotonic() - t_clear, 3), said))
+        return ok
+
+    # the cause is gone: a reset succeeds, whatever the load (the deadline only ends a hung test)
+    assert wait_for(reset, timeout=10.0), (resets[:3], resets[-3:], len(resets), drv.status())
     assert drv.mode is ArmMode.DISABLED  # never resumes by itself
     counts = emu.state()["counts"]
     if kind in OPERATOR_HINTS:  # never "unlocked": back only through the start-up path

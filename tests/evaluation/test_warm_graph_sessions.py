@@ -75,3 +75,37 @@ def test_a_new_graphs_folder_is_never_one_that_exists(tmp_path: Path) -> None:
     first, second = new_session(tmp_path), new_session(tmp_path)
     assert len({earlier, first, second}) == 3 and first.is_dir() and second.is_dir()
     assert (earlier / "timing.jsonl").read_text() == "an earlier run's\n"
+
+
+def test_a_trials_timing_is_taken_once_the_policy_node_wrote_every_step_of_its_episode(tmp_path: Path) -> None:
+    """The policy node writes a step's timing line once its action's result joined it, the last ones up to a second
+    after the episode ended, possibly after the rollout was saved (CI: a trial of 360 steps collected with 355):
+    the evaluation waits for all of them, and takes only the trial's episode."""
+    import json
+    import threading
+    import time
+
+    source = tmp_path / "timing.jsonl"
+    earlier = [json.dumps({"episode": 2, "kind": "chunk", "step": k}) for k in range(3)]
+    ours = [json.dumps({"episode": 3, "kind": "chunk", "step": k}) for k in range(6)]
+    source.write_text("".join(line + "\n" for line in earlier + ours[:4]) + ours[4][:9])  # one half written
+
+    def the_last_lines_join_their_results() -> None:
+        time.sleep(0.3)
+        with source.open("a") as f:
+            f.write(ours[4][9:] + "\n")
+            f.flush()
+            time.sleep(0.2)
+            f.write(ours[5] + "\n")
+
+    writer = threading.Thread(target=the_last_lines_join_their_results)
+    writer.start()
+    try:
+        assert warm_graph.episode_timing(source, 3, steps=6, timeout=10.0) == ours
+    finally:
+        writer.join()
+    # a node that never writes them all: what is there, after the timeout
+    t0 = time.monotonic()
+    assert warm_graph.episode_timing(source, 3, steps=7, timeout=0.3) == ours
+    assert time.monotonic() - t0 >= 0.3
+    assert warm_graph.episode_timing(source, 2, steps=3, timeout=0.0) == earlier
