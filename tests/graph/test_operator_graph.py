@@ -47,7 +47,7 @@ COMMAND_TIMEOUT = 120.0  # s for one command on a loaded machine
 UP_TIMEOUT = 120.0  # s for a graph to come up
 GRIPPER_FULL = 9000  # counts: the CTAG2F90D's stroke, closed
 RT = CONTROL_PRIORITY + 1  # the emulators' real-time priority (tests/emulators/serial_link.device_priority)
-RUNS = 3  # of the response's sequence at most, for one the machine's load did not hold up
+RUNS = 5  # of the response's sequence at most, for one the machine's load did not hold up
 
 
 @dataclass

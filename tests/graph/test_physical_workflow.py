@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -482,13 +483,15 @@ def deploy_and_evaluate(cell: Cell, port: int, instruction: str, tmp_path: Path)
     task = workcell(cell, "call", "policy", "task", instruction)
     assert task.returncode == 0 and f"policy_node.policy.task := {instruction!r}: ok" in task.stdout, task.stdout
     p_start = cell.tcp()
-    go = workcell(cell, "call", "policy", "start")
-    assert go.returncode == 0 and "/policy/start: ok: policy episode started" in go.stdout, go.stdout
     toward = (np.asarray(REACH_TARGET) - p_start) / np.linalg.norm(np.asarray(REACH_TARGET) - p_start)
-    assert wait_for(lambda: np.dot(cell.tcp() - p_start, toward) > 0.002, 60.0), cell.tcp()  # the policy drives
-    # docs/operator.md, "The arm and its sources": a protective stop mid-episode ends the policy's turn; reset and
-    # enable leave the arm where it stopped, and only `policy start` drives it again (issue 35, item 1)
-    cell.arm.protective_stop()
+    with ThreadPoolExecutor(1) as shell:  # the command returns once it said so; the arm moves from its call on
+        started = shell.submit(workcell, cell, "call", "policy", "start")
+        assert wait_for(lambda: np.dot(cell.tcp() - p_start, toward) > 0.002, 60.0), cell.tcp()  # the policy drives
+        # docs/operator.md, "The arm and its sources": a protective stop mid-episode ends the policy's turn; reset
+        # and enable leave the arm where it stopped, and only `policy start` drives it again (issue 35, item 1)
+        cell.arm.protective_stop()
+        go = started.result()
+    assert go.returncode == 0 and "/policy/start: ok: policy episode started" in go.stdout, go.stdout
     status_shows(cell, "arm: fault", '"running": false, "ended_by": "the arm is fault')
     q_stopped = settled(cell)
     left = np.linalg.norm(np.asarray(REACH_TARGET) - fk(q_stopped)[0])  # how far from the target it stopped

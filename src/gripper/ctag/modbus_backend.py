@@ -18,6 +18,10 @@ from libero_workcell.config_base import MappedConfig
 from transports.errors import BackendError
 from transports.modbus_bus import BusError, ModbusDevice, SerialLineConfig, Snapshot
 
+# s an operator's reset waits for the alarm reset to land and a poll after it (at least 4 request timeouts): the
+# reset is not time-critical and nothing moves meanwhile, while a loaded robot PC answered it in more than 0.5 s
+ALARM_RESET_WAIT_S = 2.0
+
 
 class CtagConfigError(ValueError):
     pass
@@ -162,7 +166,8 @@ class CtagGripperBackend:
     def acknowledge_fault(self) -> None:
         """Alarm reset (0x0110 = 1), then wait for a fresh poll. Never moves the fingers."""
         try:
-            self._bus.write_and_wait(self.config.reg_alarm_reset, [1], timeout=max(0.5, 4 * self.config.timeout))
+            wait = max(ALARM_RESET_WAIT_S, 4 * self.config.timeout)
+            self._bus.write_and_wait(self.config.reg_alarm_reset, [1], timeout=wait)
         except BusError as exc:
             raise BackendError(f"gripper: {exc}") from exc
 
