@@ -356,3 +356,29 @@ def test_the_state_poller_is_a_named_daemon_thread(backend) -> None:
 
     pollers = [t for t in threading.enumerate() if t.name == "arcs-state-poll"]
     assert pollers and all(t.daemon for t in pollers)  # never keeps a process alive on its own
+
+
+def test_a_busy_controller_is_logged_into_within_the_connect_timeout_and_then_held_to_the_request_timeout(
+    emu: ArcsEmulator,
+) -> None:
+    """The SDK's connect() asks the interface version over RPC, under the request timeout: a loaded PC's reply
+    later than 0.1 s made it -7 ("Cannot access", seen in a loaded suite). The log-in runs under the connect
+    timeout; every call after it under the request timeout; a controller slower than the connect timeout is
+    refused saying what it did not answer."""
+    from transports.arcs.session import ArcsSession
+
+    emu.slow_replies(0.3)  # past the request timeout, within the connect timeout
+    session = ArcsSession(HOST, emu.port, "aubo", "123456", connect_timeout=1.0, request_timeout=0.1)
+    robot = session.open()
+    try:
+        state = robot.getRobotState()
+        with pytest.raises(BackendError, match="RPC request timeout"):  # (under the connect timeout: answered)
+            session.call(state.getJointPositions)
+    finally:
+        emu.slow_replies(0.0)
+        session.close()
+    emu.slow_replies(1.5)
+    late = ArcsSession(HOST, emu.port, "aubo", "123456", connect_timeout=1.0, request_timeout=0.1)
+    with pytest.raises(BackendError, match=r"did not answer the interface version request within 1 s"):
+        late.open()
+    emu.slow_replies(0.0)

@@ -24,7 +24,7 @@ class ArcsConfig(MappedConfig):
     rpc_port: int = 30004
     user: str = "aubo"
     password: str = "123456"
-    connect_timeout: float = 2.0  # s, TCP reachability probe before the SDK's connect()
+    connect_timeout: float = 2.0  # s, TCP reachability probe and each reply of the log-in (transports.arcs.session)
     # s per RPC. The SDK keeps the GIL while it waits for a reply, so a slow controller freezes
     # the SDK's process (not the node: see sdk_host) for up to this long, and a servo target's
     # deadline is made of it: keep it a few servo periods, not seconds.

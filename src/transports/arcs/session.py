@@ -54,6 +54,10 @@ def code_meaning(code: int) -> str:
         return str(code)
 
 
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
 def _sdk_log(level: int, source: str, line: int, message: str) -> None:
     """Route the SDK's console log into Python logging (0 fatal .. 4 debug).
 
@@ -99,40 +103,55 @@ class ArcsSession:
             if self.rpc is None:
                 self.rpc = pyaubo_sdk.RpcClient()
                 self.rpc.setLogHandler(_sdk_log)
-                self.rpc.setRequestTimeout(max(1, round(self.request_timeout * 1000)))
-            rpc, where = self.rpc, self.where
+            rpc = self.rpc
+            # connect() asks the interface version over RPC (-7 when its reply is later than the request timeout):
+            # the whole log-in runs under the connect timeout, the calls after it under the short request timeout
+            rpc.setRequestTimeout(_ms(max(self.request_timeout, self.connect_timeout)))
             try:
-                socket.create_connection((self.ip, self.port), timeout=self.connect_timeout).close()
-            except ConnectionRefusedError as exc:
-                raise BackendError(f"ARCS controller at {where} refused the connection (RPC server down?)") from exc
-            except OSError as exc:
-                raise BackendError(f"ARCS controller at {where} unreachable: {exc}") from exc
-            ret = rpc.connect(self.ip, self.port)
-            if ret == -8:
-                raise BackendError(f"ARCS controller at {where} refused the connection")
-            if ret == -15:
-                raise BackendError(
-                    f"ARCS controller at {where}: interface version mismatch between pyaubo_sdk and the "
-                    "controller (install the pyaubo-sdk matching the controller's ARCS version)"
-                )
-            if ret != 0:
-                raise BackendError(f"connect to ARCS controller at {where} failed: {code_meaning(ret)}")
-            try:
-                ret = rpc.login(self.user, self.password)
-            except pyaubo_sdk.AuboException as exc:
-                rpc.disconnect()
-                raise BackendError(
-                    f"login to {where} as {self.user!r} rejected (wrong user or password?): {exc}"
-                ) from exc
-            if ret != 0 or not rpc.hasLogined():
-                rpc.disconnect()
-                raise BackendError(f"login to {where} as {self.user!r} failed: {code_meaning(ret)}")
-            names = self.call(rpc.getRobotNames)
-            if not names:
-                rpc.disconnect()
-                raise BackendError(f"ARCS controller at {where} reports no robot")
-            self.robot = self.call(rpc.getRobotInterface, names[0])
-            return self.robot
+                return self._log_in(rpc)
+            finally:
+                rpc.setRequestTimeout(_ms(self.request_timeout))
+
+    def _log_in(self, rpc: Any) -> Any:
+        """Probe, connect, log in, look up the robot (under the lock, with the connect timeout per request)."""
+        import pyaubo_sdk
+
+        where = self.where
+        try:
+            socket.create_connection((self.ip, self.port), timeout=self.connect_timeout).close()
+        except ConnectionRefusedError as exc:
+            raise BackendError(f"ARCS controller at {where} refused the connection (RPC server down?)") from exc
+        except OSError as exc:
+            raise BackendError(f"ARCS controller at {where} unreachable: {exc}") from exc
+        ret = rpc.connect(self.ip, self.port)
+        if ret == -8:
+            raise BackendError(f"ARCS controller at {where} refused the connection")
+        if ret == -15:
+            raise BackendError(
+                f"ARCS controller at {where}: interface version mismatch between pyaubo_sdk and the "
+                "controller (install the pyaubo-sdk matching the controller's ARCS version)"
+            )
+        if ret == -7:
+            raise BackendError(f"ARCS controller at {where} did not answer the interface version request within "
+                               f"{max(self.request_timeout, self.connect_timeout):g} s")
+        if ret != 0:
+            raise BackendError(f"connect to ARCS controller at {where} failed: {code_meaning(ret)}")
+        try:
+            ret = rpc.login(self.user, self.password)
+        except pyaubo_sdk.AuboException as exc:
+            rpc.disconnect()
+            raise BackendError(
+                f"login to {where} as {self.user!r} rejected (wrong user or password?): {exc}"
+            ) from exc
+        if ret != 0 or not rpc.hasLogined():
+            rpc.disconnect()
+            raise BackendError(f"login to {where} as {self.user!r} failed: {code_meaning(ret)}")
+        names = self.call(rpc.getRobotNames)
+        if not names:
+            rpc.disconnect()
+            raise BackendError(f"ARCS controller at {where} reports no robot")
+        self.robot = self.call(rpc.getRobotInterface, names[0])
+        return self.robot
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """One SDK call under the lock, SDK exceptions turned into BackendError."""
