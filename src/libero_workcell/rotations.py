@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 
 def rotation_error(R_target: np.ndarray, R_current: np.ndarray) -> np.ndarray:
@@ -24,7 +23,9 @@ def rotation_error(R_target: np.ndarray, R_current: np.ndarray) -> np.ndarray:
     v = np.array([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
     if angle < 1e-8:
         return 0.5 * v
-    if angle > np.pi - 1e-2:
+    if angle > np.pi - 1e-2:  # (scipy's import is a third of a second: paid only by a process that comes here)
+        from scipy.spatial.transform import Rotation
+
         return Rotation.from_matrix(E).as_rotvec()
     return (angle / (2.0 * np.sin(angle))) * v
 

@@ -63,9 +63,12 @@ class _Controller:
     """The emulated controller: robot/safety modes, a rate-limited joint follower, injected faults."""
 
     def __init__(self, opts: dict[str, Any]) -> None:
+        from transforms3d.axangles import mat2axangle
+        from transforms3d.euler import mat2euler
+
         from aubo_bridge.model.kinematics import fk  # child process: imported here, path set by the parent
 
-        self._fk = fk
+        self._fk, self._mat2axangle, self._mat2euler = fk, mat2axangle, mat2euler
         self.lock = threading.Lock()
         self.opts = opts
         self.q = np.array(opts.get("q0", HOME_Q), float)
@@ -126,11 +129,15 @@ class _Controller:
                 self.safety = 1
 
     def tcp_pose(self) -> list[float]:
-        from scipy.spatial.transform import Rotation
-
+        """getTcpPose: position and the orientation as extrinsic x-y-z Euler angles (ARCS: R = Rz Ry Rx) or,
+        with ``tcp_orientation: rotvec``, a rotation vector (transforms3d, not scipy: an emulator starts in every
+        arm test, and scipy's import was most of its start-up)."""
         p, R = self._fk(self.q)
-        rot = Rotation.from_matrix(R)
-        ang = rot.as_rotvec() if self.opts.get("tcp_orientation") == "rotvec" else rot.as_euler("xyz")
+        if self.opts.get("tcp_orientation") == "rotvec":
+            axis, angle = self._mat2axangle(R, unit_thresh=1e-5)
+            ang = np.asarray(axis) * angle
+        else:
+            ang = self._mat2euler(R, "sxyz")
         return [*map(float, p), *map(float, ang)]
 
     # -- RPC methods; returns (result, error)

@@ -132,8 +132,9 @@ class ArcsSession:
                 "controller (install the pyaubo-sdk matching the controller's ARCS version)"
             )
         if ret == -7:
-            raise BackendError(f"ARCS controller at {where} did not answer the interface version request within "
-                               f"{max(self.request_timeout, self.connect_timeout):g} s")
+            raise BackendError(f"connect to ARCS controller at {where}: no answer to the interface version request "
+                               f"within {max(self.request_timeout, self.connect_timeout):g} s (a controller that "
+                               "closes the connection, or one too busy)")
         if ret != 0:
             raise BackendError(f"connect to ARCS controller at {where} failed: {code_meaning(ret)}")
         try:
