@@ -8,6 +8,7 @@ whose node vanished stops the arm and logs out by itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import textwrap
@@ -93,7 +94,8 @@ def test_device_refusal_reaches_the_node_as_the_same_error(emu: ArcsEmulator, ar
 def test_a_hold_supersedes_refusals_of_earlier_targets(emu: ArcsEmulator, arm: HostedArcsArm) -> None:
     emu.protective_stop()
     assert wait_for(lambda: not arm.read().ready, 3.0)
-    arm.servo(HOME_Q)  # refused in the child (bad state) ...
+    with contextlib.suppress(BackendError):  # refused in the child (bad state), said at once or with the next call
+        arm.servo(HOME_Q)
     arm.hold()  # ... but the hold comes after it and supersedes it
     emu.clear_cause()
     arm.acknowledge_fault()
