@@ -122,19 +122,21 @@ def episode_timing(source: Path, episode: int, steps: int, timeout: float = TIMI
         time.sleep(0.05)
 
 
-def rollout_steps(path: Path) -> int:
-    """How many steps a rollout recorded."""
+def read_rollout(path: Path) -> Any:
+    """A rollout's one demo (libero_format.Demo), without its images."""
     from libero_workcell.libero_format import read_demos
 
-    return read_demos(path).demos[0].num_samples
+    return read_demos(path).demos[0]
 
 
 def rollout_digest(path: Path) -> str:
     """sha256 of a rollout's actions and low-dimensional observations: two rollouts with the same digest did the
     same thing, step for step (the same machine reproduces a trial bit for bit: docs/sim_time.md)."""
-    from libero_workcell.libero_format import read_demos
+    return demo_digest(read_rollout(path))
 
-    demo = read_demos(path).demos[0]
+
+def demo_digest(demo: Any) -> str:
+    """:func:`rollout_digest` of a demo already read."""
     h = hashlib.sha256()
     for a in (demo.actions, demo.ee_pos, demo.ee_ori, demo.gripper_states, demo.joint_states, demo.robot_states):
         h.update(a.astype("<f8").tobytes())
@@ -180,7 +182,8 @@ class WarmWorkcell:
             raise
         self.trials_run += 1
         rollout = self._collect_rollout(trial)
-        timing = self._collect_timing(trial, int(episode["episode"]), rollout_steps(rollout))
+        demo = read_rollout(rollout)
+        timing = self._collect_timing(trial, int(episode["episode"]), demo.num_samples)
         m = episode["metrics"]
         outcome = {
             "placed": [bool(p) for p in m["placed"]],
@@ -200,7 +203,7 @@ class WarmWorkcell:
             "wall_s": time.monotonic() - t0,
             "setup_s": started - t0,  # graph start-up (the first trial on a graph) or the reset between trials
             "rollout": str(rollout),
-            "rollout_digest": rollout_digest(rollout),
+            "rollout_digest": demo_digest(demo),
             "timing": str(timing),
             "settings": recorded(self.settings),
             "worker": {"host": socket.gethostname(), "domain": self.domain, "graph": self.graphs_started,

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from transforms3d.axangles import mat2axangle
+from transforms3d.euler import mat2euler
 
 HEADER = b"SOF\x01"
 # The digest pyaubo_sdk 0.24.1 sends for the password "123456" (captured on loopback;
@@ -63,12 +65,9 @@ class _Controller:
     """The emulated controller: robot/safety modes, a rate-limited joint follower, injected faults."""
 
     def __init__(self, opts: dict[str, Any]) -> None:
-        from transforms3d.axangles import mat2axangle
-        from transforms3d.euler import mat2euler
-
         from aubo_bridge.model.kinematics import fk  # child process: imported here, path set by the parent
 
-        self._fk, self._mat2axangle, self._mat2euler = fk, mat2axangle, mat2euler
+        self._fk = fk
         self.lock = threading.Lock()
         self.opts = opts
         self.q = np.array(opts.get("q0", HOME_Q), float)
@@ -134,10 +133,10 @@ class _Controller:
         arm test, and scipy's import was most of its start-up)."""
         p, R = self._fk(self.q)
         if self.opts.get("tcp_orientation") == "rotvec":
-            axis, angle = self._mat2axangle(R, unit_thresh=1e-5)
+            axis, angle = mat2axangle(R, unit_thresh=1e-5)
             ang = np.asarray(axis) * angle
         else:
-            ang = self._mat2euler(R, "sxyz")
+            ang = mat2euler(R, "sxyz")
         return [*map(float, p), *map(float, ang)]
 
     # -- RPC methods; returns (result, error)

@@ -93,6 +93,11 @@ class ArcsSession:
     def where(self) -> str:
         return f"{self.ip}:{self.port}"
 
+    @property
+    def login_timeout(self) -> float:
+        """s for each reply of the log-in (connect, login, robot lookup): not time-critical, unlike the calls after."""
+        return max(self.request_timeout, self.connect_timeout)
+
     def open(self) -> Any:
         """Probe, connect, log in; returns the RobotInterface. Reuses the client on a reconnect."""
         import pyaubo_sdk
@@ -106,7 +111,7 @@ class ArcsSession:
             rpc = self.rpc
             # connect() asks the interface version over RPC (-7 when its reply is later than the request timeout):
             # the whole log-in runs under the connect timeout, the calls after it under the short request timeout
-            rpc.setRequestTimeout(_ms(max(self.request_timeout, self.connect_timeout)))
+            rpc.setRequestTimeout(_ms(self.login_timeout))
             try:
                 return self._log_in(rpc)
             finally:
@@ -133,7 +138,7 @@ class ArcsSession:
             )
         if ret == -7:
             raise BackendError(f"connect to ARCS controller at {where}: no answer to the interface version request "
-                               f"within {max(self.request_timeout, self.connect_timeout):g} s (a controller that "
+                               f"within {self.login_timeout:g} s (a controller that "
                                "closes the connection, or one too busy)")
         if ret != 0:
             raise BackendError(f"connect to ARCS controller at {where} failed: {code_meaning(ret)}")
