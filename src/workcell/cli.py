@@ -292,7 +292,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("status", help="one screen of the running graph: arm, source, belt, cameras, episode")
-    p.add_argument("--seconds", type=float, default=2.0, help="how long to listen at least (default 2)")
+    p.add_argument("--seconds", type=float, default=1.0, help="how long to listen at least (default 1)")
     p.add_argument("--timeout", type=float, default=STATUS_TIMEOUT_S,
                    help="how long to wait at most for every node the graph started to be heard from (default "
                         f"{STATUS_TIMEOUT_S:g})")

@@ -40,6 +40,7 @@ from libero_workcell.contract import (
 
 JOG_STEPS = 10
 JOG_MAX_STEPS = 100  # 5 s at 20 Hz: a jog is a check, not a way to drive
+SPIN_STEP_S = 0.02  # how often a command looks at what it waits for (a service offered, a topic heard)
 SERVICE_WAIT_S = 5.0  # for a service to be discovered on the graph's domain
 CALL_TIMEOUT_S = 30.0  # for its answer (homing answers at once; a save answers when the file is closed)
 STATUS_TIMEOUT_S = 10.0  # the longest `workcell status` waits to hear from every node of the graph
@@ -270,7 +271,13 @@ class GraphClient:
         """Serve callbacks for ``seconds``, or until ``until()`` holds."""
         deadline = time.monotonic() + seconds
         while not until() and (left := deadline - time.monotonic()) > 0:
-            self.executor.spin_once(timeout_sec=min(0.05, left))
+            self.executor.spin_once(timeout_sec=min(SPIN_STEP_S, left))
+
+    def wait_for_service(self, client: Any, timeout: float = SERVICE_WAIT_S) -> bool:
+        """Whether ``client``'s service is offered, asked every 20 ms for up to ``timeout`` s (rclpy's own
+        ``wait_for_service`` sleeps a quarter of a second between looks: a command waited that much more)."""
+        self.spin(timeout, until=client.service_is_ready)
+        return bool(client.service_is_ready())
 
     def _wait(self, future: Any, timeout: float) -> Any:
         self.executor.spin_until_future_complete(future, timeout_sec=timeout)
@@ -283,7 +290,7 @@ class GraphClient:
 
         client = self.node.create_client(Trigger, service)
         try:
-            if not client.wait_for_service(timeout_sec=SERVICE_WAIT_S):
+            if not self.wait_for_service(client):
                 raise OperatorError(f"{service} is not offered in this graph (is its node running?)")
             reply = self._wait(client.call_async(Trigger.Request()), timeout)
             return bool(reply.success), str(reply.message)
@@ -296,7 +303,7 @@ class GraphClient:
 
         client = self.node.create_client(SetParameters, f"/{node}/set_parameters")
         try:
-            if not client.wait_for_service(timeout_sec=SERVICE_WAIT_S):
+            if not self.wait_for_service(client):
                 raise OperatorError(f"node {node} is not running in this graph")
             request = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
             result = self._wait(client.call_async(request), CALL_TIMEOUT_S).results[0]
