@@ -143,7 +143,7 @@ NOT_RUN: dict[str, str] = {
                                                         "test_teleop_graph runs it)",
     r"workcell bringup( --dry-run)?$|sim_world\.seed:=3": "run here with --dry-run",
     r"^workcell plan (next|status)$": "names the command (run here, and by test_physical_workflow)",
-    r"^workcell call (belt (reset|start|stop)|stop|reset|source teleop)$":
+    r"^workcell call (belt (reset|start|stop)|stop|hold|reset|source teleop)$":
         "the operator path test_operator_graph runs (enable, stop-all, source, jog, home), to services tested with "
         "their nodes (test_conveyor_driver, test_arm_driver, test_ros_graph); arguments checked here",
     r"^workcell call sim (fault \"protective stop: collision at the tray\"|clear)$|"

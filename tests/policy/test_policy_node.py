@@ -65,6 +65,7 @@ def rig(tmp_path, request):
     pub_mode = feeder.create_publisher(String, Topics.ARM_MODE, qos(Qos.LATCHED))
     turns: list[int] = []  # the turn of each action
     sent: list[float] = []  # each action's stamp (wall s): when the node's control step sent it
+    answering = [True]  # whether the "arm bridge" answers each action with its result
 
     def arm(mode: str, fault: str = "", raw: str | None = None) -> None:
         """What the arm bridge reports on /aubo/mode (``raw``: a message as it comes, whatever it is)."""
@@ -75,6 +76,8 @@ def rig(tmp_path, request):
         actions.append((time.monotonic(), values, source))
         turns.append(turn)
         sent.append(ros_msgs.wall_from_stamp(msg.header.stamp))
+        if not answering[0]:
+            return
         # as the arm bridge says: its first servo target went out 2 ms after it came
         servo = ros_msgs.stamp_from_ns(time.time_ns() + 2_000_000)
         pub_result.publish(ros_msgs.action_result_msg(msg.header.stamp, source, True, "ok", 0, values, servo))
@@ -94,10 +97,10 @@ def rig(tmp_path, request):
     next_feed = [0.0]
     arm("enabled")  # the arm bridge enabled the arm (its mode is latched)
 
-    def spin(seconds: float) -> None:
+    def spin(seconds: float, feed: bool = True) -> None:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            if time.monotonic() >= next_feed[0]:
+            if feed and time.monotonic() >= next_feed[0]:
                 t = time.time()
                 pub_state.publish(ros_msgs.state_msg(STATE, t))
                 for c in CAMERA_NAMES:
@@ -105,7 +108,7 @@ def rig(tmp_path, request):
                 next_feed[0] = time.monotonic() + 0.05
             ex.spin_once(timeout_sec=0.005)
 
-    spin.arm, spin.turns, spin.sent = arm, turns, sent  # type: ignore[attr-defined]
+    spin.arm, spin.turns, spin.sent, spin.answering = arm, turns, sent, answering  # type: ignore[attr-defined]
     yield node, spin, actions, diagnostics, server, tmp_path / "timing.jsonl"
     node.shutdown()
     ex.shutdown()
@@ -155,6 +158,31 @@ def test_the_policy_drives_at_the_control_rate_stops_on_request_and_holds_when_t
     assert not after or after[-1] - t_stop < 0.1 + 0.05, after  # held within 2 control periods
     lost = diagnostics[-1]
     assert lost["level"] == 2 and "no policy server" in lost["message"], lost
+
+
+def test_a_steps_timing_line_is_written_when_its_result_never_comes_even_if_nothing_else_happens(rig) -> None:
+    """An episode's last steps: their actions' results never come (the arm bridge is gone, or the world paused
+    at the episode's end), no step follows and no input comes. Each line is written once its wait for the result
+    is over all the same (an evaluation waits for a line of every step of its trial)."""
+    from std_srvs.srv import Trigger
+
+    from policy_node.node import RESULT_WAIT_S
+
+    node, spin, actions, _diagnostics, _server, timing = rig
+    spin(1.5)
+    spin.answering[0] = False  # from here on no action gets its result
+    n = len(actions)
+    spin(0.5)
+    assert len(actions) > n + 3
+    assert node._srv_stop(Trigger.Request(), Trigger.Response()).success  # no step follows
+    last = spin.sent[-1]
+    spin(RESULT_WAIT_S + 1.0, feed=False)  # nothing comes in: only the node's own clock goes on
+    rows = [json.loads(line) for line in timing.read_text().splitlines()]
+    # (a row's sent_t and the message's stamp are the same instant as two floats: they may differ in the last bit)
+    unanswered = [r for r in rows if r["sent_t"] is not None and r["sent_t"] > spin.sent[n - 1] + 1e-6]
+    assert unanswered and all(r["servo_t"] is None for r in unanswered), unanswered
+    assert any(r["sent_t"] == pytest.approx(last, abs=1e-6) for r in rows), (last, rows[-3:])  # the last one too
+    assert [r["t"] for r in rows] == sorted(r["t"] for r in rows)  # still in step order
 
 
 @pytest.mark.parametrize("rig", [["-p", "use_sim:=false", "-p", "autostart:=true"]], indirect=True)
