@@ -161,7 +161,8 @@ class AuboBridgeNode(Node):
         self._auto_enable = bool(self.get_parameter("auto_enable").value)
         self._latency_ms: list[float] = []
         if not self.lockstep:  # in lockstep the servo thread publishes the state of every control step
-            self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), self._publish_state)
+            # (a lambda: an executor hands a callback that takes an argument the timer's info, not a stamp)
+            self.create_timer(1.0 / float(self.get_parameter("publish_hz").value), lambda: self._publish_state())
         self.create_timer(1.0, self._publish_diagnostics)
         if self._auto_enable and not self.lockstep:  # lockstep: at the first tick (sim time, deterministic)
             self._enable_timer = self.create_timer(0.2, self._try_auto_enable)

@@ -6,9 +6,10 @@ end the process with exit code 2 and one clear line; Ctrl-C or SIGTERM at
 any point, including while a node is still waiting for its device, ends it
 cleanly with exit code 0 after the node's own ``shutdown()`` ran.
 
-Every node spins a single-threaded executor. rclpy 9's multi-threaded one leaves a message waiting up to its
-wait timeout after a callback ran (figures: docs/architecture.md, "Nodes"), which a lockstep graph pays at every
-step. Work that may block (a device
+Every node spins one single-threaded executor, rclpy's ``EventsExecutor`` (its event queue and timers in C++;
+the Python ``SingleThreadedExecutor`` rebuilds a wait set for every callback: the graph's nodes used more CPU,
+figures in docs/architecture.md, "Nodes"). rclpy 9's multi-threaded one leaves a message waiting up to its
+wait timeout after a callback ran, which a lockstep graph pays at every step. Work that may block (a device
 that confirms a command) runs off the executor instead: :func:`off_executor` and :func:`serve_trigger`.
 """
 
@@ -21,7 +22,8 @@ from typing import Any, TypeVar
 
 import rclpy
 from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException
+from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
 from rclpy.task import Future
 from std_srvs.srv import Trigger
@@ -51,7 +53,7 @@ def run_node(
     try:
         node = factory()
         print(f"{NODE_UP} {node.get_name()} built, spinning", flush=True)  # the launcher counts these
-        executor = SingleThreadedExecutor()
+        executor = EventsExecutor()
         executor.add_node(node)
         while rclpy.ok() and not getattr(node, "finished", False):
             executor.spin_once(timeout_sec=0.1)

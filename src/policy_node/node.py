@@ -150,7 +150,9 @@ class PolicyNode(Node):
         self.create_timer(1.0, self._publish_diagnostics)
         if self._timing is not None:  # a line whose result never comes is written once its wait is over, even when
             # nothing else happens then (an episode's last steps: the world paused; sim time stands, the wall's not)
-            self.create_timer(RESULT_WAIT_S / 4, self._flush_timing, clock=Clock(clock_type=ClockType.STEADY_TIME))
+            # (a lambda: an executor hands a callback that takes an argument the timer's info)
+            self.create_timer(RESULT_WAIT_S / 4, lambda: self._flush_timing(),
+                              clock=Clock(clock_type=ClockType.STEADY_TIME))  # fmt: skip
         self.steps = StepRunner(self.get_name(), self.config.control_hz, self._step, lockstep=self.lockstep,
                                 sim_link=str(self.get_parameter(Params.SIM_LINK).value), source=SOURCE_POLICY,
                                 ready=self._matched, priority=CONTROL_PRIORITY)  # fmt: skip
