@@ -187,11 +187,14 @@ class PolicyNode(Node):
 
     def _on_image(self, camera: str, msg: Image) -> None:
         """The frame is made ready for the policy here, as it arrives (the protocol's transform; about 1.7 ms
-        for openpi's resize-with-pad), and stored with its own stamp as one FrameInput."""
+        for openpi's resize-with-pad), and stored with its own stamp as one FrameInput. Not while the policy is
+        stopped: an idle node would spend that on every frame of both cameras (the first request after a start
+        transforms the frames it takes, to the same bytes)."""
         rgb = self.drops.decode(camera, image_from_msg, msg)
         if rgb is not None:
             stamp_ns = ros_msgs.ns_from_stamp(msg.header.stamp)  # the stamp it is stored by, in s as Step.time reads it
-            frame = self.drops.decode(camera, lambda _m: self.latest.frame(stamp_ns * 1e-9, rgb), msg)
+            prepare = self.running
+            frame = self.drops.decode(camera, lambda _m: self.latest.frame(stamp_ns * 1e-9, rgb, prepare), msg)
             if frame is None:
                 return
             self.inputs.put(camera, stamp_ns, frame)

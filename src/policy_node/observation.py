@@ -104,9 +104,10 @@ class LatestInputs:
         self._state: tuple[float, np.ndarray] | None = None
         self._frames: dict[str, FrameInput] = {}
 
-    def frame(self, stamp: float, raw: np.ndarray) -> FrameInput:
-        """A frame made ready for the policy (its transform runs here, outside the lock)."""
-        return frame_input(stamp, raw, self._prepare, self._view)
+    def frame(self, stamp: float, raw: np.ndarray, prepare: bool = True) -> FrameInput:
+        """A frame made ready for the policy (its transform runs here, outside the lock); with ``prepare`` False
+        kept raw (no step may use it soon: a request that does transforms it then, to the same bytes)."""
+        return frame_input(stamp, raw, self._prepare if prepare else None, self._view)
 
     def put_state(self, stamp: float, state7: np.ndarray) -> None:
         with self._lock:

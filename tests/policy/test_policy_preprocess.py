@@ -96,7 +96,9 @@ def test_a_snapshot_pairs_each_preprocessed_frame_with_its_own_stamp_while_frame
     assert seen > 50
 
 
-def test_the_node_preprocesses_in_its_image_callback() -> None:
+def test_the_node_preprocesses_in_its_image_callback_while_it_drives_and_not_while_idle() -> None:
+    """Driving, the frames are made ready as they arrive; stopped (an idle node: every frame of both cameras), they
+    are kept raw, and the request made from them is the same bytes."""
     import rclpy
 
     from policy_node.node import PolicyNode
@@ -108,11 +110,20 @@ def test_the_node_preprocesses_in_its_image_callback() -> None:
         frames = {c: np.random.default_rng(k).integers(0, 256, (192, 256, 3), dtype=np.uint8)
                   for k, c in enumerate(CAMERA_NAMES)}  # fmt: skip
         node._on_state(ros_msgs.state_msg(STATE, t))
+        view = node.config.image_view
+        assert not node.running  # stopped: the frames are kept as they came
+        for k, (c, f) in enumerate(frames.items()):
+            node._on_image(c, ros_msgs.image_msg(f, t - 0.01 * (k + 1), c))
+        idle = node.snapshot()
+        assert idle.external_input is None and idle.wrist_input is None and idle.input_view == ""
+        node.running = True  # driving (as /policy/start or the episode's start sets it)
         for k, (c, f) in enumerate(frames.items()):
             node._on_image(c, ros_msgs.image_msg(f, t - 0.01 * (k + 1), c))
         snap = node.snapshot()
-        view = node.config.image_view
         assert snap.input_view == view
+        for key in (IMAGE_KEY, WRIST_IMAGE_KEY):  # either way, the request is the same bytes
+            assert openpi_observation(idle, view, "contract", "pick")[key].tobytes() == \
+                openpi_observation(snap, view, "contract", "pick")[key].tobytes()  # fmt: skip
         assert snap.external_input.tobytes() == camera_input(frames["external"], view).tobytes()
         assert snap.wrist_input.tobytes() == camera_input(frames["wrist"], view).tobytes()
         assert snap.external_stamp == pytest.approx(t - 0.01) and snap.wrist_stamp == pytest.approx(t - 0.02)

@@ -7,9 +7,9 @@ call the training export makes; then openpi's own ``image_tools.resize_with_pad`
 ``prompt``. In sim lockstep, :data:`SIM_CLOCK_KEY` too. With ``policy.rtc`` (real-time chunking, Black et al.
 2025), :data:`PREV_ACTIONS_KEY` and :data:`INFERENCE_DELAY_KEY` (docs/policy.md, "Real-time chunking").
 
-The camera transform (:func:`camera_input`, about 1.7 ms per frame) is made when each frame arrives
-(policy_node.observation.FrameInput, ``ClientKind.frame_input`` is this function): the request takes the snapshot's
-preprocessed frames when they were made for its view, and transforms the raw frames only otherwise.
+The camera transform (:func:`camera_input`, about 1.7 ms per frame) is made when each frame arrives while the
+policy drives (policy_node.observation.FrameInput, ``ClientKind.frame_input`` is this function): the request takes
+the snapshot's preprocessed frames when they were made for its view, and transforms the raw frames otherwise.
 """
 
 from __future__ import annotations
