@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
                 "workcell status": [timed([WORKCELL, "status"], env) for _ in range(args.calls)],
             }
         finally:
-            os.killpg(graph.pid, 2)
+            os.killpg(graph.pid, signal.SIGINT)  # Ctrl-C, as in its terminal
             graph.wait(timeout=60)
             log.close()
     print(f"{'command':24} {'p50 s':>7} {'max s':>7}   ({args.calls} each, a new process each, the graph at real time)")
