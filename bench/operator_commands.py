@@ -46,15 +46,16 @@ def main(argv: list[str] | None = None) -> None:
         runtime.mkdir(mode=0o700)
         env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
         env.pop("ROS_DOMAIN_ID", None)
-        log = open(Path(tmp) / "bringup.log", "w")  # noqa: SIM115 (open while the graph runs)
+        log_path = Path(tmp) / "bringup.log"
+        log = open(log_path, "w")  # noqa: SIM115 (open while the graph runs)
         graph = subprocess.Popen([WORKCELL, "bringup", "--job", "sim_workcell", "--log-dir", str(Path(tmp) / "logs"),
                                   "real_time_factor:=1"], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                  start_new_session=True)  # fmt: skip
         try:
             deadline = time.monotonic() + UP_TIMEOUT
-            while "nodes up: 100%" not in (Path(tmp) / "bringup.log").read_text():
+            while "nodes up: 100%" not in log_path.read_text():
                 if graph.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the graph did not come up:\n" + (Path(tmp) / "bringup.log").read_text()[-3000:])
+                    raise SystemExit("the graph did not come up:\n" + log_path.read_text()[-3000:])
                 time.sleep(0.2)
             figures = {
                 "workcell call hold": [timed([WORKCELL, "call", "hold"], env) for _ in range(args.calls)],

@@ -274,7 +274,7 @@ class GraphClient:
             self.executor.spin_once(timeout_sec=min(SPIN_STEP_S, left))
 
     def wait_for_service(self, client: Any, timeout: float = SERVICE_WAIT_S) -> bool:
-        """Whether ``client``'s service is offered, asked every 20 ms for up to ``timeout`` s (rclpy's own
+        """Whether ``client``'s service is offered, asked every SPIN_STEP_S for up to ``timeout`` s (rclpy's own
         ``wait_for_service`` sleeps a quarter of a second between looks: a command waited that much more)."""
         self.spin(timeout, until=client.service_is_ready)
         return bool(client.service_is_ready())
