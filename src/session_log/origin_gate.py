@@ -65,9 +65,11 @@ class OriginGate:
     turns away (on the gate's thread)."""
 
     def __init__(self, host: str, port: int, entries: Sequence[str],
-                 on_refused: Callable[[str | None, str], None] = lambda origin, why: None) -> None:  # fmt: skip
+                 on_refused: Callable[[str | None, str], None] = lambda origin, why: None,
+                 handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:  # fmt: skip
         self.origins = allowed_origins(entries)
         self._on_refused = on_refused
+        self._handshake_timeout_s = handshake_timeout_s
         self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -98,7 +100,7 @@ class OriginGate:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            received = await asyncio.wait_for(self._admit(reader, writer), HANDSHAKE_TIMEOUT_S)
+            received = await asyncio.wait_for(self._admit(reader, writer), self._handshake_timeout_s)
             if received is not None:
                 await self._relay(received, reader, writer)
         except (TimeoutError, OSError):
