@@ -6,11 +6,12 @@ child: the recorder node loses at most the child, reports the error, keeps the e
 the next episode saves. The child leaves with ``os._exit``, so no failed HDF5 object is ever freed.
 
 It is forked from multiprocessing's fork server: a clean interpreter, started once per recorder, that has
-imported this module (h5py, numpy) already, so a writer is ready at once; never a fork of the node's process,
-which runs DDS threads. It leaves the node's process group and ignores SIGINT: a stopping graph signals each
-node's whole group (SIGINT, then SIGTERM), and the node, not that signal, ends its writer: it lets a save in
-progress finish, completes an episode the graph stopped, kills a writer that does not answer; a node that dies
-outright ends it too (EOF). The protocol, over the connection it is given, in order:
+imported this module (h5py, numpy) and the preference scoring a save runs already, so a writer is ready at
+once; never a fork of the node's process, which runs DDS threads. It leaves the node's process group and
+ignores SIGINT: a stopping graph signals each node's whole group (SIGINT, then SIGTERM), and the node, not that
+signal, ends its writer: it lets a save in progress finish, completes an episode the graph stopped, kills a
+writer that does not answer; a node that dies outright ends it too (EOF). The protocol, over the connection it
+is given, in order:
 
 - node -> child: ``("open", partial path, demo name, image keys, image shape)``, ``("step", RecordedStep)``
   per step (its images written at once, its low-dimensional data kept), then ``("save", SaveRequest)`` or
@@ -23,13 +24,11 @@ A node that goes away (EOF) leaves the partial file where it stands (never linke
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import re
 import signal
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
@@ -145,9 +144,6 @@ def serve(conn: Connection) -> int:
     except Exception as exc:
         error = f"cannot start {partial}: {_text(exc)}"
         conn.send(("error", error))
-    # What the save needs (scipy, the preference scoring: a second or so on a loaded machine), imported while
-    # the episode records rather than when the operator saves.
-    threading.Thread(target=importlib.import_module, args=("preferences.scoring",), daemon=True).start()
     rows: list[RecordedStep] = []
     while True:
         try:

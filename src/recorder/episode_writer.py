@@ -53,9 +53,10 @@ QUEUE_SECONDS: Final = 20.0  # of steps the writer may fall behind before record
 SAVE_TIMEOUT: Final = 120.0
 EXIT_TIMEOUT: Final = 10.0  # s for a writer process to end after its last answer (or a discard) before a kill
 # Writer processes are forked from multiprocessing's fork server, a clean interpreter that imports the writer's
-# module once (never from the node's process, which runs DDS threads): a writer is ready at once.
+# module once (never from the node's process, which runs DDS threads): a writer is ready at once. The preference
+# scoring a save runs (scipy: most of a second of CPU) is imported there too, once, not by every writer.
 _PROCESSES = multiprocessing.get_context("forkserver")
-_PROCESSES.set_forkserver_preload(["recorder.episode_child"])
+_PROCESSES.set_forkserver_preload(["recorder.episode_child", "preferences.scoring"])
 
 
 @dataclass(frozen=True)
