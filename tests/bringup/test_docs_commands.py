@@ -309,6 +309,7 @@ def check_paths(words: list[str]) -> None:
             assert (REPO / w).exists(), f"no {w} in the repository"
 
 
+@pytest.mark.slow
 def test_the_documented_python_modules_answer_help() -> None:
     """Each documented module starts and prints its usage (two at a time; the checks below reuse the text)."""
     modules = sorted({w[0] for c in COMMANDS_IN_DOCS if (p := _program(c))[0] == "python -m" and (w := p[1])

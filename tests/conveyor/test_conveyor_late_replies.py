@@ -112,6 +112,7 @@ def belt() -> Iterator[Belt]:
     b.close()
 
 
+@pytest.mark.slow
 def test_a_late_reply_is_never_read_as_the_drive_fault_code(belt: Belt) -> None:
     belt.run()
     # A drive under load: most replies on time, some late within the timeout, some past it (past the drain too),
@@ -147,6 +148,7 @@ def running_belt() -> Iterator[Belt]:
     b.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(delays=st.lists(st.sampled_from([0.0, 0.3, 0.9, 1.2, 1.6, 2.0, 2.6]), min_size=4, max_size=16))
 def test_whatever_the_delays_the_fault_read_as_0_stays_0_and_the_speed_is_the_drives(

@@ -98,6 +98,7 @@ def gripper() -> Iterator[Gripper]:
     g.close()
 
 
+@pytest.mark.slow
 def test_a_late_trigger_echo_is_never_read_as_the_gripper_alarm(gripper: Gripper) -> None:
     rng = random.Random(35)
     delays = [rng.choice([0.0, 0.0, 0.0, 0.6, 1.4, 1.9]) * TIMEOUT for _ in range(120)]
@@ -115,6 +116,7 @@ def shared_gripper() -> Iterator[Gripper]:
     g.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(
     delays=st.lists(st.sampled_from([0.0, 0.3, 0.9, 1.2, 1.6, 2.0, 2.6]), min_size=4, max_size=16),

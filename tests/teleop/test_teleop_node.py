@@ -35,6 +35,7 @@ class FakeHeadset:
         pass
 
 
+@pytest.mark.slow
 def test_a_bad_headset_sample_or_robot_state_holds_and_is_reported_never_published() -> None:
     from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import JointState

@@ -158,6 +158,7 @@ def test_a_write_is_confirmed_only_by_its_own_echo(rig: Rig, first: list[int], s
     rig.settle()
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(
     delays=st.lists(st.sampled_from([0.0, 0.5, 1.1, 1.5, 2.2, 3.0]), min_size=3, max_size=12),
