@@ -320,9 +320,11 @@ FIRST_MODULES = (
     "test_main_job.py",  # makes the expert episode's reference run
     "test_physical_workflow.py",
     "test_deploy_graph.py",  # makes the deploy episode's reference run
+    "test_policy_node.py",  # (mostly waits on the wall clock: beside a graph module, not beside the next one)
     "test_panda_demos.py",  # makes the Panda episode's reference run
     "test_real_evaluation_on_the_emulated_cell.py",
     "test_action_response_graph.py",
+    "test_policy_runner.py",  # (as test_policy_node.py)
     "test_replay_graph.py",
     "test_convert_batch_ray.py",
     "test_action_response.py",
