@@ -70,12 +70,12 @@ def _record_job(job: tuple[int, str | None]) -> tuple[Demo, dict]:
 def record_many(
     jobs: Sequence[tuple[int, str | None]], workers: int = 2, progress: bool = False
 ) -> list[tuple[Demo, dict]]:
-    """Many demos, in ``workers`` processes (each episode is independent and deterministic), in the order of
-    ``jobs``; ``progress``: a bar of the demos recorded on stderr."""
+    """Many demos, in ``workers`` new processes (each episode is independent and deterministic; 1: in this one),
+    in the order of ``jobs``; ``progress``: a bar of the demos recorded on stderr."""
     with progress_bar(len(jobs), "demos", "demo", enabled=progress) as bar:
-        if workers <= 1 or len(jobs) <= 1:
+        if workers <= 1 or not jobs:
             return [_record_job(j) for j in counted(jobs, bar)]
-        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        with multiprocessing.get_context("spawn").Pool(min(workers, len(jobs))) as pool:
             return list(counted(pool.imap(_record_job, jobs, chunksize=1), bar))
 
 

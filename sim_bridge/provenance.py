@@ -3,7 +3,8 @@
 Why: contact-rich physics amplifies the last bit of a floating-point result, and that bit depends on the
 BLAS kernel OpenBLAS picks for the CPU (``OPENBLAS_CORETYPE`` can force another one). A figure stored in the
 repository (calibration statistics, benchmark output) therefore records where it was made, so a reader can
-tell a regression from another machine.
+tell a regression from another machine; and a process elsewhere can compute with the kernel that made it
+(:func:`kernel_env`): the kernel, not the CPU model, decides that last bit (docs/preferences.md).
 """
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ from importlib import metadata
 from typing import Any
 
 PACKAGES = ("numpy", "scipy", "mujoco")
+# What each OpenBLAS x86-64 kernel needs of the CPU (/proc/cpuinfo flags), by the name openblas_get_corename gives
+# it: forcing one the CPU lacks ends the process on an illegal instruction.
+KERNEL_FLAGS: dict[str, frozenset[str]] = {
+    "Nehalem": frozenset({"sse4_2"}),
+    "Sandybridge": frozenset({"avx"}),
+    "Haswell": frozenset({"avx2", "fma"}),
+    "Zen": frozenset({"avx2", "fma"}),
+    "SkylakeX": frozenset({"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}),
+}
 
 
 def _version(package: str) -> str:
@@ -23,6 +33,17 @@ def _version(package: str) -> str:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+def _cpu_flags() -> frozenset[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
 
 
 def _cpu_model() -> str:
@@ -69,3 +90,13 @@ def produced_by() -> dict[str, Any]:
         "blas_core": blas_core(),
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", ""),
     }
+
+
+def kernel_env(kernel: str) -> dict[str, str] | None:
+    """The environment in which a new process on this machine computes with OpenBLAS's ``kernel`` (as another
+    machine's :func:`produced_by` named it); None where this CPU lacks its instructions or the kernel is not one
+    listed here (no guess: a wrong one crashes the process)."""
+    needs = KERNEL_FLAGS.get(kernel)
+    if platform.machine() != "x86_64" or needs is None or not needs <= _cpu_flags():
+        return None
+    return {"OPENBLAS_CORETYPE": kernel}
