@@ -2,7 +2,7 @@
 
 Served by the local policy server (sim_bridge.policy_server_node) so the whole deploy loop (policy_node,
 openpi's websocket protocol, chunks, the arm driver) runs on the simulated workcell with nothing trained.
-Each request's ``observation/state`` is where the arm is; the sim's ground truth (the workpieces, which the
+Each request's state (policy_node.served) is where the arm is; the sim's ground truth (the workpieces, which the
 server node reads from ``/sim/ground_truth``) is what a camera-based policy would have to see. The chunk is
 the expert's next H actions, planned forward from the observed state on a model of the arm's LIBERO response
 (libero_workcell.action_response) with the workpieces carried on by their velocities: a real plan, closed through
@@ -27,7 +27,7 @@ from scipy.spatial.transform import Rotation
 
 from libero_workcell.action_response import Goal, OscGains, OscResponse, RefState, next_goal
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, STATE_DIM, action_to_delta
-from policy_node.clients.openpi_ws.adapter import SIM_CLOCK_KEY
+from policy_node.served import read_request
 from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 
 LOG_KEEP = 32  # of the expert's phase log (a copy per chunk must stay cheap)
@@ -81,14 +81,15 @@ class ExpertChunkPolicy(BasePolicy):
 
     def infer(self, obs: dict) -> dict:
         t0 = time.monotonic()
-        state = np.asarray(obs["observation/state"], float)
+        request = read_request(obs)
+        state = request.state
         if state.shape != (STATE_DIM,):
             raise ValueError(f"the expert policy needs the contract's {STATE_DIM}-D state, got shape {state.shape}")
-        clock = obs.get(SIM_CLOCK_KEY)
-        gt = self.ground_truth(None if clock is None else int(clock))
+        clock = request.sim_clock_ns
+        gt = self.ground_truth(clock)
         if gt is None:
             raise RuntimeError("no ground truth from the simulated world " + ("yet" if clock is None else
-                               f"for sim clock {int(clock)} ns"))  # fmt: skip
+                               f"for sim clock {clock} ns"))  # fmt: skip
         scene = SceneView.from_ground_truth(gt)
         with self._lock:
             self.calls += 1

@@ -66,13 +66,15 @@ NEWEST_ONLY: Final = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliab
                                 durability=DurabilityPolicy.VOLATILE)  # fmt: skip
 
 
-def policy_transform(view: str) -> Callable[[Any], Any]:
-    """What the policy is shown of a frame: the deploy graph's own preprocessing (its view, openpi's resize)."""
-    from policy_node.clients.openpi_ws.adapter import camera_input
+def policy_transform(view: str) -> Callable[[Any], Any] | None:
+    """What the policy is shown of a frame: the deploy graph's own preprocessing (its view, then what the local
+    policy server's protocol sends: policy_node.clients.frame_transform); None where that protocol sends no
+    frame of its own making."""
+    from policy_node.clients import frame_transform
 
     if view not in POLICY_VIEWS:
         raise ValueError(f"policy_view must be one of {list(POLICY_VIEWS)}, got {view!r}")
-    return lambda rgb: camera_input(rgb, view)
+    return frame_transform(view)
 
 
 class ConsoleNode(Node):

@@ -1,6 +1,6 @@
 """Policies the local server can serve with no checkpoint and no GPU (openpi's ``BasePolicy`` interface).
 
-- :class:`ReachPolicy` closes the loop through the observation: from ``observation/state`` it plans a chunk
+- :class:`ReachPolicy` closes the loop through the observation: from the request's state it plans a chunk
   toward a target TCP position, stepping the tracking law (libero_workcell.tracking_law) on a model of the
   arm's LIBERO response (libero_workcell.action_response), so each chunk is what the arm should be told over the
   next H steps from where it is now.
@@ -28,10 +28,9 @@ from scipy.spatial.transform import Rotation
 from libero_workcell.action_response import Goal, OscGains, OscResponse, RefState, next_goal
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, GRIPPER_OPEN, action_to_delta
 from libero_workcell.tracking_law import tracking_action
+from policy_node.served import read_request
 
 FAULTS: Final = ("nan", "shape", "missing", "raise")
-PREV_ACTIONS: Final = "prev_actions"  # policy.rtc's keys (policy_node.clients.openpi_ws.adapter)
-INFERENCE_DELAY: Final = "inference_delay"
 SAMPLE_NOISE_DEFAULT: Final = 0.1  # action units: the spread of SampledReachPolicy's samples
 
 
@@ -79,9 +78,9 @@ class ReachPolicy(BasePolicy):
     def infer(self, obs: dict) -> dict:
         t0 = time.monotonic()
         self.calls += 1
-        state = np.asarray(obs["observation/state"], float)
-        if state.shape[0] < 6:
-            raise ValueError(f"observation/state has {state.shape[0]} values; this policy needs the TCP pose")
+        state = read_request(obs).state
+        if state.ndim != 1 or state.shape[0] < 6:
+            raise ValueError(f"the state has shape {state.shape}; this policy needs the TCP pose")
         ref = RefState.at_rest(state[:3], Rotation.from_rotvec(state[3:6]).as_matrix())
         goal = Goal(ref.pos, ref.R)
         target_R = ref.R.copy()
@@ -122,9 +121,9 @@ class SampledReachPolicy(ReachPolicy):
         sample = np.array(reply["actions"], float)
         sample[:, :6] += start + (end - start) * j
         sample = np.clip(sample, -1.0, 1.0)
-        if PREV_ACTIONS in obs and INFERENCE_DELAY in obs:
-            prev = np.asarray(obs[PREV_ACTIONS])
-            d = int(obs[INFERENCE_DELAY])
+        request = read_request(obs)
+        if request.committed is not None and request.inference_delay is not None:
+            prev, d = request.committed, request.inference_delay
             self.received.append((d, tuple(prev.shape), str(prev.dtype)))
             if prev.ndim != 2 or prev.shape[1] != 7 or d != len(prev):
                 raise ValueError(f"prev_actions must be (inference_delay, 7), got {prev.shape} and {d}")

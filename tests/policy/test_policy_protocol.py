@@ -191,6 +191,39 @@ def test_a_second_protocol_in_sim_lockstep_gets_the_observations_sim_clock(toy) 
         runner.close()
 
 
+def test_what_the_policy_is_shown_of_a_frame_is_its_protocols_own(toy) -> None:
+    """The console shows what the policy is shown (policy_node.clients.frame_transform): the local server's
+    protocol's per-frame transform, a protocol's own for its URL, and none for a protocol without one."""
+    from policy_node.clients.openpi_ws.adapter import camera_input
+
+    frame = np.random.default_rng(0).integers(0, 255, (120, 160, 3), np.uint8)
+    for url in (None, "ws://gpu:8000"):
+        shown = clients.frame_transform("libero", url)
+        assert shown is not None
+        np.testing.assert_array_equal(shown(frame), camera_input(frame, "libero"))
+    assert clients.frame_transform("libero", TOY_URL) is None  # the toy's adapter does it all
+
+
+def test_a_served_policy_reads_a_request_by_its_parts_not_the_wires_keys() -> None:
+    """What a policy served by the local server reads (policy_node.served): the state, the sim clock, the
+    committed actions of real-time chunking, from a request as openpi_observation makes it."""
+    from policy_node.clients.openpi_ws.adapter import openpi_observation
+    from policy_node.served import read_request
+
+    now = snap()
+    committed = np.tile(ACTION, (3, 1))
+    wire = openpi_observation(now, "libero", "contract", "sort", sim_clock_ns=123, committed=committed)
+    request = read_request(wire)
+    np.testing.assert_array_equal(request.state, state_vector(STATE, "contract"))
+    assert request.sim_clock_ns == 123 and request.prompt is not None and "sort" in request.prompt
+    assert request.inference_delay == 3
+    np.testing.assert_array_equal(request.committed, committed.astype(np.float32))
+    plain = read_request(openpi_observation(now, "libero", "contract", "sort"))
+    assert (plain.sim_clock_ns, plain.committed, plain.inference_delay) == (None, None, None)
+    with pytest.raises(ValueError, match="no state"):
+        read_request({k: v for k, v in wire.items() if "state" not in k})
+
+
 def test_a_reply_is_a_validated_chunk_whatever_the_protocol() -> None:
     reply = reply_from([ACTION] * 3, 2.5, server_infer_ms=1.0)
     assert reply.actions.shape == (3, 7) and reply.actions.dtype == np.float64 and reply.server_infer_ms == 1.0

@@ -79,6 +79,14 @@ def client_for(url: str, timeout: float, *, max_reply_bytes: int = MAX_REPLY_BYT
     return kind_for(url).connect(url, timeout, max_reply_bytes=max_reply_bytes, **settings)
 
 
+def frame_transform(view: str, url: str | None = None) -> Callable[[Any], Any] | None:
+    """What the policy ``url`` selects (None: the local server's protocol) is shown of an upright frame from
+    ``view``, as its client sends it; None where its protocol has no per-frame part (the adapter does it all)."""
+    kind = kind_for(url) if url else _LOADERS[LOCAL_SCHEME]()
+    shown = kind.frame_input
+    return None if shown is None else lambda rgb: shown(rgb, view)
+
+
 def local_url(port: int, host: str = LOOPBACK) -> str:
     """The URL of the local policy server (policy_node.serve) on ``port``."""
     return f"{LOCAL_SCHEME}://{host}:{port}"
