@@ -1,6 +1,6 @@
 """Image conventions: the one home of every flip between the cameras, the demo files and a policy.
 
-Measured with robosuite 1.4.0 (``../shared/HARDWARE.md``, "Image conventions"):
+Measured with robosuite 1.4.0 (docs/hardware.md, "Image conventions"):
 
 - ``upright``: the natural view, row 0 at the top. The workcell's cameras (real and simulated) publish
   it, and this workcell's own recordings store it.

@@ -26,7 +26,7 @@ def test_the_operator_watches_collects_holds_and_resets_a_fault_from_the_page(tm
     assert seen["live"]
 
     # both camera views update: the page keeps up with what the graph delivers (the graph's own rate is the
-    # machine's: bench.console measures it against the 10 fps target; a ratio in one run holds on any machine)
+    # machine's: bench.console_streaming measures it against the 10 fps target; a ratio in one run holds on any machine)
     rates, fps = seen["page_fps"], seen["console_fps"]
     assert all(fps[c] > 0 and rates[c] > 0.5 * fps[c] for c in rates), (rates, fps)
 

@@ -1,7 +1,8 @@
 """The JSON topics read in one place (issue 35, item 4): whatever a publisher sends, a reader gets a checked
 document or a counted refusal, never an exception; and no node reads a JSON topic any other way.
 
-The nodes themselves, fed these messages on real topics, are in tests/contract/test_json_topics_nodes.py.
+The nodes themselves, fed these messages on real topics: tests/recorder/test_recorder_hostile_topics.py and
+tests/teleop/test_teleop_node.py (tests/fixtures/hostile_json.py, the messages).
 """
 
 from __future__ import annotations

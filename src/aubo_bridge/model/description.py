@@ -1,7 +1,7 @@
 """AUBO-i5H kinematic description: the one home of the URDF numbers.
 
 Joint origins and limits are those of AuboRobot/aubo_description
-``urdf/aubo_i5H.urdf`` (see ../shared/HARDWARE.md). Every joint is revolute
+``urdf/aubo_i5H.urdf`` (docs/hardware.md). Every joint is revolute
 about its local z axis. The kinematics module and the MuJoCo world are both
 built from this table, so they cannot drift apart.
 

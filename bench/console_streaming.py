@@ -1,7 +1,7 @@
 """The operator's console under load: what streaming both cameras to pages costs, and whether the 20 Hz control
 loop feels it (it must not).
 
-``.venv/bin/python -m bench.console [--phase-s 20] [--pages 2]``
+``.venv/bin/python -m bench.console_streaming [--phase-s 20] [--pages 2]``
 
 One graph on the wall clock (the world free-running at real time, as the physical cell runs: bench.graph's
 GraphSession) with the scripted expert driving at 20 Hz and the console on. Three windows of ``--phase-s``
@@ -102,7 +102,7 @@ def window(g: Any, probe: Any, console: str, seconds: float, pages: Pages | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench.console", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="bench.console_streaming", description=__doc__.splitlines()[0])
     ap.add_argument("--phase-s", type=float, default=20.0, help="wall s per window")
     ap.add_argument("--pages", type=int, default=1, help="pages streaming at once")
     args = ap.parse_args(argv)
