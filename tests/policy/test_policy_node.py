@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import numpy as np
@@ -37,6 +38,31 @@ class PoisonablePolicy:
         return getattr(self.policy, "metadata", {})
 
 
+class StallProbe:
+    """A thread that sleeps 10 ms at a time and notes how late it woke (wall s): the machine's stalls of this
+    process, whatever its executor does (a tick that blocks on the server does not delay it: it waits, without
+    the GIL)."""
+
+    def __init__(self) -> None:
+        self.late: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.time()
+            time.sleep(0.01)
+            self.late.append((time.time(), time.time() - t0 - 0.01))
+
+    def longest(self, t0: float, t1: float) -> float:
+        return max((late for t, late in self.late if t0 <= t <= t1), default=0.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 @pytest.fixture
 def rig(tmp_path, request):
     """(node, spin, actions, diagnostics, server): the policy node fed at 20 Hz by a feeder node."""
@@ -66,6 +92,7 @@ def rig(tmp_path, request):
     turns: list[int] = []  # the turn of each action
     sent: list[float] = []  # each action's stamp (wall s): when the node's control step sent it
     answering = [True]  # whether the "arm bridge" answers each action with its result
+    stalls = StallProbe()  # how long the machine held this process beyond a 10 ms sleep, off the executor
 
     def arm(mode: str, fault: str = "", raw: str | None = None) -> None:
         """What the arm bridge reports on /aubo/mode (``raw``: a message as it comes, whatever it is)."""
@@ -109,7 +136,9 @@ def rig(tmp_path, request):
             ex.spin_once(timeout_sec=0.005)
 
     spin.arm, spin.turns, spin.sent, spin.answering = arm, turns, sent, answering  # type: ignore[attr-defined]
+    spin.stalls = stalls  # type: ignore[attr-defined]
     yield node, spin, actions, diagnostics, server, tmp_path / "timing.jsonl"
+    stalls.stop()
     node.shutdown()
     ex.shutdown()
     node.destroy_node()
@@ -126,8 +155,11 @@ def test_the_policy_drives_at_the_control_rate_stops_on_request_and_holds_when_t
     assert actions and all(src == SOURCE_POLICY for _, _, src in actions)
     t = np.array(spin.sent)  # the node's control steps, as it stamped them: not when this test's loop read them
     steady = t[t > t[0] + 0.5]
-    # 20 Hz and no pause: no step missed (a gap of two periods), whatever the jitter of a loaded machine
-    assert 0.045 < np.median(np.diff(steady)) < 0.055 and np.max(np.diff(steady)) < 0.1, np.diff(steady)
+    # 20 Hz and no pause: no step missed (a gap of two periods) beyond what the machine's load held this process
+    # for, as a thread sleeping beside the executor saw it (a core busy elsewhere can hold both for 100 ms)
+    stalled = spin.stalls.longest(steady[0], steady[-1])
+    assert 0.045 < np.median(np.diff(steady)) < 0.055, np.diff(steady)
+    assert np.max(np.diff(steady)) < 0.1 + stalled, (np.diff(steady), stalled)
     assert [r.kind for r in node.records[:5]] == ["wait"] * 4 + ["chunk"]  # the start wait, then the policy
     np.testing.assert_array_equal(actions[0][1], [0.0] * 6 + [-1.0])
     chunked = [r for r in node.records if r.kind == "chunk"]
