@@ -42,7 +42,7 @@ TEST_OUTPUT.mkdir(exist_ok=True)
 
 os.environ["MUJOCO_GL"] = "egl"
 os.environ.setdefault("ROS_LOG_DIR", str(TEST_OUTPUT / "ros_log"))  # not ~/.ros/log
-# graphs the tests start announce themselves here (libero_workcell.run_registry), not where an operator's
+# graphs the tests start announce themselves here (workcell.run_registry), not where an operator's
 # `workcell call` on this machine would find them
 os.environ["XDG_RUNTIME_DIR"] = str(TEST_OUTPUT / "runtime")
 (TEST_OUTPUT / "runtime").mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -45,6 +45,13 @@ def find_config_file(name: str | os.PathLike[str]) -> Path:
     given = Path(name)
     if given.is_file():
         return given.resolve()
+    return package_config_file(given)
+
+
+def package_config_file(name: str | os.PathLike[str]) -> Path:
+    """``config/...`` in the first of :func:`_config_dirs` that has it: the package's own file, never one of the
+    working directory's."""
+    given = Path(name)
     parts = given.parts[1:] if given.parts[:1] == ("config",) else given.parts
     searched = []
     for config in _config_dirs():

@@ -1,12 +1,11 @@
-"""``workcell check``: a read-only preflight of the devices the graph ``workcell bringup`` would start needs.
+"""What a node package's preflight checks are made of: ``workcell check``'s interface (its runner is
+workcell.check).
 
 Why: on the physical cell a wrong address, port, Modbus ID or camera serial shows up as a node that dies at
-start-up, one device at a time. The preflight resolves the same graph (same ``--job``, ``cell:=FILE``,
-``NODE.PARAM:=VALUE``, ``--graph``) and asks each node's package what to check for the node's parameters: a
-module ``<package>.preflight`` with ``check(node, params, ctx) -> list[Check]`` (aubo_bridge, conveyor_driver,
-camera_driver, teleop_pico, policy_node, recorder). Every probe only reads: no enable, no motion, no write to
-a drive (the CTAG's enable runs a calibration stroke). Serial ports and cameras are not opened while a
-real-profile graph runs (its nodes hold them); each check says so. Probes that go through a vendor SDK that can
+start-up, one device at a time. A package whose node uses a device has a module ``<package>.preflight`` with
+``check(node, params, ctx) -> list[Check]``. Every probe only reads: no enable, no motion, no write to a drive
+(the CTAG's enable runs a calibration stroke). Serial ports and cameras are not opened while a real-profile
+graph runs (``Context.ports_busy`` says why); each check says so. Probes that go through a vendor SDK that can
 crash or hang its process (pyaubo_sdk, pyrealsense2, xrobotoolkit-sdk) run in a child process
 (:func:`in_child`), which prints its answer as one marker line.
 """
@@ -14,17 +13,13 @@ crash or hang its process (pyaubo_sdk, pyrealsense2, xrobotoolkit-sdk) run in a 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
-
-from libero_workcell.progress import counted, progress_bar
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 MARKER: Final = "PREFLIGHT "  # a child probe's answer: this, then one line of JSON
@@ -53,18 +48,6 @@ class ProbeError(RuntimeError):
     """A child probe that hung, crashed or gave no answer."""
 
 
-def ports_busy() -> str:
-    """Why serial ports and cameras are held now: a running real-profile graph (libero_workcell.run_registry)."""
-    from libero_workcell import run_registry
-
-    for record in run_registry.running():
-        if not record.use_sim:
-            job = f", job {record.job}" if record.job else ""
-            return (f"a real-profile graph runs (pid {record.pid}, ROS_DOMAIN_ID {record.domain_id}{job}) and its "
-                    "nodes hold the serial ports and cameras: stop it to check them")  # fmt: skip
-    return ""
-
-
 def section(params: Mapping[str, Any], prefix: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
     """A device config's fields from a node's resolved parameters: ``prefix.field`` values over ``defaults`` (the
     graph lists only some; the node declares the rest with these defaults)."""
@@ -74,57 +57,6 @@ def section(params: Mapping[str, Any], prefix: str, defaults: Mapping[str, Any])
 
 def skipped_busy(node: str, what: str, ctx: Context) -> Check:
     return Check(node, what, SKIP, f"not opened: {ctx.ports_busy}")
-
-
-def _checker(module: str) -> Callable[[str, Mapping[str, Any], Context], list[Check]] | None:
-    """``check`` of the node's package preflight module (``aubo_bridge.node`` -> ``aubo_bridge.preflight``)."""
-    name = module.split(".")[0] + ".preflight"
-    if importlib.util.find_spec(name) is None:
-        return None
-    return importlib.import_module(name).check
-
-
-def run(nodes: Sequence[Any], ctx: Context, progress: bool = False) -> list[Check]:
-    """Every node's checks (``nodes``: bringup.NodeSpec), the nodes at once, the results in node order.
-    ``progress``: a bar of the nodes checked on stderr (a device that does not answer takes its probes' timeouts)."""
-    jobs = [(spec.name, fn, spec.parameters) for spec in nodes if (fn := _checker(spec.module)) is not None]
-
-    def one(job: tuple[str, Callable[..., list[Check]], Mapping[str, Any]]) -> list[Check]:
-        node, fn, params = job
-        try:
-            return list(fn(node, params, ctx))
-        except Exception as exc:  # a probe's own bug must not hide the other nodes' results
-            return [Check(node, "preflight", FAIL, f"the check itself failed: {type(exc).__name__}: {exc}",
-                          "report this with the output above")]  # fmt: skip
-
-    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool, \
-            progress_bar(len(jobs), "checking", "node", enabled=progress and bool(jobs)) as bar:  # fmt: skip
-        futures = [pool.submit(one, job) for job in jobs]
-        for _ in counted(as_completed(futures), bar):
-            pass
-        return [c for f in futures for c in f.result()]
-
-
-def report(checks: Iterable[Check]) -> str:
-    """One line per check (and the what-to-do under each that did not pass), then the count."""
-    checks = list(checks)
-    if not checks:
-        return ("nothing to check: no node of this graph uses a device (on the simulated workcell every device "
-                "is the sim world; `use_sim:=false`, or a --job such as real_workcell, checks the physical cell)")
-    width = max(len(c.node) for c in checks)
-    lines = []
-    for c in checks:
-        lines.append(f"  {c.status:4s}  {c.node:{width}s}  {c.what}: {c.detail}")
-        if c.todo and c.status in (FAIL, WARN):
-            lines.append(f"  {'':4s}  {'':{width}s}  -> {c.todo}")
-    counts = {s: sum(c.status == s for c in checks) for s in (OK, FAIL, WARN, SKIP)}
-    lines.append(f"{counts[OK]} passed, {counts[FAIL]} failed, {counts[WARN]} warnings, {counts[SKIP]} skipped")
-    return "\n".join(lines)
-
-
-def exit_code(checks: Iterable[Check]) -> int:
-    """0 when nothing failed, 1 when a check failed (warnings and skips do not fail)."""
-    return 1 if any(c.status == FAIL for c in checks) else 0
 
 
 # ----------------------------------------------------------------------------------------------- child probes

@@ -9,7 +9,8 @@ schema is documented at the top of ``config/workcell.yaml``.
 
 from __future__ import annotations
 
-import importlib
+import functools
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -20,7 +21,7 @@ from typing import Any
 import yaml
 
 from libero_workcell.cell_file import CELL_ARGUMENT, CellFileError, load_cell
-from libero_workcell.config_files import PACKAGE, find_config_file
+from libero_workcell.config_files import PACKAGE, find_config_file, package_config_file
 from workcell.launcher import NodeDiedError, NodeExit, RunningGraph, launch, ros_params_yaml
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
 
 USE_SIM_TIME = "use_sim_time"  # rclpy's own parameter: the node's clock follows /clock
 DEFAULT_GRAPH = "workcell.yaml"
+NODE_PARAMETERS = "node_parameters.json"  # what each node module declares (tools/node_parameters.py writes it)
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _ARG_REF = re.compile(r"^\$\(arg ([A-Za-z][A-Za-z0-9_]*)\)$")
@@ -350,13 +352,22 @@ class Graph:
 
 
 def node_parameters(module: str) -> dict[str, Any]:
-    """Every parameter the node behind ``module`` declares, with its default (the module's ``PARAMETERS``,
-    :func:`libero_workcell.node_params.declare_all`); the module is imported on first use."""
-    try:
-        declared = importlib.import_module(module).PARAMETERS
-    except (ImportError, AttributeError) as exc:
-        raise GraphError(f"cannot read the parameters of {module}: {exc}") from exc
+    """Every parameter the node behind ``module`` declares, with its default (its ``PARAMETERS``,
+    :func:`libero_workcell.node_params.declare_all`), as ``config/node_parameters.json`` holds them: read as data,
+    never by importing the node (``python -m tools.node_parameters`` writes the file; a test keeps it true)."""
+    declared = _declared_parameters().get(module)
+    if declared is None:
+        raise GraphError(f"cannot read the parameters of {module}: not in {NODE_PARAMETERS} (a node module the "
+                         "graph file starts: python -m tools.node_parameters writes them)")  # fmt: skip
     return dict(declared)
+
+
+@functools.cache
+def _declared_parameters() -> dict[str, dict[str, Any]]:
+    try:
+        return dict(json.loads(package_config_file(NODE_PARAMETERS).read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        raise GraphError(f"cannot read the nodes' parameters ({NODE_PARAMETERS}): {exc}") from exc
 
 
 def _as_mapping(overrides: Mapping[str, Any] | Iterable[str]) -> Mapping[str, Any]:

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from libero_workcell import dds, run_registry
+from libero_workcell import dds
 from libero_workcell.cell_file import redact
 from libero_workcell.progress import BesideBars
-from workcell import bringup
+from workcell import bringup, run_registry
 from workcell.launcher import NodesUp
 
 DESCRIPTION = "LIBERO-Industry workcell: run the simulated workcell graph and the demo."
@@ -145,17 +145,18 @@ def _wait_for_a_needed_node(running: Any, nodes: Sequence[bringup.NodeSpec], nod
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """The preflight of the graph bringup would start (libero_workcell.preflight): 0 all passed, 1 a check failed."""
-    from libero_workcell import preflight
+    """The preflight of the graph bringup would start (workcell.check): 0 all passed, 1 a check failed."""
+    from libero_workcell.preflight import Context
+    from workcell import check
 
     graph = bringup.Graph.load(args.graph)
     nodes = graph.resolve(job_overrides(args.job, args.overrides))
     names = tuple(n.name for n in nodes)
     print(f"workcell check: graph {graph.path}" + (f", job {args.job}" if args.job else "") +
           f"; nodes {', '.join(names)}", flush=True)  # fmt: skip
-    checks = preflight.run(nodes, preflight.Context(names, preflight.ports_busy(), args.timeout), progress=True)
-    print(preflight.report(checks), flush=True)
-    return preflight.exit_code(checks)
+    checks = check.run(nodes, Context(names, check.ports_busy(), args.timeout), progress=True)
+    print(check.report(checks), flush=True)
+    return check.exit_code(checks)
 
 
 def cmd_env(args: argparse.Namespace) -> int:

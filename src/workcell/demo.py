@@ -23,12 +23,13 @@ from pathlib import Path
 
 import cv2
 
-from libero_workcell import dds, ros_msgs, run_registry
+from libero_workcell import dds, ros_msgs
 from libero_workcell.contract import CAMERA_NAMES, Qos, Topics
 from libero_workcell.json_topics import JsonTopicReader, SimEpisodeReport
 from libero_workcell.loopback import free_port
 from libero_workcell.progress import progress_bar, write_beside
 from policy_node.clients import local_url
+from workcell import run_registry
 from workcell.bringup import Graph, GraphError
 from workcell.launcher import NodeDiedError, NodesUp, launch
 

@@ -2,7 +2,7 @@
 
 Why: the wheel install has no ``ros2`` command, and every graph runs on loopback DDS on a domain of its own,
 so calling ``/aubo/enable`` by hand meant knowing the domain and the profile. These commands find the running
-graph (:mod:`libero_workcell.run_registry`, ``--name`` or ``--domain-id``; a command that could reach more than one
+graph (:mod:`workcell.run_registry`, ``--name`` or ``--domain-id``; a command that could reach more than one
 graph refuses, but ``stop-all`` stops them all), join its domain on the loopback profile in their own process,
 and speak to its nodes through their services and parameters: the same services a lab would call with
 ``ros2 service call``, listed in ``docs/operator.md``.
@@ -22,7 +22,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from libero_workcell import dds, faults, json_topics, ros_msgs, run_registry
+from libero_workcell import dds, faults, json_topics, ros_msgs
 from libero_workcell.contract import (
     ACTION_HIGH,
     ACTION_LOW,
@@ -37,6 +37,7 @@ from libero_workcell.contract import (
     Services,
     Topics,
 )
+from workcell import run_registry
 
 JOG_STEPS = 10
 JOG_MAX_STEPS = 100  # 5 s at 20 Hz: a jog is a check, not a way to drive

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from libero_workcell import dds, run_registry
+from libero_workcell import dds
 from libero_workcell.progress import progress_bar
+from workcell import run_registry
 from workcell.bringup import Graph, GraphError
 from workcell.launcher import NodeDiedError, NodesUp, RunningGraph, launch
 

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from libero_workcell import dds, run_registry
-from workcell import bringup
+from libero_workcell import dds
+from workcell import bringup, run_registry
 
 GRAPH_FILE = "workcell.yaml"
 # The domains this launch process holds (released when it ends, however it ends): a launch runs one graph, and

@@ -30,9 +30,9 @@ import pytest
 import yaml
 from conftest import REPO, wait_for
 
-from libero_workcell import dds, run_registry
+from libero_workcell import dds
 from libero_workcell.processes import NODE_UP
-from workcell import bringup, cli, launch_presets, workcell_launch
+from workcell import bringup, cli, launch_presets, run_registry, workcell_launch
 from workcell.bringup import Graph, GraphError, NodeSpec, launch_text, node_parameters
 from workcell.launcher import NodeDiedError, NodesUp, launch, ros_params_yaml
 

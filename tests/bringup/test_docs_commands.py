@@ -38,6 +38,8 @@ COMMANDS_IN_DOCS = doc_commands()
 
 # command (regex on its text) -> the test that runs it for real
 RUN_BY: dict[str, str] = {
+    r"tools\.node_parameters":
+        "tests/bringup/test_node_parameters.py::test_the_file_is_what_every_node_of_the_graph_declares",
     r"tools\.make_panda_response_model":
         "tests/contract/test_panda_response.py::test_the_tool_writes_the_shipped_file_byte_for_byte",
     r"^\./run\.sh( --fast| --speeds .*)?$":

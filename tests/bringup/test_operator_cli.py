@@ -16,9 +16,9 @@ from conftest import ros_probe
 from hypothesis import given
 from hypothesis import strategies as st
 
-from libero_workcell import run_registry
 from libero_workcell.contract import Services, Topics, gripper_command_to_coord
 from workcell import operator_cli as op
+from workcell import run_registry
 
 
 @pytest.fixture

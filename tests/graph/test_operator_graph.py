@@ -36,10 +36,11 @@ from real_graph_probe import Probe, settle
 
 from aubo_bridge.model.description import TOOL_OFFSET
 from aubo_bridge.model.kinematics import HOME_Q, fk
-from libero_workcell import dds, ros_msgs, run_registry
+from libero_workcell import dds, ros_msgs
 from libero_workcell.contract import SOURCE_POLICY, Services
 from libero_workcell.rate import CONTROL_PRIORITY
 from sim_bridge.response_reference import load_reference
+from workcell import run_registry
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

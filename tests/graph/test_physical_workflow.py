@@ -50,12 +50,11 @@ from emulators.serial_link import FaultyLink
 
 from aubo_bridge.model.description import TOOL_OFFSET
 from aubo_bridge.model.kinematics import HOME_Q, fk
-from libero_workcell import run_registry
 from libero_workcell.contract import Qos, Topics
 from libero_workcell.loopback import free_port
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
-from workcell import cli
+from workcell import cli, run_registry
 
 pytest.importorskip("xrobotoolkit_sdk")
 pytest.importorskip("lerobot")
