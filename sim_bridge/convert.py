@@ -20,12 +20,13 @@ from aubo_bridge.driver import IK_MAX_ITERATIONS, box_step, reference_tick
 from aubo_bridge.model.kinematics import fk, ik
 from libero_workcell.action_response import Goal, PandaResponse, RefState, next_goal
 from libero_workcell.contract import SOURCE_POLICY, action_to_delta, gripper_command_to_coord, validate_action
+from libero_workcell.demo_reading import placed_of, task_of, tcp_path
 from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import Demo, aubo_robot_states
 from libero_workcell.task import TaskSpec
 from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
 from sim_bridge.episode import make_sim_rig
-from sim_bridge.replay import recorded_placed, start_joints, task_of, tcp_path
+from sim_bridge.replay import start_joints
 from sim_bridge.retarget import Tracking, follow
 
 
@@ -64,7 +65,7 @@ def convert_demo(
             return convert_kinematic(demo, arm)
         except KinematicLimitError:
             pass
-    spec = spec or task_of(demo)
+    spec = spec or task_of(demo.attrs, demo.name)
     path = tcp_path(demo)
     cfg = arm or ArmConfig()
     start_q = start_joints(demo, path, cfg)
@@ -83,7 +84,7 @@ def convert_demo(
         world.close()
     attrs = converted_attrs(demo, tracking, "physics", outcome_attrs(metrics))
     converted = recorder.demo(demo.name, attrs, tracking.actions)
-    return Converted(converted, tracking, metrics, recorded_placed(demo))
+    return Converted(converted, tracking, metrics, placed_of(demo.attrs, demo.name))
 
 
 # ---------------------------------------------------------------- the fast path: no physics, no rendering
@@ -99,7 +100,7 @@ def convert_kinematic(demo: Demo, arm: ArmConfig | None = None) -> Converted:
     :class:`KinematicLimitError`), joints by IK once per step (warm-started; unreachable raises), the gripper
     coordinate its command. No images and no task outcome (no physics): replay the converted demo
     (sim_bridge.replay) for the outcome. Deterministic; faster than real time (docs/simulation.md)."""
-    spec_json = task_of(demo).to_json()  # the task must be known, as for the full path
+    spec_json = task_of(demo.attrs, demo.name).to_json()  # the task must be known, as for the full path
     path = tcp_path(demo)
     cfg = arm or ArmConfig()
     if cfg.action_response != RESPONSE_LIBERO:
@@ -146,4 +147,4 @@ def convert_kinematic(demo: Demo, arm: ArmConfig | None = None) -> Converted:
     for p, rv, rs, gr, q in zip(pos, rotvec, robot, grip, (r[3] for r in rows), strict=True):
         recorder.observe(p, rv, gr, q, rs)
     attrs = converted_attrs(demo, tracking, "kinematic", {"task_spec": spec_json})
-    return Converted(recorder.demo(demo.name, attrs, tracking.actions), tracking, {}, recorded_placed(demo))
+    return Converted(recorder.demo(demo.name, attrs, tracking.actions), tracking, {}, placed_of(demo.attrs, demo.name))

@@ -28,6 +28,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from libero_workcell.demo_reading import placed_of
 from libero_workcell.libero_format import (
     Demo,
     DemoReader,
@@ -41,7 +42,6 @@ from libero_workcell.libero_format import (
 )
 from libero_workcell.progress import progress_bar
 from sim_bridge.aubo_demos import ENV_ARGS as AUBO_ENV_ARGS
-from sim_bridge.replay import recorded_placed
 from workcell.cluster import ClusterError
 
 SUMMARY_FILE = "summary.json"
@@ -100,7 +100,7 @@ def source_demo(job: Job) -> Demo:
 
 def summary_of(demo: Demo, source_placed: list[bool] | None) -> dict[str, Any]:
     """A converted demo's summary row: its length, tracking error and outcome against its source's."""
-    placed = recorded_placed(demo)
+    placed = placed_of(demo.attrs)
     return {
         "steps": demo.num_samples,
         "tracking_pos_rms_m": float(demo.attrs["tracking_pos_rms_m"]),
@@ -138,7 +138,7 @@ def run_batch(
     todo, rows = [], []
     with SourceCache() as sources:
         for job in plan_jobs(inputs, out):
-            done = already_done(job, lambda job=job: recorded_placed(sources.demo(job)))
+            done = already_done(job, lambda job=job: placed_of(sources.demo(job).attrs))
             (rows.append(done) if done is not None else todo.append(job))
         bar = progress_bar(len(todo), "converting", "demo", enabled=progress)
         if on_ray:

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from libero_workcell.demo_reading import placed_of
 from libero_workcell.libero_format import Demo
 from sim_bridge.convert_batch import Job, already_done, convert_one
-from sim_bridge.replay import recorded_placed
 from workcell import cluster
 
 MARKER = ".convert_batch_token"  # in the output folder while a --ray run writes there
@@ -62,7 +62,7 @@ def convert_task(job: Job, demo: Demo, render: bool, kinematic: bool, marker: Pa
     kept."""
     demo = copy.deepcopy(demo)  # Ray hands numpy arguments over read-only (zero-copy); the conversion writes to its own
     if cluster.sees(marker, token):
-        done = already_done(job, lambda: recorded_placed(demo))
+        done = already_done(job, lambda: placed_of(demo.attrs))
         return (convert_one(job, render, kinematic, demo) if done is None else {**done, "status": "converted"}), None
     with tempfile.TemporaryDirectory(prefix="convert_") as tmp:
         local = Path(tmp) / job.out.name

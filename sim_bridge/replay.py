@@ -16,7 +16,6 @@ outcome. The ROS node is :mod:`sim_bridge.replay_node`; the command ``workcell r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +26,12 @@ from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.model.kinematics import HOME_Q, fk, ik
+from libero_workcell.demo_reading import TcpPath, placed_of, robot_of, task_of, tcp_path
 from libero_workcell.image_convention import ROBOSUITE_RAW, convention_of
 from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import Demo, DemoReader, LiberoFormatError
 from libero_workcell.task import TaskSpec
 from libero_workcell.tracking_law import tracking_action
-from sim_bridge.panda.model import HAND_TO_GRIP_SITE
-from sim_bridge.retarget import TcpPath, path_from_demo
 
 OPEN_LOOP, CLOSED_LOOP = "open_loop", "closed_loop"
 REPLAY_MODES = (OPEN_LOOP, CLOSED_LOOP)
@@ -41,35 +39,9 @@ AUBO = ROBOT  # the ``robot`` attribute of this workcell's demos
 START_POSE_TOL = 1e-3  # m: an AUBO demo's first joints must put the TCP on its first ee_pos
 
 
-def task_of(demo: Demo) -> TaskSpec:
-    """The workcell task a demo shows (its ``task_spec`` attribute)."""
-    if "task_spec" not in demo.attrs:
-        raise LiberoFormatError(f"{demo.name}: no 'task_spec' attribute: which workcell task it shows is unknown")
-    return TaskSpec.from_json(str(demo.attrs["task_spec"]))
-
-
-def recorded_placed(demo: Demo) -> list[bool] | None:
-    """The demo's recorded outcome per workpiece (its ``placed`` attribute), if it has one."""
-    raw = demo.attrs.get("placed")
-    if raw is None:
-        return None
-    values = json.loads(raw) if isinstance(raw, (str, bytes)) else list(raw)
-    return [bool(p) for p in values]
-
-
-def robot_of(demo: Demo, env_args: dict | None = None) -> str:
-    """Which robot recorded ``demo``: its own ``robot`` attribute, else its file's (env_args), else Panda (LIBERO)."""
-    return str(demo.attrs.get("robot") or (env_args or {}).get("robot") or "Panda")
-
-
-def tcp_path(demo: Demo, robot: str | None = None) -> TcpPath:
-    """The demo's TCP path in its base frame (a Panda demo's ee_ori is its hand's: turned to the TCP)."""
-    return path_from_demo(demo, None if (robot or robot_of(demo)) == AUBO else HAND_TO_GRIP_SITE)
-
-
 def start_joints(demo: Demo, path: TcpPath, cfg: ArmConfig, robot: str | None = None) -> np.ndarray:
     """Where the AUBO starts: an AUBO demo's first joints (checked against its first TCP), else IK."""
-    if (robot or robot_of(demo)) == AUBO and demo.joint_states.shape[1] == 6:
+    if (robot or robot_of(demo.attrs)) == AUBO and demo.joint_states.shape[1] == 6:
         q0 = demo.joint_states[0]
         pos, _ = fk(q0, cfg.tool_offset)
         if np.linalg.norm(pos - path.pos[0]) > START_POSE_TOL:
@@ -109,10 +81,11 @@ class ReplayPlan:
 
 def plan_from_demo(demo: Demo, arm: ArmConfig | None = None, image_convention: str = ROBOSUITE_RAW,
                    env_args: dict | None = None) -> ReplayPlan:  # fmt: skip
-    robot = robot_of(demo, env_args)
+    robot = robot_of(demo.attrs, env_args)
     path = tcp_path(demo, robot)
     q0 = start_joints(demo, path, arm or ArmConfig(), robot)
-    return ReplayPlan(demo, task_of(demo), q0, path, recorded_placed(demo), image_convention)
+    task, placed = task_of(demo.attrs, demo.name), placed_of(demo.attrs, demo.name)
+    return ReplayPlan(demo, task, q0, path, placed, image_convention)
 
 
 def load_plan(path: str | Path, name: str = "", arm: ArmConfig | None = None) -> ReplayPlan:

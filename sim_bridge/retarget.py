@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from libero_workcell.libero_format import Demo
+from libero_workcell.demo_reading import TcpPath
 from libero_workcell.tracking_law import TRACKING_GAIN, tracking_action
 
 # m/s: the top TCP speed of a path the law follows closely. One step ahead, with k = 3, a path at v needs
@@ -34,31 +34,6 @@ FOLLOWABLE_SPEED = 0.18
 # v dt / 3 (the offset it holds is k times the lag plus one step, a quarter of which the response covers per
 # step): 1.3 mm at this speed, and starts, stops and corners add to it (whole Panda episodes: 1.6 mm RMS).
 CLOSE_SPEED = 0.08
-
-
-@dataclass(frozen=True)
-class TcpPath:
-    """A source arm's TCP path, one row per control step: positions (n, 3), rotations (n, 3, 3), gripper (n,)."""
-
-    pos: np.ndarray
-    R: np.ndarray
-    gripper: np.ndarray
-
-    def __post_init__(self) -> None:
-        n = len(self.pos)
-        if self.pos.shape != (n, 3) or self.R.shape != (n, 3, 3) or self.gripper.shape != (n,) or n < 2:
-            raise ValueError(
-                f"a TCP path needs >= 2 steps of pos (n, 3), R (n, 3, 3), gripper (n,); got "
-                f"{self.pos.shape}, {self.R.shape}, {self.gripper.shape}"
-            )
-        for name in ("pos", "R", "gripper"):
-            if not np.all(np.isfinite(getattr(self, name))):
-                raise ValueError(f"the TCP path's {name} holds non-finite values")
-
-    def mapped_to(self, p0: np.ndarray, R0: np.ndarray) -> TcpPath:
-        """The same motion, started from (p0, R0): displacement and rotation relative to the first step."""
-        rel_R = np.einsum("nij,kj->nik", self.R, self.R[0])
-        return TcpPath(p0 + (self.pos - self.pos[0]), np.einsum("nij,jk->nik", rel_R, R0), self.gripper)
 
 
 @dataclass(frozen=True)
@@ -103,16 +78,3 @@ def follow(
     pos_err = np.linalg.norm(pos - path.pos, axis=1)
     rot_err = Rotation.from_matrix(np.einsum("nij,nkj->nik", rot, path.R)).magnitude()
     return Tracking(np.array(actions), pos, rot, pos_err, rot_err)
-
-
-def path_from_demo(demo: Demo, ee_to_tcp: np.ndarray | None = None) -> TcpPath:
-    """The TCP path of a LIBERO-layout demo: obs/ee_pos, obs/ee_ori (axis-angle), and its gripper schedule.
-
-    ``ee_to_tcp``: the fixed rotation from the body ee_ori describes to the TCP (LIBERO's Panda: its hand,
-    ``sim_bridge.panda.model.HAND_TO_GRIP_SITE``; None: ee_ori is the TCP's). Relative rotations (what
-    :meth:`TcpPath.mapped_to` uses) are the same either way; world-frame following needs the TCP's.
-    """
-    R = Rotation.from_rotvec(demo.ee_ori).as_matrix()
-    if ee_to_tcp is not None:
-        R = R @ np.asarray(ee_to_tcp, float)
-    return TcpPath(demo.ee_pos, R, demo.actions[:, 6].copy())

@@ -35,9 +35,6 @@ ARM_DAMPING: Final = (0.1, 0.1, 0.1, 0.1, 0.1, 0.01, 0.01)
 ARM_FRICTIONLOSS: Final = 0.1
 ARM_ARMATURE: Final = tuple(5.0 / (i + 1) for i in range(7))
 TIMESTEP: Final = 0.002
-# LIBERO's obs/ee_ori (robosuite's robot0_eef_quat) is the hand body's orientation; the grip site the OSC
-# tracks is turned -90 deg about the hand's z from it (measured on the assembled model, tests/sim/test_panda_osc.py).
-HAND_TO_GRIP_SITE: Final = np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
 
 
 def panda_spec() -> mujoco.MjSpec:

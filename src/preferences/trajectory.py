@@ -7,14 +7,13 @@ simulated workcell's), never required.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.contract import CONTROL_HZ_DEFAULT
+from libero_workcell.demo_reading import task_of
 from libero_workcell.libero_format import Demo
 from libero_workcell.task import TaskSpec
 
@@ -60,14 +59,8 @@ class Trajectory:
     @classmethod
     def from_demo(cls, demo: Demo, control_hz: float = CONTROL_HZ_DEFAULT) -> Trajectory:
         """A demo of the LIBERO layout: its task from the ``task_spec`` attribute, its outcome from ``SR``."""
-        return cls(demo.ee_pos, demo.ee_ori, demo.actions[:, 6], demo.gripper_states[:, 0], task_of(demo.attrs),
+        task = task_of(demo.attrs, demo.name)
+        return cls(demo.ee_pos, demo.ee_ori, demo.actions[:, 6], demo.gripper_states[:, 0], task,
                    bool(float(demo.attrs.get("SR", 0.0)) >= 1.0), control_hz,
                    None if demo.scene_held is None else demo.scene_held.astype(bool), demo.name)  # fmt: skip
 
-
-def task_of(attrs: dict[str, Any]) -> TaskSpec:
-    """The task configuration a demo's attributes hold (``task_spec``, JSON)."""
-    raw = attrs.get("task_spec")
-    if raw is None:
-        raise ValueError("the demo has no 'task_spec' attribute: its task is needed to score preferences")
-    return TaskSpec.from_dict(json.loads(raw) if isinstance(raw, (str, bytes)) else dict(raw))

@@ -31,12 +31,11 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import math
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -46,6 +45,7 @@ import numpy as np
 
 from libero_workcell import libero_format
 from libero_workcell.contract import STATE_DIM, format_prompt
+from libero_workcell.demo_reading import outcome_of
 from libero_workcell.image_convention import POLICY_LIBERO, POLICY_VIEWS, convention_of, policy_image
 from libero_workcell.progress import progress_bar
 
@@ -120,25 +120,6 @@ def demo_files(sources: Sequence[str | Path]) -> list[Path]:
         raise ExportError(str(exc)) from None
 
 
-def demo_outcome(attrs: Mapping[str, Any]) -> tuple[bool | None, str]:
-    """Whether a demo succeeded, from its recorded outcome (``SR``, else ``placed``), and how that reads;
-    (None, ...) when it records none. ValueError when what it records is no outcome."""
-    if "SR" in attrs:
-        try:
-            sr = float(attrs["SR"])
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"SR {attrs['SR']!s:.40} is not a number") from None
-        return sr >= 1.0, f"SR {sr:g}"
-    if "placed" in attrs:
-        raw = attrs["placed"]
-        try:
-            placed = [bool(x) for x in (json.loads(raw) if isinstance(raw, str | bytes) else raw)]
-        except (TypeError, ValueError):
-            raise ValueError(f"placed {raw!s:.40} is not a list of outcomes") from None
-        return all(placed), f"placed {sum(placed)} of {len(placed)}"
-    return None, "no recorded outcome"
-
-
 def executed_steps(demo: h5py.Group, t: int, where: str) -> np.ndarray:
     """The steps whose action the arm executed or may have (bool, T): all but those a recorder stored as refused
     (``action_accepted`` 0; -1, no report, is kept). Its declared size is checked before it is read."""
@@ -200,9 +181,9 @@ def _episodes(
                 bar.update()
                 continue
             try:
-                success, outcome = demo_outcome(a)
-            except ValueError as exc:
-                raise ExportError(f"{path}: data/{name}: {exc}") from None
+                success, outcome = outcome_of(a, f"{path}: data/{name}")
+            except libero_format.LiberoFormatError as exc:
+                raise ExportError(str(exc)) from None
             if success is False and not everything:
                 summary["skipped"].append(f"{where}: not successful ({outcome}); --all exports it")
                 bar.update()

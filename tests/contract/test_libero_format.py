@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from demo_files import T, demo, make_file
 
+from libero_workcell.demo_reading import path_from_demo
 from libero_workcell.libero_format import LiberoFormatError, read_demo, read_demos
-from sim_bridge.retarget import path_from_demo
 
 
 def digest(path) -> str:

@@ -17,9 +17,10 @@ from conftest import ros_probe
 from replay_fixtures import followable_demo_file
 
 from libero_workcell.contract import Qos, Topics
+from libero_workcell.demo_reading import placed_of
 from libero_workcell.libero_format import read_demos, read_frames
 from libero_workcell.ros_qos import qos
-from sim_bridge.replay import load_plan, recorded_placed, replay_in_process
+from sim_bridge.replay import load_plan, replay_in_process
 from workcell.bringup import Graph
 from workcell.launcher import NodeDiedError, launch
 from workcell.replay_run import REPORT_FILE, describe, replay_graph, replay_overrides
@@ -61,7 +62,7 @@ def test_open_loop_replay_through_the_graph_reports_tracking_outcome_and_strip(d
                                                                                err, re.M), err  # fmt: skip
     assert report["steps"] == STEPS and report["demo_steps"] == demo.num_samples and report["mode"] == "open_loop"
     outcome = report["outcome"]
-    assert outcome["recorded_placed"] == recorded_placed(demo) and any(recorded_placed(demo))
+    assert outcome["recorded_placed"] == placed_of(demo.attrs) and any(placed_of(demo.attrs))
     assert len(outcome["replayed_placed"]) == 3
     assert outcome["same"] is (outcome["replayed_placed"] == outcome["recorded_placed"])
     # Open loop in lockstep: the demo (recorded in one process, sim time) is given back exactly, path and frames

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 from teleop_reference import PREFERENCE, Reference, teleop_reference
 
+from libero_workcell.demo_reading import placed_of
 from libero_workcell.libero_format import read_demos
 from preferences.catalogue import Catalogue
 from preferences.labels import Calibration
 from preferences.scoring import curves, score
 from preferences.trajectory import Trajectory
-from sim_bridge.replay import load_plan, recorded_placed, replay_in_process
+from sim_bridge.replay import load_plan, replay_in_process
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 RUNS = 1  # one session: bit-for-bit reproduction through the graph is test_sim_time_graph's and, here, the
@@ -57,7 +58,7 @@ def test_the_scripted_session_records_demos_in_libero_layout(reference, recorded
             # frames change where the arm moved: each step has its own frame, none repeated
             moved = [i for i in range(0, t - 20, 50) if np.linalg.norm(d.ee_pos[i + 20] - d.ee_pos[i]) > 0.02]
             assert len(moved) > 5 and all(np.abs(img[i].astype(int) - img[i + 20]).mean() > 0.1 for i in moved)
-        assert recorded_placed(d) == [True, True, True]  # every time: sim time, whatever the machine does
+        assert placed_of(d.attrs) == [True, True, True]  # every time: sim time, whatever the machine does
         assert d.attrs["belt_speed"] == 0.03 and d.attrs["arrival_interval"] == 18.0 and "task_spec" in d.attrs
         assert d.attrs["dropped_steps"] == 0 and d.attrs["language_instruction"].startswith("pick up")
         assert d.attrs["robot"] == "AUBO-i5H"
@@ -95,4 +96,4 @@ def test_a_recorded_demo_replays_to_its_tcp_path_and_outcome(recorded) -> None:
     open_loop = replay_in_process(plan, "open_loop")
     print("open loop:", open_loop.tracking)
     assert open_loop.tracking["pos_max_m"] < 1e-9 and open_loop.tracking["rot_max_deg"] < 1e-6, open_loop.tracking
-    assert open_loop.placed == recorded_placed(plan.demo) == [True, True, True]
+    assert open_loop.placed == placed_of(plan.demo.attrs) == [True, True, True]

@@ -12,8 +12,9 @@ from source_demos import source_demo
 
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.model.kinematics import HOME_Q, fk
+from libero_workcell.demo_reading import task_of
 from libero_workcell.libero_format import Demo, LiberoFormatError
-from sim_bridge.convert import KinematicLimitError, convert_demo, convert_kinematic, task_of
+from sim_bridge.convert import KinematicLimitError, convert_demo, convert_kinematic
 
 
 def test_a_converted_demo_tracks_its_source_and_keeps_its_outcome() -> None:
@@ -41,7 +42,7 @@ def test_a_demo_without_its_task_is_a_clear_error() -> None:
     src = source_demo()
     bare = Demo(src.name, src.actions, src.ee_pos, src.ee_ori, src.gripper_states, src.joint_states, src.robot_states)
     with pytest.raises(LiberoFormatError, match="no 'task_spec' attribute"):
-        task_of(bare)
+        task_of(bare.attrs, bare.name)
 
 
 # ---------------------------------------------------------------- the kinematic fast path

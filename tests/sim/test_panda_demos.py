@@ -10,12 +10,12 @@ import pytest
 import source_demos
 from scipy.spatial.transform import Rotation
 
+from libero_workcell.demo_reading import placed_of
 from libero_workcell.image_convention import ROBOSUITE_RAW, stored
 from libero_workcell.libero_format import read_demos
 from libero_workcell.task import TaskSpec
 from sim_bridge.panda import demos as demos_module
 from sim_bridge.panda.demos import ENV_ARGS, panda_task, write_panda_demos
-from sim_bridge.replay import recorded_placed
 from sim_bridge.retarget import CLOSE_SPEED
 
 
@@ -77,7 +77,7 @@ def test_a_whole_panda_episode_places_every_workpiece(panda_episode) -> None:
     f = read_demos(folder / "panda.hdf5")  # as the Panda source writes its demos (write_episodes, ENV_ARGS)
     (d,) = f.demos
     assert summary["metrics"]["placed"] == [True, True, True] and summary["metrics"]["SR"] == 1.0, summary
-    assert recorded_placed(d) == [True, True, True] and d.attrs["robot"] == "Panda" and f.env_args == ENV_ARGS
+    assert placed_of(d.attrs) == [True, True, True] and d.attrs["robot"] == "Panda" and f.env_args == ENV_ARGS
     spec = TaskSpec.from_json(str(d.attrs["task_spec"]))
     assert spec == panda_task(source_demos.PANDA_SEED)
     np.testing.assert_allclose(d.robot_states[:, 2:5], d.ee_pos)  # the whole episode in LIBERO's layout
@@ -100,5 +100,5 @@ def test_a_converted_panda_episode_tracks_within_3_mm_and_1_deg_and_replays_to_i
     pos_rms, rot_rms_deg = summary["tracking_pos_rms_m"], summary["tracking_rot_rms_deg"]
     assert pos_rms <= 3e-3 and rot_rms_deg <= 1.0, (pos_rms, rot_rms_deg)
     assert converted.attrs["tracking_pos_rms_m"] == pytest.approx(pos_rms)  # the file says how well it tracked
-    assert summary["replayed_placed"] == recorded_placed(source) == [True, True, True]
+    assert summary["replayed_placed"] == placed_of(source.attrs) == [True, True, True]
     assert summary["replayed_tracking"]["pos_rms_m"] < 3e-3  # MuJoCo's AUBO on the kinematic path's actions

@@ -109,9 +109,9 @@ def test_the_panda_in_the_workcell_answers_as_robosuites(name) -> None:
     assert e.pos_rms <= 2e-3, e  # the drift a rotation causes, too
     with pytest.raises(ValueError, match="7-D finite action"):
         world.step_action(np.array([np.nan] * 7))
-    from sim_bridge.panda.model import HAND_TO_GRIP_SITE
+    from libero_workcell.demo_reading import PANDA_HAND_TO_TCP
 
-    np.testing.assert_allclose(world.hand_rotmat @ HAND_TO_GRIP_SITE, world.tcp_rotmat, atol=1e-9)
+    np.testing.assert_allclose(world.hand_rotmat @ PANDA_HAND_TO_TCP, world.tcp_rotmat, atol=1e-9)
 
 
 @pytest.mark.slow

@@ -14,10 +14,10 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.model.kinematics import HOME_Q, fk
+from libero_workcell.demo_reading import PANDA_HAND_TO_TCP
 from libero_workcell.libero_format import Demo, LiberoFormatError, read_demos, read_frames, write_demo_file
 from libero_workcell.task import TaskSpec
 from sim_bridge.aubo_demos import ENV_ARGS, followable_expert, record_expert_demo
-from sim_bridge.panda.model import HAND_TO_GRIP_SITE
 from sim_bridge.replay import (
     CLOSED_LOOP,
     OPEN_LOOP,
@@ -94,7 +94,7 @@ def test_a_demo_of_another_arm_starts_by_ik_on_its_first_tcp_pose(short_demo_fil
     demo = read_demos(short_demo_file).demos[0]
     n = demo.num_samples
     p0, R0 = fk(HOME_Q + 0.1)
-    hand = Rotation.from_matrix(R0 @ HAND_TO_GRIP_SITE.T).as_rotvec()
+    hand = Rotation.from_matrix(R0 @ PANDA_HAND_TO_TCP.T).as_rotvec()
     panda = _with(demo, joint_states=np.zeros((n, 7)), ee_pos=np.tile(p0, (n, 1)), ee_ori=np.tile(hand, (n, 1)),
                   attrs={**demo.attrs, "robot": "Panda"})  # fmt: skip
     plan = plan_from_demo(panda)

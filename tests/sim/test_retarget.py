@@ -16,9 +16,10 @@ from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver
 from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell.contract import SOURCE_POLICY
+from libero_workcell.demo_reading import TcpPath
 from libero_workcell.tracking_law import TRACKING_GAIN, tracking_action
 from sim_bridge.response_reference import load_reference
-from sim_bridge.retarget import TcpPath, follow
+from sim_bridge.retarget import follow
 
 SEQUENCES = {s.name: s for s in load_reference()}
 # Paths that reverse (the sine and the Lissajous path, every 0.25-0.5 s) or rotate while the response's Panda

@@ -169,8 +169,8 @@ def test_the_shipped_scripted_session_does_the_whole_d2s_task_in_its_world(tmp_p
     its end), recorded from its first press (A: record) to its second (A: save)."""
     from libero_workcell.config_files import find_config_file
     from libero_workcell.contract import CONTROL_HZ_DEFAULT
+    from libero_workcell.demo_reading import placed_of
     from libero_workcell.libero_format import read_demos
-    from sim_bridge.replay import recorded_placed
     from teleop_pico.node import TASK_KEYS
 
     shipped = load_session(find_config_file("config/teleop/d2s_scripted_session.json"))
@@ -180,7 +180,7 @@ def test_the_shipped_scripted_session_does_the_whole_d2s_task_in_its_world(tmp_p
         np.testing.assert_array_equal(getattr(played, field)[:n], getattr(shipped, field), err_msg=field)
     assert played.times[n] > shipped.duration and played.buttons == shipped.buttons and played.task == shipped.task
     (demo,) = read_demos(reference.demos).demos
-    assert recorded_placed(demo) == [True, True, True]
+    assert placed_of(demo.attrs) == [True, True, True]
     spec = json.loads(demo.attrs["task_spec"])  # the world held the session's task
     assert {k: spec[k] for k in TASK_KEYS} == {k: shipped.task[k] for k in TASK_KEYS}
     # record ... save: the demo is every control step from the first press's to the second's
