@@ -22,6 +22,15 @@ def lint(root: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(LINT), "--no-cache"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
 
 
+def linted_copy(copy: Path) -> Path:
+    """What lint-imports reads of the tree (the packages and pyproject.toml), copied to ``copy`` to be broken."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(REPO / "src", copy / "src", ignore=ignore)
+    shutil.copytree(REPO / "sim_bridge", copy / "sim_bridge", ignore=ignore)
+    shutil.copy(REPO / "pyproject.toml", copy)
+    return copy
+
+
 def test_the_tree_keeps_its_layers():
     result = lint(REPO)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -29,11 +38,7 @@ def test_the_tree_keeps_its_layers():
 
 
 def test_an_import_that_points_up_fails_the_check_and_is_named(tmp_path):
-    copy = tmp_path / "repo"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(REPO / "src", copy / "src", ignore=ignore)
-    shutil.copytree(REPO / "sim_bridge", copy / "sim_bridge", ignore=ignore)
-    shutil.copy(REPO / "pyproject.toml", copy)
+    copy = linted_copy(tmp_path / "repo")
     contract = copy / "src" / "libero_workcell" / "contract.py"
     upward = "\nfrom workcell import bringup  # noqa: E402 (up: the contract on bring-up)\n"
     contract.write_text(contract.read_text() + upward)
@@ -118,11 +123,7 @@ def test_every_import_by_name_keeps_the_contracts_and_a_computed_one_says_why():
 
 
 def test_an_import_by_name_that_points_up_fails_as_a_plain_one_does(tmp_path):
-    copy = tmp_path / "repo"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(REPO / "src", copy / "src", ignore=ignore)
-    shutil.copytree(REPO / "sim_bridge", copy / "sim_bridge", ignore=ignore)
-    shutil.copy(REPO / "pyproject.toml", copy)
+    copy = linted_copy(tmp_path / "repo")
     contract = copy / "src" / "libero_workcell" / "contract.py"
     contract.write_text(contract.read_text() + "\nimport importlib  # noqa: E402\n"
                         "BRINGUP = importlib.import_module('workcell.bringup')\n"
