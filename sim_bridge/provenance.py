@@ -10,8 +10,11 @@ tell a regression from another machine; and a process elsewhere can compute with
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import platform
+import subprocess
+import sys
 from functools import cache
 from importlib import metadata
 from typing import Any
@@ -98,3 +101,12 @@ def kernel_env(kernel: str) -> dict[str, str] | None:
     if platform.machine() != "x86_64" or needs is None or not needs <= _cpu_flags():
         return None
     return {"OPENBLAS_CORETYPE": kernel}
+
+
+def produced_by_child(env: dict[str, str]) -> dict[str, Any]:
+    """What a new process of this interpreter, started with ``env`` over this one's environment, reports of itself
+    (:func:`produced_by`): whether a kernel :func:`kernel_env` forces is the one it computes with."""
+    ask = "import json; from sim_bridge.provenance import produced_by; print(json.dumps(produced_by()))"
+    out = subprocess.run([sys.executable, "-c", ask], env={**os.environ, **env}, capture_output=True, text=True,
+                         check=True, timeout=120)  # fmt: skip
+    return dict(json.loads(out.stdout))

@@ -3,24 +3,12 @@ environment takes that OpenBLAS kernel, and a kernel this CPU cannot run is neve
 
 from __future__ import annotations
 
-import json
-import os
 import platform
-import subprocess
-import sys
 
 import pytest
 
 from sim_bridge import provenance
-from sim_bridge.provenance import KERNEL_FLAGS, kernel_env, produced_by
-
-ASK = "import json; from sim_bridge.provenance import produced_by; print(json.dumps(produced_by()))"
-
-
-def produced_by_child(env: dict[str, str]) -> dict:
-    out = subprocess.run([sys.executable, "-c", ASK], env={**os.environ, **env}, capture_output=True, text=True,
-                         check=True)  # fmt: skip
-    return json.loads(out.stdout)
+from sim_bridge.provenance import KERNEL_FLAGS, kernel_env, produced_by, produced_by_child
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="OpenBLAS's x86-64 kernels")
