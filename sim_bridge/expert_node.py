@@ -21,7 +21,7 @@ from aubo_bridge.config import ACTION_RESPONSES, RESPONSE_LIBERO
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, Params, Qos, Topics
 from libero_workcell.json_topics import ArmModeReport, GroundTruth, JsonTopicReader, SimEpisodeReport
-from libero_workcell.node_main import run_node
+from libero_workcell.node_main import ready_when_served, run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
@@ -77,7 +77,8 @@ class ExpertNode(Node):
                                  qos(Qos.LATCHED))  # fmt: skip
         self.create_subscription(String, Topics.ARM_MODE, self._arm_reader.then(self._on_arm_mode), qos(Qos.LATCHED))
         self.steps = StepRunner(self.get_name(), hz, self._step, lockstep=lockstep, sim_link=str(p(Params.SIM_LINK)),
-                                source=SOURCE_EXPERT, ready=self._matched, priority=CONTROL_PRIORITY)  # fmt: skip
+                                source=SOURCE_EXPERT, ready=ready_when_served(self, self._matched),
+                                priority=CONTROL_PRIORITY)  # fmt: skip
         self.steps.start()
         if self.steps.priority_note:
             self.get_logger().warning(f"action loop: {self.steps.priority_note}")

@@ -55,7 +55,7 @@ from libero_workcell.contract import (
 from libero_workcell.image_convention import to_upright
 from libero_workcell.json_topics import JsonTopicReader, SimEpisodeReport
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, LiberoFormatError, read_frames
-from libero_workcell.node_main import run_node
+from libero_workcell.node_main import ready_when_served, run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 from sim_bridge.replay import (
@@ -162,7 +162,7 @@ class ReplayNode(Node):
         self.done = threading.Event()
         self.report: dict[str, Any] | None = None
         self.runner = StepRunner(self.get_name(), self.hz, self._step, lockstep=True, sim_link=str(p(Params.SIM_LINK)),
-                                 source=SOURCE_POLICY, ready=self._matched)  # fmt: skip
+                                 source=SOURCE_POLICY, ready=ready_when_served(self, self._matched))  # fmt: skip
         self.runner.start()
         self.get_logger().info(
             f"replaying {self.demo_path}:{self.plan.demo.name} ({self.steps} steps, {self.mode}) as "

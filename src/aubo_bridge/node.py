@@ -46,11 +46,12 @@ from libero_workcell.contract import (
     Services,
     Topics,
 )
-from libero_workcell.node_main import run_node, serve_trigger
+from libero_workcell.node_main import run_node, serve_trigger, served
 from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup
 from libero_workcell.rate import CONTROL_PRIORITY, SHUTDOWN_JOIN, RateLoop, run_loop
 from libero_workcell.ros_qos import qos
 from transports.errors import BackendError
+from transports.stepping import READY_POLL
 
 ARM_PARAMS = ArmConfig.parameter_defaults()  # every ArmConfig field is a parameter of the same name
 CONFIG_PARAMS = ARM_PARAMS | DEVICE_PARAMS  # every generated parameter, for docs and checks
@@ -260,7 +261,11 @@ class AuboBridgeNode(Node):
     def _lockstep_servo(self, participant, loop: RateLoop) -> None:
         """The servo loop in lockstep: one driver tick per world tick, on the world's clock. A control step's
         tick publishes the state it observes, then waits for the active source's action for that state (if the
-        source says it sent one), so the action takes effect at this tick, as in one process."""
+        source says it sent one), so the action takes effect at this tick, as in one process. The first tick is
+        taken once the executor serves this node (node_main.served): an action never waits unannounced."""
+        while not served(self).wait(READY_POLL):
+            if self._stop.is_set():
+                return
         while (tick := participant.next_tick(self._stop)) is not None:
             self._sim_ns = tick.time_ns
             loop.record(tick.time)

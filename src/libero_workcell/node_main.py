@@ -11,12 +11,19 @@ the Python ``SingleThreadedExecutor`` rebuilds a wait set for every callback: th
 figures in docs/architecture.md, "Nodes"). rclpy 9's multi-threaded one leaves a message waiting up to its
 wait timeout after a callback ran, which a lockstep graph pays at every step. Work that may block (a device
 that confirms a command) runs off the executor instead: :func:`off_executor` and :func:`serve_trigger`.
+
+The EventsExecutor installs a subscription's message callback at its first spin, and rmw_fastrtps counts the
+messages already waiting before it stores the callback: one that arrives between the two is not announced until
+the next message on that topic. A stream only sees it late; a lockstep step that waits for its tick's one
+message would wait forever (the world sends no next one). :func:`attach` therefore takes what waits on every
+subscription once the callbacks are in, and :func:`served` tells a node's lockstep thread when that is done.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,6 +32,7 @@ from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
 from rclpy.executors import ExternalShutdownException
 from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
+from rclpy.subscription import Subscription
 from rclpy.task import Future
 from std_srvs.srv import Trigger
 
@@ -54,7 +62,7 @@ def run_node(
         node = factory()
         print(f"{NODE_UP} {node.get_name()} built, spinning", flush=True)  # the launcher counts these
         executor = EventsExecutor()
-        executor.add_node(node)
+        attach(executor, node)
         while rclpy.ok() and not getattr(node, "finished", False):
             executor.spin_once(timeout_sec=0.1)
     except startup_errors as exc:
@@ -77,6 +85,48 @@ def run_node(
                 shutdown()
             node.destroy_node()
         rclpy.try_shutdown()
+
+
+_SERVED: weakref.WeakKeyDictionary[Node, threading.Event] = weakref.WeakKeyDictionary()
+_SERVED_LOCK = threading.Lock()
+
+
+def served(node: Node) -> threading.Event:
+    """Set once ``node``'s executor delivers its subscriptions' messages (:func:`attach`): a lockstep
+    participant starts taking part only then, so no message of its first tick can wait unannounced."""
+    with _SERVED_LOCK:
+        event = _SERVED.get(node)
+        if event is None:
+            event = _SERVED[node] = threading.Event()
+        return event
+
+
+def ready_when_served(node: Node, matched: Callable[[], bool]) -> Callable[[], bool]:
+    """A lockstep step's ``ready``: ``node`` is served (:func:`served`) and ``matched()`` says its topics are."""
+    return lambda: served(node).is_set() and matched()
+
+
+def attach(executor: Any, node: Node) -> None:
+    """Add ``node`` to ``executor`` and, once the executor has installed its callbacks (the task runs after the
+    update that ``add_node`` queued), deliver what already waits on each subscription, then set :func:`served`."""
+    executor.add_node(node)
+    executor.create_task(lambda: _deliver_waiting(node))
+
+
+def _deliver_waiting(node: Node) -> None:
+    for sub in list(node.subscriptions):
+        while (taken := _take(sub)) is not None:
+            sub.callback(*taken)
+    served(node).set()
+
+
+def _take(sub: Subscription) -> tuple[Any, ...] | None:
+    """The next message waiting on ``sub`` as its callback takes it (rclpy's executors take it this way)."""
+    with sub.handle:
+        msg_info = sub.handle.take_message(sub.msg_type, sub.raw)
+    if msg_info is None:
+        return None
+    return (msg_info[0],) if sub._callback_type is Subscription.CallbackType.MessageOnly else tuple(msg_info)
 
 
 def log_outcome(logger: Any, ok: bool, text: str) -> None:

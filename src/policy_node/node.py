@@ -54,7 +54,7 @@ from libero_workcell import ros_msgs
 from libero_workcell.cell_file import redact_text
 from libero_workcell.contract import CAMERA_NAMES, SOURCE_POLICY, Params, Qos, Services, Topics
 from libero_workcell.json_topics import ArmModeReport, JsonTopicReader, SimEpisodeReport, decode
-from libero_workcell.node_main import run_node
+from libero_workcell.node_main import ready_when_served, run_node
 from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup, prefixed
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
@@ -155,7 +155,7 @@ class PolicyNode(Node):
                               clock=Clock(clock_type=ClockType.STEADY_TIME))  # fmt: skip
         self.steps = StepRunner(self.get_name(), self.config.control_hz, self._step, lockstep=self.lockstep,
                                 sim_link=str(self.get_parameter(Params.SIM_LINK).value), source=SOURCE_POLICY,
-                                ready=self._matched, priority=CONTROL_PRIORITY)  # fmt: skip
+                                ready=ready_when_served(self, self._matched), priority=CONTROL_PRIORITY)  # fmt: skip
         self.steps.start()
         c = self.config
         # an empty task takes the simulated world's instruction; on the physical cell there is none to take

@@ -58,7 +58,7 @@ from libero_workcell.image_convention import CONVENTIONS, ENV_ARGS_TEXT, ROBOSUI
 from libero_workcell.json_topics import ArmModeReport, JsonTopicReader, SimEpisodeReport
 from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS
-from libero_workcell.node_main import run_node
+from libero_workcell.node_main import ready_when_served, run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 from libero_workcell.task import TaskSpec
@@ -213,7 +213,8 @@ class RecorderNode(Node):
             self._done_step = -1  # the last control step this recorder finished
             self._episodes: dict[int, dict[str, Any]] = {}  # the world's reports, by episode
             self.runner = StepRunner(self.get_name(), self.hz, self._lockstep_step, lockstep=True,
-                                     sim_link=str(p(Params.SIM_LINK)), ready=self._matched)  # fmt: skip
+                                     sim_link=str(p(Params.SIM_LINK)),
+                                     ready=ready_when_served(self, self._matched))  # fmt: skip
             self.runner.start()
         self._announce_next()
         if self.session.partials:

@@ -33,7 +33,7 @@ from libero_workcell import ros_msgs
 from libero_workcell.config_files import find_config_file
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_TELEOP, Params, Qos, Services, Topics
 from libero_workcell.json_topics import ArmModeReport, JsonTopicReader, RecorderStatus, SimEpisodeReport
-from libero_workcell.node_main import log_outcome, run_node
+from libero_workcell.node_main import log_outcome, ready_when_served, run_node
 from libero_workcell.node_params import declare_all, declare_config, prefixed, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
@@ -142,8 +142,8 @@ class TeleopNode(Node):
         self._starting = False
         self._pending_run = False
         self.steps = StepRunner(self.get_name(), self.hz, self._step, lockstep=self.lockstep,
-                                sim_link=str(p(Params.SIM_LINK)), source=SOURCE_TELEOP, ready=self._matched,
-                                priority=CONTROL_PRIORITY)  # fmt: skip
+                                sim_link=str(p(Params.SIM_LINK)), source=SOURCE_TELEOP,
+                                ready=ready_when_served(self, self._matched), priority=CONTROL_PRIORITY)  # fmt: skip
         self.steps.start()
         clock = "the world's control steps (lockstep)" if self.lockstep else f"{self.hz} Hz"
         self.get_logger().info(f"teleop from the {kind} source: actions as {SOURCE_TELEOP!r} at {clock}")
