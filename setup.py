@@ -2,7 +2,8 @@
 
 Installs with pip (development, CI) and with colcon on a robot PC. The
 Python packages live in ``src/`` (one folder per device plus the shared
-``libero_workcell`` core) and in ``sim_bridge/`` (the simulated workcell).
+``libero_workcell`` core) and beside it: ``sim_cell/`` (the simulated workcell) and ``sim_bridge/`` (the
+Panda-to-AUBO bridge and the data made on the simulated cell).
 """
 
 from glob import glob
@@ -11,13 +12,14 @@ from setuptools import find_packages, setup
 
 PACKAGE = "libero_workcell"
 
-packages = find_packages("src") + ["sim_bridge"] + [f"sim_bridge.{p}" for p in find_packages("sim_bridge")]
+TOP_FOLDERS = ("sim_cell", "sim_bridge")  # packages beside src/: the simulated cell and the data made on it
+packages = find_packages("src") + [f"{top}.{p}".rstrip(".") for top in TOP_FOLDERS for p in ["", *find_packages(top)]]
 
 setup(
     name=PACKAGE,
     version="0.1.0",
     packages=packages,
-    package_dir={"": "src", "sim_bridge": "sim_bridge"},
+    package_dir={"": "src", **{top: top for top in TOP_FOLDERS}},
     package_data={"libero_workcell": ["py.typed", "resources/*.xml"], "console": ["page/*"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
@@ -32,19 +34,19 @@ setup(
     python_requires=">=3.10",
     entry_points={
         "console_scripts": [
-            "sim_world = sim_bridge.world_node:main",
+            "sim_world = sim_cell.world_node:main",
             "aubo_bridge = aubo_bridge.node:main",
             "conveyor_driver = conveyor_driver.node:main",
             "camera_driver = camera_driver.node:main",
-            "scripted_expert = sim_bridge.expert_node:main",
-            "demo_replay = sim_bridge.replay_node:main",
+            "scripted_expert = sim_cell.expert_node:main",
+            "demo_replay = sim_cell.replay_node:main",
             "teleop_pico = teleop_pico.node:main",
             "recorder = recorder.node:main",
             "session_log = session_log.node:main",
             "console = console.node:main",
             "foxglove_bridge = session_log.foxglove_node:main",
             "policy_node = policy_node.node:main",
-            "policy_server = sim_bridge.policy_server_node:main",
+            "policy_server = sim_cell.policy_server_node:main",
             "workcell = workcell.cli:main",
         ],
     },

@@ -19,9 +19,10 @@ import numpy as np
 
 from bench.common import percentiles
 from camera_driver.capture import ThreadedBackend, to_square_rgb
-from camera_driver.config import RealSenseConfig, UvcConfig
-from camera_driver.realsense_backend import RealSenseBackend
-from camera_driver.uvc_backend import UvcBackend
+from camera_driver.realsense.backend import RealSenseBackend
+from camera_driver.realsense.config import RealSenseConfig
+from camera_driver.uvc.backend import UvcBackend
+from camera_driver.uvc.config import UvcConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
 from camera_fixtures import make_realsense_recording, make_video

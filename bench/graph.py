@@ -48,9 +48,9 @@ from libero_workcell.rate import RateLoop
 from workcell.bringup import Graph, GraphError, NodeSpec
 from workcell.launcher import NodeDiedError, RunningGraph, launch
 
-WORLD_MODULE = "sim_bridge.world_node"
+WORLD_MODULE = "sim_cell.world_node"
 ARM_MODULE = "aubo_bridge.node"
-EXPERT_MODULE = "sim_bridge.expert_node"
+EXPERT_MODULE = "sim_cell.expert_node"
 CAMERA_MODULE = "camera_driver.node"
 RTF_PARAM = "real_time_factor"  # sim_world's own parameter (0 = as fast as possible)
 EXPERT_ARG = "expert"  # graph argument that adds the scripted expert

@@ -59,7 +59,7 @@ def rate_loop(hz: float, seconds: float) -> dict[str, Any]:
 def sim_rtf(seconds: float, camera_hz: float, render: bool = True, steps_per_call: int = 10) -> dict[str, Any]:
     """Sim seconds per wall second of ``SimWorld.step`` (as the free-running world node calls it)."""
     from libero_workcell.task import TaskSpec
-    from sim_bridge.world import SimWorld
+    from sim_cell.world import SimWorld
     from transports.sim_link import SimLink
 
     t_build = time.perf_counter()
@@ -125,7 +125,7 @@ def watchdog_sim_time(arm_params: dict[str, Any], stream_steps: int = 10, after:
                       magnitude: float = 0.2, speed_fraction: float = 0.05) -> dict[str, Any]:
     """Stream ``stream_steps`` actions at the control rate, stop, and time the hold, on sim time.
 
-    Same pieces as :mod:`sim_bridge.episode` (SimWorld + ArmDriver over a SimLink,
+    Same pieces as :mod:`sim_cell.episode` (SimWorld + ArmDriver over a SimLink,
     driver clock = sim time). Per direction (+-x, +-y, +-z): the sim time from the
     last accepted action to the servo tick where ``watchdog_holds`` increments,
     and to the start of the first 10 ms over which the TCP speed is below ``speed_fraction`` of the
@@ -134,7 +134,7 @@ def watchdog_sim_time(arm_params: dict[str, Any], stream_steps: int = 10, after:
     from aubo_bridge.config import ArmConfig
     from libero_workcell.contract import ACTION_DIM, ACTION_POS_SCALE, GRIPPER_OPEN, SOURCE_POLICY
     from libero_workcell.task import TaskSpec
-    from sim_bridge.episode import make_sim_rig
+    from sim_cell.episode import make_sim_rig
 
     known = {f.name for f in fields(ArmConfig)}
     cfg = ArmConfig.from_mapping({k: v for k, v in arm_params.items() if k in known})

@@ -32,7 +32,8 @@ EXCLUDE |= {".hypothesis"}
 
 TARGETS: dict[str, tuple[str | tuple[str, ...], list[str]]] = {
     "driver": (
-        "src/aubo_bridge/driver.py",
+        ("src/aubo_bridge/driver.py", "src/aubo_bridge/response/base.py", "src/aubo_bridge/response/libero.py",
+         "src/aubo_bridge/response/goal_delta.py"),
         [
             "tests/arm/test_arm_driver.py",
             "tests/arm/test_arm_driver_safety.py",

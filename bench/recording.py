@@ -28,7 +28,7 @@ SAVE_TARGET_S = 0.5
 def sim_frames(n: int = 40) -> dict[str, list[np.ndarray]]:
     """Real renders of the simulated workcell, both cameras, the arm moving (what a demo's images look like)."""
     from libero_workcell.task import TaskSpec
-    from sim_bridge.episode import make_sim_rig
+    from sim_cell.episode import make_sim_rig
 
     rig = make_sim_rig(TaskSpec.from_seed(0), render=True, camera_hz=0.0)
     frames: dict[str, list[np.ndarray]] = {"agentview_rgb": [], "eye_in_hand_rgb": []}

@@ -33,8 +33,8 @@ from libero_workcell import dds
 from libero_workcell.libero_format import write_demo_file
 from libero_workcell.task import TaskSpec
 from sim_bridge.aubo_demos import record_expert_demo
-from sim_bridge.replay import held_ticks, plan_from_demo, replay_in_process
 from sim_bridge.response_reference import load_reference, reference_demo, segment_errors, table
+from sim_cell.replay import held_ticks, plan_from_demo, replay_in_process
 from workcell.replay_run import describe, replay_graph
 
 

@@ -1,10 +1,8 @@
-"""The simulated workcell (MuJoCo) and the Panda-to-AUBO bridge.
+"""The Panda-to-AUBO bridge and the data made on the simulated cell: retargeting and conversion of Panda demos
+(one, a batch, on a Ray cluster), expert and preference demos, scripted teleop sessions, the response reference.
 
-MuJoCo reads MUJOCO_GL when it is imported: default to headless EGL
-rendering (works with Mesa's software rasteriser, no display needed) unless
-the user chose a backend.
+It builds on the simulated workcell (:mod:`sim_cell`), never the other way round; importing it first sets MuJoCo's
+headless default there.
 """
 
-import os
-
-os.environ.setdefault("MUJOCO_GL", "egl")
+import sim_cell  # noqa: F401 (MuJoCo's rendering backend is chosen before any MuJoCo import)

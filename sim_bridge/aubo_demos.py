@@ -1,7 +1,7 @@
 """AUBO demonstrations of the workcell task on the simulated workcell, in LIBERO's HDF5 layout.
 
 ``python -m sim_bridge.aubo_demos OUT.hdf5 [--seeds 0 1 2] [--speed 0.03] [--max-steps N] [--no-images]``
-runs the scripted expert on the simulated AUBO (in one process, sim time: :func:`sim_bridge.episode.run_episode`)
+runs the scripted expert on the simulated AUBO (in one process, sim time: :func:`sim_cell.episode.run_episode`)
 and writes one demo per seed with the keys of :mod:`libero_workcell.libero_format`: ``obs/ee_pos`` and
 ``obs/ee_ori`` the TCP's, ``obs/gripper_states`` the gripper coordinate, ``obs/joint_states`` the six
 joints, the images as robosuite returns them (the upright view flipped vertically), the task
@@ -23,10 +23,10 @@ from libero_workcell.libero_format import Demo
 from libero_workcell.task import TaskSpec
 from preferences.scoring import annotate
 from sim_bridge.demo_recorder import DemoRecorder, episodes_parser, outcome_attrs, report_episodes, write_episodes
-from sim_bridge.episode import SimRig, expert_source, run_episode
-from sim_bridge.expert import ExpertConfig, ScriptedExpert
-from sim_bridge.replay import AUBO
 from sim_bridge.retarget import FOLLOWABLE_SPEED
+from sim_cell.episode import SimRig, expert_source, run_episode
+from sim_cell.expert import ExpertConfig, ScriptedExpert
+from sim_cell.replay import AUBO
 
 ENV_ARGS = {
     "env_name": "libero_industry_workcell_d2s",

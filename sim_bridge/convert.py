@@ -16,8 +16,9 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from aubo_bridge.config import RESPONSE_LIBERO, ArmConfig
-from aubo_bridge.driver import IK_MAX_ITERATIONS, box_step, reference_tick
 from aubo_bridge.model.kinematics import fk, ik
+from aubo_bridge.response.base import IK_MAX_ITERATIONS, box_step
+from aubo_bridge.response.libero import reference_tick
 from libero_workcell.action_response import Goal, PandaResponse, RefState, next_goal
 from libero_workcell.contract import SOURCE_POLICY, action_to_delta, gripper_command_to_coord, validate_action
 from libero_workcell.demo_reading import placed_of, task_of, tcp_path
@@ -25,9 +26,9 @@ from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import Demo, aubo_robot_states
 from libero_workcell.task import TaskSpec
 from sim_bridge.demo_recorder import DemoRecorder, outcome_attrs
-from sim_bridge.episode import make_sim_rig
-from sim_bridge.replay import start_joints
 from sim_bridge.retarget import Tracking, follow
+from sim_cell.episode import make_sim_rig
+from sim_cell.replay import start_joints
 
 
 @dataclass(frozen=True)
@@ -95,11 +96,11 @@ class KinematicLimitError(RuntimeError):
 def convert_kinematic(demo: Demo, arm: ArmConfig | None = None) -> Converted:
     """The conversion without MuJoCo's world: the AUBO's TCP is the arm driver's libero reference itself (its
     servos track it; the full path's MuJoCo arm follows it within a fraction of a millimetre), advanced tick
-    by tick with the driver's own :func:`~aubo_bridge.driver.reference_tick` (the response, the workspace
+    by tick with the driver's own :func:`~aubo_bridge.response.libero.reference_tick` (the response, the workspace
     box), checked against the driver's other limits (a TCP speed limit or a joint speed that would act raises
     :class:`KinematicLimitError`), joints by IK once per step (warm-started; unreachable raises), the gripper
     coordinate its command. No images and no task outcome (no physics): replay the converted demo
-    (sim_bridge.replay) for the outcome. Deterministic; faster than real time (docs/simulation.md)."""
+    (sim_cell.replay) for the outcome. Deterministic; faster than real time (docs/simulation.md)."""
     spec_json = task_of(demo.attrs, demo.name).to_json()  # the task must be known, as for the full path
     path = tcp_path(demo)
     cfg = arm or ArmConfig()

@@ -19,7 +19,7 @@ from typing import Any
 
 from libero_workcell.demo_reading import placed_of
 from libero_workcell.libero_format import Demo
-from sim_bridge.convert_batch import Job, already_done, convert_one
+from sim_bridge.convert_job import Job, already_done, convert_one
 from workcell import cluster
 
 MARKER = ".convert_batch_token"  # in the output folder while a --ray run writes there

@@ -17,7 +17,7 @@ from libero_workcell.image_convention import ROBOSUITE_RAW, check_convention, st
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, Demo, aubo_robot_states, write_demo_file
 from libero_workcell.progress import progress_bar
 from libero_workcell.task import TaskSpec
-from sim_bridge.world import SimWorld
+from sim_cell.world import SimWorld
 
 
 def outcome_attrs(metrics: dict[str, Any]) -> dict[str, Any]:

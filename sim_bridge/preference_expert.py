@@ -18,7 +18,7 @@ import numpy as np
 from libero_workcell.layout import BELT_Y
 from libero_workcell.task import COMBINATIONS, TaskSpec
 from preferences.catalogue import Catalogue, Condition, Preference
-from sim_bridge.expert import ExpertConfig, ScriptedExpert
+from sim_cell.expert import ExpertConfig, ScriptedExpert
 
 # The task family of the preference demos: two workpieces of a catalogue combination arriving 8 s apart on a
 # 0.03 m/s belt (so the second is there while the first can still wait), the slots left to the robot.

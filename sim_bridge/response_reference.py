@@ -155,9 +155,9 @@ class _ResponseStepper:
 
 def sim_trajectory(seq: ReferenceSequence, arm_config: ArmConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``seq`` on the simulated workcell in one process, in sim time: MuJoCo's AUBO with its position
-    servos, the arm driver and its sim backends (sim_bridge.episode), the measured TCP after each action."""
+    servos, the arm driver and its sim backends (sim_cell.episode), the measured TCP after each action."""
     from libero_workcell.task import TaskSpec
-    from sim_bridge.episode import make_sim_rig  # MuJoCo: only when a sim run is asked for
+    from sim_cell.episode import make_sim_rig  # MuJoCo: only when a sim run is asked for
 
     rig = make_sim_rig(TaskSpec.from_seed(0), arm_config, active_source=SOURCE_POLICY)
 
@@ -196,7 +196,7 @@ class Segment:
 
 def reference_demo(seqs: Sequence[ReferenceSequence], task_spec_json: str, rest: int = REST_STEPS):
     """The sequences as one AUBO demo (LIBERO layout) to replay open loop through the graph
-    (:mod:`sim_bridge.replay_node`): each sequence from the home pose, then its actions negated (the
+    (:mod:`sim_cell.replay_node`): each sequence from the home pose, then its actions negated (the
     gripper open), then HOME_STEPS actions of the tracking law back onto the home pose, then ``rest`` zero
     actions. The negated actions alone do not bring the arm back: robosuite's OSC also translates the TCP
     under a rotation, which negating the rotation does not undo, and over the battery the start crept 20 cm

@@ -28,8 +28,8 @@ from libero_workcell.contract import CONTROL_HZ_DEFAULT
 from libero_workcell.progress import progress_bar
 from libero_workcell.task import TaskSpec
 from sim_bridge.aubo_demos import followable_expert
-from sim_bridge.episode import expert_source, run_episode
-from sim_bridge.expert import ScriptedExpert
+from sim_cell.episode import expert_source, run_episode
+from sim_cell.expert import ScriptedExpert
 from teleop_pico.config import TeleopConfig
 from teleop_pico.sources import SessionScript
 

@@ -32,6 +32,8 @@ if str(FIXTURES) not in sys.path:
 # finder gets asked: the real package's __init__ never ran and its data files were looked for under tests/.
 # With src/ on the path the regular package wins, here and in every child process that inherits the path.
 SRC = REPO / "src"
+TOP_PACKAGES = ("sim_cell", "sim_bridge")  # the packages beside src/ (setup.py's TOP_FOLDERS)
+CODE_FOLDERS = (SRC, *(REPO / name for name in TOP_PACKAGES))  # every folder of this repository's packages
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 

@@ -1,6 +1,6 @@
 """Do the AUBO world and the Panda world hold the same task? Corresponding task-body poses, compared.
 
-Both worlds are built from one :class:`TaskSpec` and one scene (sim_bridge.scene), differing only in
+Both worlds are built from one :class:`TaskSpec` and one scene (sim_cell.scene), differing only in
 the arm. With both arms holding still, every named non-robot body (each workpiece, the belt surface)
 must sit at the same pose after settling: the seed's bound is 1e-6 m and 1e-3 deg. A difference means
 the worlds do not share the task (a changed scene, a different arrival, an arm touching the task).
@@ -19,9 +19,9 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.task import TaskSpec
-from sim_bridge import scene
 from sim_bridge.panda.world import PandaWorld
-from sim_bridge.world import SimWorld
+from sim_cell import scene
+from sim_cell.world import SimWorld
 
 POS_TOL: Final = 1e-6  # m
 ROT_TOL_DEG: Final = 1e-3

@@ -25,9 +25,9 @@ from libero_workcell.image_convention import ENV_ARGS_TEXT, ROBOSUITE_RAW
 from libero_workcell.libero_format import Demo
 from libero_workcell.task import DEFAULT_BELT_SPEED, TaskSpec
 from sim_bridge.demo_recorder import DemoRecorder, episodes_parser, outcome_attrs, report_episodes, write_episodes
-from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
 from sim_bridge.panda.world import PANDA_TCP_ROTMAT, PandaWorld
 from sim_bridge.retarget import CLOSE_SPEED
+from sim_cell.expert import ExpertConfig, SceneView, ScriptedExpert
 
 ENV_ARGS = {
     "env_name": "libero_industry_workcell_d2s",

@@ -1,6 +1,6 @@
 """The workcell with robosuite's Panda in the AUBO's place, driven by the 7-D action through the OSC.
 
-Everything but the arm is the AUBO world's (:class:`sim_bridge.world.SimWorld`): the same task
+Everything but the arm is the AUBO world's (:class:`sim_cell.world.SimWorld`): the same task
 definition, belt, arrivals, tray, workpieces, external camera and metrics, built from the same
 scene with the AUBO left out. The Panda's base sits where the AUBO's does (the cell's base frame);
 its wrist camera is robosuite's ``eye_in_hand``. The world has no link: the Panda source runs in
@@ -19,7 +19,6 @@ import numpy as np
 from libero_workcell.contract import CAMERA_HZ_DEFAULT, CONTROL_HZ_DEFAULT
 from libero_workcell.osc_law import OscConfig
 from libero_workcell.task import TaskSpec
-from sim_bridge import scene
 from sim_bridge.panda.model import (
     ARM_JOINTS,
     GRIP_SITE,
@@ -32,7 +31,8 @@ from sim_bridge.panda.model import (
 )
 from sim_bridge.panda.osc import PandaOsc
 from sim_bridge.panda.standalone import GRIPPER_INIT_QPOS
-from sim_bridge.world import SimWorld, _xyzw
+from sim_cell import scene
+from sim_cell.world import SimWorld, _xyzw
 
 # The Panda stands where the AUBO does, turned 45 deg toward the belt: its joint 1 turns +-166 deg (the
 # AUBO's +-360), so facing +x it could not reach the belt's start behind it and the tray on its right. It

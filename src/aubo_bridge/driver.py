@@ -6,12 +6,11 @@ All safety lives here, identical in sim and on hardware:
   arm is enabled and fault-free, and only if it passes the contract
   (shape, finite, within [-1, 1]); anything else is rejected with a reason
   and the arm holds;
-* what an action means is ``config.action_response``. ``libero`` (the default):
-  robosuite OSC_POSE's response (:mod:`libero_workcell.action_response`): the goal is
-  the reference pose + the scaled delta, and robosuite's law on the Panda's dynamics
-  tracks it at the servo rate, so the arm covers about a quarter of the offset per
-  step and coasts a little after the last action, as in LIBERO. ``goal_delta``: the
-  goal moves by the scaled delta (clipped to the TCP speed limits) and is
+* what an action means is ``config.action_response``, one :class:`~aubo_bridge.response.base.Motion`
+  chosen when the driver is built (:mod:`aubo_bridge.response`). ``libero`` (the default):
+  robosuite OSC_POSE's response: the goal is the reference pose + the scaled delta, and
+  robosuite's law on the Panda's dynamics tracks it at the servo rate, as in LIBERO.
+  ``goal_delta``: the goal moves by the scaled delta (clipped to the TCP speed limits) and is
   reached, on a straight line, within the control period;
 * the goal is kept in the workspace box and must be reachable (IK seeded on
   the current servo target), else the action is rejected; in ``goal_delta``
@@ -47,10 +46,11 @@ from scipy.spatial.transform import Rotation
 
 from aubo_bridge.arbiter import SourceArbiter
 from aubo_bridge.backends.base import ArmBackend, ArmMeasurement
-from aubo_bridge.config import RESPONSE_LIBERO, ArmConfig
+from aubo_bridge.config import ArmConfig
 from aubo_bridge.model.kinematics import fk, ik, rotation_error
+from aubo_bridge.response import motion_for
+from aubo_bridge.response.base import IK_MAX_ITERATIONS, box_step
 from gripper.base import GripperBackend, GripperMeasurement
-from libero_workcell.action_response import Goal, PandaResponse, RefState, next_goal
 from libero_workcell.contract import (
     ACTION_POS_SCALE,
     ACTION_ROT_SCALE,
@@ -68,10 +68,6 @@ from libero_workcell.contract import (
 )
 from transports.errors import BackendError
 
-# One control step's goal is millimetres from the previous one: IK from the
-# previous goal's joints converges in 2-3 iterations. A goal that needs more
-# is unreachable in practice, and the lock the servo tick needs is held meanwhile.
-IK_MAX_ITERATIONS = 15
 # The per-tick TCP limiter scales a joint step to first order, aiming LIMIT_MARGIN under the
 # limit; the curvature of the joint-space chord (a fraction of a percent of a millimetre step)
 # then rarely takes it back over, and a second pass does. A step within LIMIT_RTOL of the limit
@@ -84,41 +80,6 @@ LIMIT_RTOL = 1e-7
 # mode; the RPC's refusal can come before the state stream shows the stop): the controller's fault, read this
 # soon after, is the cause the operator is told, not the refusal it explains.
 REFUSAL_EXPLAINED_S = 0.5
-
-
-def box_step(start: np.ndarray, step: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where a goal step from ``start`` may land in the box [low, high], and which axes it pushes further out.
-
-    Inside the box the goal is clipped to it. On an axis where ``start`` is already outside,
-    the goal may move toward the box but never further out, and is never pulled in faster
-    than ``step``: per axis the result lies between ``start`` and ``start + step``, so the
-    step's length (the speed limit) holds whatever the box does, and a zero step stays put.
-    Returns (new goal, boolean mask of axes where ``step`` points further out of the box).
-    """
-    lo = np.minimum(low, start)
-    hi = np.maximum(high, start)
-    outward = ((start < low) & (step < 0)) | ((start > high) & (step > 0))
-    return np.clip(start + step, lo, hi), outward
-
-
-def reference_tick(response: PandaResponse, ref: RefState, goal: Goal, cfg: ArmConfig) -> tuple[RefState, str | None]:
-    """One servo period of the libero reference toward ``goal`` under the driver's limits, from ``ref``.
-
-    The reference never moves faster than the TCP speed limits (its velocity is clipped) and never leaves
-    the workspace box (nor moves further out of it): stopped on a face, that axis's velocity is zeroed.
-    Where either acted, the response carries on from where it was stopped. Returns the reference and
-    the name of the speed limit that acted, if one did (the kinematic conversion refuses to model that).
-    Shared by the driver and the kinematic conversion (sim_bridge.convert): both stream the same reference.
-    """
-    new = response.step(goal)
-    vel, omega = _clip_norm(new.vel, cfg.max_tcp_speed), _clip_norm(new.omega, cfg.max_tcp_rot_speed)
-    sped = "max_tcp_speed" if np.any(vel != new.vel) else "max_tcp_rot_speed" if np.any(omega != new.omega) else None
-    pos, _ = box_step(ref.pos, new.pos - ref.pos, cfg.workspace_min, cfg.workspace_max)
-    boxed = pos != new.pos
-    vel = np.where(boxed, 0.0, vel)
-    if sped or np.any(boxed):
-        response.seat(pos, vel, omega)
-    return RefState(pos, vel, new.R, omega), sped
 
 
 class ArmMode(enum.Enum):
@@ -138,19 +99,6 @@ class ActionResult:
     # an action held the arm for the difference to its successor's. Through DDS that is 4 or 6 ticks now and
     # then instead of servo_hz / control_hz; a recording stores it so a replay can hold each action as long.
     servo_tick: int | None = None
-
-
-@dataclass(frozen=True)
-class _Segment:
-    """One control period of motion: from the stream's pose at the action to the new goal."""
-
-    q0: np.ndarray  # joints at the start (the servo target when the action arrived)
-    q1: np.ndarray  # the goal's validated IK solution
-    p0: np.ndarray  # TCP at the start
-    p1: np.ndarray  # TCP goal
-    R0: np.ndarray  # TCP rotation at the start
-    w: np.ndarray  # rotation vector (base frame) from R0 to the goal rotation
-    t0: float  # driver clock at the start
 
 
 @dataclass(frozen=True)
@@ -204,11 +152,9 @@ class ArmDriver:
         # next one is limited from it, so successive commands obey the limits even when the target re-anchors
         # on a measurement one servo period old (home, a tracking-error re-anchor).
         self._sent: np.ndarray | None = None
-        self._libero = config.action_response == RESPONSE_LIBERO
-        self._response = PandaResponse(config.servo_period)  # libero: what the streamed reference follows
+        self._motion = motion_for(config, self.counters)  # what an action means for the stream
         self._goal_pos, self._goal_R = fk(self._target, config.tool_offset)
-        self._ref = self._restart_reference(self._goal_pos, self._goal_R)
-        self._seg = self._still_segment()
+        self._motion.anchor(self._target, self._goal_pos, self._goal_R, self._clock())
         self._last_action_t: float | None = None
         self._gripper_coord_cmd: float | None = None
         self._epoch = self._meas.epoch
@@ -453,62 +399,12 @@ class ArmDriver:
                 self._hold_here(keep_target=True)
                 self._mode = ArmMode.ENABLED
                 self._last_action_t = None
-        elif self._mode is ArmMode.ENABLED and self._libero:
-            self._target = self._limit_step(self._reference_point())
         elif self._mode is ArmMode.ENABLED:
-            # A servo target is where the arm should be when the next one is due
-            # (AUBO servoJoint's t = the call interval): interpolate to now + one servo period.
-            frac = min(1.0, (now + self.config.servo_period - self._seg.t0) / self.config.control_period)
-            self._target = self._limit_step(self._segment_point(frac))
+            desired, error = self._motion.next_point(self._target, self._goal_pos, self._goal_R, now)
+            if error is not None:
+                self._last_error = error
+            self._target = self._limit_step(desired)
         return self._target.copy()
-
-    def _reference_point(self) -> np.ndarray:
-        """Advance the libero reference one servo period toward the goal (:func:`reference_tick`); its joints.
-
-        Where IK fails (a singular pose on the way), the reference stops where it was and the arm holds.
-        Should the response itself break (its model diverged), it starts over at rest where the reference
-        was and the arm stays at its last target: counted as ``response_resets``.
-        """
-        cfg = self.config
-        try:
-            ref, _ = reference_tick(self._response, self._ref, Goal(self._goal_pos, self._goal_R), cfg)
-        except FloatingPointError as exc:
-            self.counters["response_resets"] += 1
-            self._last_error = f"action response restarted at rest: {exc}"
-            self._ref = self._restart_reference(self._ref.pos, self._ref.R)
-            return self._target.copy()
-        sol = ik(ref.pos, ref.R, self._target, cfg.tool_offset, IK_MAX_ITERATIONS, cfg.ik_pos_tol, cfg.ik_rot_tol)
-        if not sol.converged:
-            self.counters["ik_fallbacks"] += 1
-            self._ref = self._restart_reference(self._ref.pos, self._ref.R)
-            return self._target.copy()
-        self._ref = ref
-        return sol.q
-
-    def _restart_reference(self, pos: np.ndarray, R: np.ndarray) -> RefState:
-        """The libero reference at rest at (pos, R), its response started over there."""
-        self._response.reset(pos, R)
-        return RefState.at_rest(pos, R)
-
-    def _segment_point(self, frac: float) -> np.ndarray:
-        """Joints ``frac`` of the way along the current segment, on the straight Cartesian line.
-
-        The TCP moves uniformly (so the per-tick speed limit is the action's own, not a
-        curvature artefact of joint interpolation); the end is the goal's validated IK solution.
-        Where IK fails on the way (a singular pose between two reachable ones), the joint-space
-        interpolation between the segment's two valid configurations is used instead.
-        """
-        seg = self._seg
-        if frac >= 1.0:
-            return seg.q1
-        p = seg.p0 + (seg.p1 - seg.p0) * frac
-        R = Rotation.from_rotvec(seg.w * frac).as_matrix() @ seg.R0
-        cfg = self.config
-        sol = ik(p, R, self._target, cfg.tool_offset, IK_MAX_ITERATIONS, cfg.ik_pos_tol, cfg.ik_rot_tol)
-        if sol.converged:
-            return sol.q
-        self.counters["ik_fallbacks"] += 1
-        return seg.q0 + (seg.q1 - seg.q0) * frac
 
     def _limit_step(self, desired: np.ndarray) -> np.ndarray:
         """The next servo target toward ``desired`` under the per-tick limits every motion obeys.
@@ -553,12 +449,7 @@ class ArmDriver:
         elif self._mode is ArmMode.HOLDING:
             self._hold_here(keep_target=True)  # resume from where the arm was told to hold
         dpos, drot, grip = action_to_delta(a)
-        if self._libero:  # relative to the reference pose; its speed is limited as it is streamed
-            base_pos, base_R = self._ref.pos, self._ref.R
-        else:  # relative to the previous goal, which is reached within the period: clip it to the speed limits
-            base_pos, base_R = self._goal_pos, self._goal_R
-            dpos = _clip_norm(dpos, cfg.max_tcp_speed * cfg.control_period)
-            drot = _clip_norm(drot, cfg.max_tcp_rot_speed * cfg.control_period)
+        base_pos, base_R, dpos, drot = self._motion.action_base(self._goal_pos, self._goal_R, dpos, drot)
         new_pos, outward = box_step(base_pos, dpos, cfg.workspace_min, cfg.workspace_max)
         if np.any(outward):
             axes = ", ".join("xyz"[i] for i in np.flatnonzero(outward))
@@ -567,15 +458,11 @@ class ArmDriver:
                 f"TCP goal {self._outside_box_text(base_pos)}; this action moves it further out "
                 f"along {axes}: only actions toward the box are accepted",
             )
-        if self._libero:
-            new_R = next_goal(self._ref, Goal(self._goal_pos, self._goal_R), dpos, drot).R
-        else:
-            new_R = Rotation.from_rotvec(drot).as_matrix() @ base_R
-        seed = self._target if self._libero else self._seg.q1
+        new_R = self._motion.goal_rotation(self._goal_pos, self._goal_R, base_R, dpos, drot)
         sol = ik(
             new_pos,
             new_R,
-            seed,
+            self._motion.ik_seed(self._target),
             cfg.tool_offset,
             pos_tol=cfg.ik_pos_tol,
             rot_tol=cfg.ik_rot_tol,
@@ -587,24 +474,14 @@ class ArmDriver:
                 f"goal {np.round(new_pos, 4).tolist()} unreachable (IK error "
                 f"{sol.pos_error * 1e3:.2f} mm, {np.degrees(sol.rot_error):.2f} deg)",
             )
-        # goal_delta: the step this action asks for, from the previous goal's joints; how fast
-        # the servo stream then really moves is bounded separately, per tick, in _tick.
-        if not self._libero:
-            joint_speed = np.abs(sol.q - self._seg.q1) / cfg.control_period
-            if np.any(joint_speed > cfg.max_joint_speed):
-                j = int(np.argmax(joint_speed / cfg.max_joint_speed))
-                return self._reject(
-                    "joint_speed",
-                    f"joint {j + 1} would move at {joint_speed[j]:.2f} rad/s "
-                    f"(limit {cfg.max_joint_speed[j]:.2f}): step too large or near a singularity",
-                )
+        refusal = self._motion.refusal(sol.q)  # goal_delta: a joint step faster than the joint speed limit
+        if refusal is not None:
+            return self._reject("joint_speed", refusal)
         # The rotation goal is exp(drot) applied to the base (or, under libero with drot = 0, kept): what was
         # applied is drot itself, whatever the box did to the position.
         applied = np.concatenate([(new_pos - base_pos) / ACTION_POS_SCALE, drot / ACTION_ROT_SCALE, [grip]])
         self._goal_pos, self._goal_R = new_pos, new_R
-        if not self._libero:
-            p0, R0 = fk(self._target, cfg.tool_offset)
-            self._seg = _Segment(self._target.copy(), sol.q, p0, new_pos, R0, rotation_error(new_R, R0), now)
+        self._motion.accepted(self._target, sol.q, new_pos, new_R, now)
         self._last_action_t = now
         if self._mode is ArmMode.HOLDING:
             self._mode = ArmMode.ENABLED
@@ -702,18 +579,12 @@ class ArmDriver:
             self._generation += 1  # a target computed from the old anchor and not yet sent is void
             self._target = self._meas.q.copy()
         self._goal_pos, self._goal_R = fk(self._target, self.config.tool_offset)
-        self._ref = self._restart_reference(self._goal_pos, self._goal_R)
-        self._seg = self._still_segment()
-
-    def _still_segment(self) -> _Segment:
-        """A segment that stays at the current servo target."""
-        p, R = fk(self._target, self.config.tool_offset)
-        return _Segment(self._target.copy(), self._target.copy(), p, p, R, np.zeros(3), self._clock())
+        self._motion.anchor(self._target, self._goal_pos, self._goal_R, self._clock())
 
     def _tracking_error(self) -> float:
         """How far the measured TCP is from where it was told to be (libero: the reference; else the goal)."""
         pos, _ = fk(self._meas.q, self.config.tool_offset)
-        return float(np.linalg.norm(pos - (self._ref.pos if self._libero else self._goal_pos)))
+        return float(np.linalg.norm(pos - self._motion.tracked_pos(self._goal_pos)))
 
     def _outside_box_text(self, pos: np.ndarray) -> str:
         """'' inside the workspace box, else which axes are out and by how much."""
@@ -735,12 +606,6 @@ class ArmDriver:
             if self._mode in (ArmMode.ENABLED, ArmMode.HOLDING):
                 self._hold_here()
                 self._mode = ArmMode.HOLDING
-
-
-def _clip_norm(v: np.ndarray, limit: float) -> np.ndarray:
-    """``v`` shortened (never turned) to at most ``limit`` long."""
-    n = float(np.linalg.norm(v))
-    return v * (limit / n) if n > limit else v
 
 
 def _text(exc: BaseException) -> str:

@@ -2,18 +2,15 @@
 
 Parameters -> ArmConfig, action messages -> driver.submit_action, driver
 status -> JointState / PoseStamped / 7-D state / diagnostics, services ->
-enable/stop/home/reset_fault. The driver and its servo loop run in a process
-of their own (``driver_host: process``, :mod:`aubo_bridge.process.driver_host`), so
-neither the executor nor any other thread of this node can delay servo
-targets; ``driver_host: node`` keeps them on a thread here. No physics,
-protocol or math lives here.
+enable/stop/home/reset_fault. Where the driver's servo loop runs is chosen once
+(:mod:`aubo_bridge.servo_host`): a process of its own (``driver_host: process``), a
+thread here (``driver_host: node``), or the world's ticks (the simulated cell in
+lockstep). No physics, protocol or math lives here.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import sys
 import threading
 import time
 from typing import Any, Final
@@ -32,7 +29,8 @@ from aubo_bridge.arbiter import ArbiterError
 from aubo_bridge.backends.factory import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PATH_PARAMS
 from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode
-from aubo_bridge.process.driver_host import DRIVER_HOSTS, DriverSpec, HostedDriver, LoopStats
+from aubo_bridge.process.driver_host import DRIVER_HOSTS, DriverSpec, HostedDriver
+from aubo_bridge.servo_host import servo_host
 from gripper import registry
 from libero_workcell import ros_msgs
 from libero_workcell.contract import (
@@ -48,10 +46,8 @@ from libero_workcell.contract import (
 )
 from libero_workcell.node_main import run_node, serve_trigger, served
 from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup
-from libero_workcell.rate import CONTROL_PRIORITY, SHUTDOWN_JOIN, RateLoop, run_loop
 from libero_workcell.ros_qos import qos
 from transports.errors import BackendError
-from transports.stepping import READY_POLL
 
 ARM_PARAMS = ArmConfig.parameter_defaults()  # every ArmConfig field is a parameter of the same name
 CONFIG_PARAMS = ARM_PARAMS | DEVICE_PARAMS  # every generated parameter, for docs and checks
@@ -93,48 +89,15 @@ class AuboBridgeNode(Node):
         )
         self._stop = threading.Event()
         self._world_gone = False
-        self.driver: ArmDriver | HostedDriver
         self.lockstep = self.use_sim and bool(self.get_parameter(Params.LOCKSTEP).value)
-        self._sim_ns = 0  # lockstep: the world's clock at the current tick
         self._action_ns: dict[str, int] = {}  # lockstep: each source's newest action stamp received
         self._action_cond = threading.Condition()
-        if self.lockstep and self.driver_host != "node":
-            raise ConfigError("the simulated arm runs in lockstep with the world in the node: driver_host must be "
-                              "'node' when use_sim and lockstep (the driver process is for the real arm)")
-        self._servo_loop: RateLoop | None = None  # the servo loop in this process, on the wall clock
-        if self.lockstep:
-            from transports.sim_lockstep import SERVO, LockstepParticipant
-
-            self.driver, arm, gripper = spec.build(sim_clock=lambda: self._sim_ns * 1e-9)
-            participant = LockstepParticipant(spec.sim_link, self.get_name(), SERVO)
-            self._participant = participant
-            servo_loop = RateLoop(self.config.servo_hz, clock=lambda: self._sim_ns * 1e-9)
-            if participant.servo_period_ns != round(self.config.servo_period * 1e9):
-                raise ConfigError(f"servo_hz {self.config.servo_hz:g} differs from the world's servo period "
-                                  f"({participant.servo_period_ns} ns)")  # fmt: skip
-            self._servo_thread = threading.Thread(target=self._lockstep_servo, args=(participant, servo_loop),
-                                                  name="servo", daemon=True)  # fmt: skip
-            self._servo_thread.start()
-            self._loop_stats = lambda: LoopStats.of(servo_loop, self._servo_thread)
-            devices: tuple[object, ...] = (arm, gripper)
-        elif self.driver_host == "process":
-            # The servo loop out of this process's GIL: the executor, timers and callbacks here cannot delay it.
-            self.driver = HostedDriver(spec)
-            self.driver.start()
-            # Actions pass through this process on their way to the driver: hand the GIL over within 1 ms, as a
-            # node whose servo thread is real-time does (the interpreter's default is 5 ms).
-            sys.setswitchinterval(0.001)
-            self._loop_stats = self.driver.loop_stats
-            devices = (self.driver,)
-        else:
-            self.driver, arm, gripper = spec.build()
-            servo_thread, servo_loop = run_loop(
-                self.config.servo_hz, self.driver.tick, self._stop, "servo", priority=CONTROL_PRIORITY
-            )
-            self._servo_loop = servo_loop  # its deadlines: when an action's first servo target goes out
-            self._servo_thread = servo_thread
-            self._loop_stats = lambda: LoopStats.of(servo_loop, servo_thread)
-            devices = (arm, gripper)
+        hooks = {"served": served(self), "control_step": self._lockstep_control_step, "each_tick": self._each_tick,
+                 "world_gone": self._on_world_gone, "name": self.get_name()}  # fmt: skip
+        self.host = servo_host(spec, self.driver_host, self.lockstep, self._stop, hooks)
+        self.driver: ArmDriver | HostedDriver = self.host.driver
+        self._loop_stats = self.host.loop_stats
+        devices = self.host.devices
         note = self._loop_stats().priority_note
         if note:
             self.get_logger().warning(f"servo thread: {note}")
@@ -192,7 +155,7 @@ class AuboBridgeNode(Node):
         now = self.get_clock().now().nanoseconds if self.lockstep else time.time_ns()
         self._latency_ms.append((now - ros_msgs.ns_from_stamp(msg.header.stamp)) * 1e-6)
         result = self.driver.submit_action(values, source, turn)
-        self._publish_result(msg, source, result, self._servo_time_ns(now) if result.accepted else None)
+        self._publish_result(msg, source, result, self.host.servo_time_ns(now) if result.accepted else None)
         self._action_came(source, msg)
         if not result.accepted:
             self.get_logger().warning(f"action from {source!r} rejected: {result.reason}", throttle_duration_sec=1.0)
@@ -238,61 +201,33 @@ class AuboBridgeNode(Node):
         self._pub_result.publish(ros_msgs.action_result_msg(msg.header.stamp, source, r.accepted, r.reason,
                                                             r.servo_tick, r.applied, servo))  # fmt: skip
 
-    def _servo_time_ns(self, now_ns: int) -> int:
-        """When the first servo target carrying an action taken at ``now_ns`` goes out (the result's
-        ``servo_time``): in lockstep the world's tick waiting for it (sim time); with the servo loop in this
-        process its next deadline (wall); with the driver in its own process at most one servo period after
-        it was taken (an upper bound: that loop's deadlines are not seen here)."""
-        period_ns = round(self.config.servo_period * 1e9)
-        if self.lockstep:
-            return self._sim_ns
-        loop = self._servo_loop
-        deadline = None if loop is None else loop.deadline
-        if deadline is None:
-            return now_ns + period_ns
-        ahead = deadline - time.perf_counter()  # the loop's clock is perf_counter
-        if ahead < 0:  # that tick ran: the next ones follow every period
-            ahead += self.config.servo_period * math.ceil(-ahead / self.config.servo_period)
-        return now_ns + round(ahead * 1e9)
-
     def _publish_source(self, source: str | None = None) -> None:
         self._pub_source.publish(String(data=source or self.driver.status().active_source))
 
-    def _lockstep_servo(self, participant, loop: RateLoop) -> None:
-        """The servo loop in lockstep: one driver tick per world tick, on the world's clock. A control step's
-        tick publishes the state it observes, then waits for the active source's action for that state (if the
-        source says it sent one), so the action takes effect at this tick, as in one process. The first tick is
-        taken once the executor serves this node (node_main.served): an action never waits unannounced."""
-        while not served(self).wait(READY_POLL):
-            if self._stop.is_set():
-                return
-        while (tick := participant.next_tick(self._stop)) is not None:
-            self._sim_ns = tick.time_ns
-            loop.record(tick.time)
-            try:
-                if self._auto_enable:
-                    self._auto_enable = not self._try_auto_enable()
-                if tick.control_step is not None:
-                    self.driver.observe()
-                    self._publish_state(ros_msgs.stamp_from_ns(tick.time_ns))
-                    source = self.driver.arbiter.active
-                    participant.waiting(3)
-                    if participant.wait_source(source, tick.control_step, self._stop):
-                        self._await_action(source, tick.time_ns)
-                self.driver.tick()
-            except Exception as exc:  # the tick is done all the same: the world must not hang on it
-                loop.errors += 1
-                loop.last_error = f"{type(exc).__name__}: {exc}"
-            participant.done(tick)
-        if not self._stop.is_set():
-            self.get_logger().error("the simulated world is gone: the arm bridge stops")
-            self._world_gone = True
+    def _each_tick(self) -> None:
+        """Lockstep, every world tick: the simulated arm enables itself at the first one it can (auto_enable)."""
+        if self._auto_enable:
+            self._auto_enable = not self._try_auto_enable()
+
+    def _lockstep_control_step(self, tick: Any, participant: Any) -> None:
+        """Lockstep, a control step's tick (servo_host.LockstepHost): publish the state it observes, then wait for
+        the active source's action for that state (if the source says it sent one)."""
+        self.driver.observe()
+        self._publish_state(ros_msgs.stamp_from_ns(tick.time_ns))
+        source = self.driver.arbiter.active
+        participant.waiting(3)
+        if participant.wait_source(source, tick.control_step, self._stop):
+            self._await_action(source, tick.time_ns)
+
+    def _on_world_gone(self) -> None:
+        self.get_logger().error("the simulated world is gone: the arm bridge stops")
+        self._world_gone = True
 
     def _await_action(self, source: str, stamp_ns: int) -> None:
         """Until ``source``'s action stamped ``stamp_ns`` was taken (it is on its way: the source said it sent it)."""
         with self._action_cond:
             while self._action_ns.get(source, -1) < stamp_ns and not self._stop.is_set():
-                if not self._action_cond.wait(0.5) and not self._participant.world_alive():
+                if not self._action_cond.wait(0.5) and not self.host.participant.world_alive():
                     return
 
     @property
@@ -360,12 +295,7 @@ class AuboBridgeNode(Node):
         self._stop.set()
         with self._action_cond:
             self._action_cond.notify_all()
-        if self.lockstep:
-            self._participant.interrupt()
-        if self.driver_host == "node":
-            self._servo_thread.join(timeout=SHUTDOWN_JOIN)
-        if self.lockstep:
-            self._participant.close()
+        self.host.stop()
         self.driver.close()
 
 

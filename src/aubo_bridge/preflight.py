@@ -2,8 +2,9 @@
 
 The controller through pyaubo_sdk in a child process (:func:`probe_controller`: the SDK can crash or freeze its
 process): the RPC port answers, the login works, the robot and safety modes let the bridge start the arm; the
-RTDE port streams frames. The gripper on its own RS-485 adapter answers at its Modbus ID, by holding-register
-reads only (its enable runs a calibration stroke). Nothing is powered on, enabled or moved.
+RTDE port streams frames. The gripper as its model's read-only probe for its path sees it (the CTAG2F90D on its own
+RS-485 adapter: holding-register reads at its Modbus ID, gripper/ctag/probe.py). Nothing is powered on, enabled or
+moved.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from aubo_bridge.backends.factory import ARCS_PARAMS, GRIPPER_PARAMS
+from aubo_bridge.backends.factory import ARCS_PARAMS
 from gripper import registry
-from gripper.ctag import model as ctag
 from libero_workcell import faults
 from libero_workcell import preflight as pf
 from libero_workcell.contract import Params
@@ -130,35 +130,23 @@ def probe_controller(arg: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------- the gripper
 def _gripper(node: str, params: Mapping[str, Any], ctx: Context) -> Check:
-    from gripper.ctag.modbus_backend import CtagConfig, CtagConfigError
-    from transports.modbus_bus import BusError, read_once
-
+    """The gripper as its model's read-only probe for its path sees it (gripper.model.ReadOnlyProbe)."""
     try:
-        model = registry.model(str(params.get("gripper_model", registry.DEFAULT_MODEL))).name
+        model = registry.model(str(params.get("gripper_model", registry.DEFAULT_MODEL)))
+        path_name = str(params.get("gripper_path", "modbus"))
+        path = model.path(path_name)
     except ValueError as exc:
-        return Check(node, "gripper model", FAIL, str(exc), "fix aubo_bridge.gripper_model in the cell file")
-    if model != ctag.NAME:  # the read-only probe below is the CTAG2F90D's register map
-        return Check(node, f"gripper {model}", SKIP, "no read-only check for this model: the bridge checks it at start")
-    path = str(params.get("gripper_path", "modbus"))
-    if path != "modbus":
-        return Check(node, "gripper on the tool flange", SKIP,
-                     "checked by the bridge at start: reading it through the controller means adding Modbus "
-                     "signals there")  # fmt: skip
+        return Check(node, "gripper model", FAIL, str(exc),
+                     "fix aubo_bridge.gripper_model / gripper_path in the cell file")  # fmt: skip
+    if path.probe is None:
+        return Check(node, f"gripper {model.name} ({path_name})", SKIP,
+                     "checked by the bridge at start: this path has no read-only check")  # fmt: skip
+    settings = pf.section(params, path.prefix, dict(path.defaults))
     try:
-        cfg = CtagConfig.from_mapping(pf.section(params, "gripper", GRIPPER_PARAMS))
-    except CtagConfigError as exc:
-        return Check(node, "gripper settings", FAIL, str(exc), "fix aubo_bridge.gripper.* in the cell file")
-    what = f"gripper at Modbus ID {cfg.slave_id} on {cfg.port} ({cfg.baudrate} 8{cfg.parity}{cfg.stopbits})"
+        what = path.probe.describe(settings)
+    except ValueError as exc:
+        return Check(node, "gripper settings", FAIL, str(exc), f"fix aubo_bridge.{path.prefix}.* in the cell file")
     if ctx.ports_busy:
         return pf.skipped_busy(node, what, ctx)
-    try:
-        regs = read_once(cfg.serial(), cfg.poll_blocks(), timeout=min(ctx.timeout, 2.0), name="gripper")
-    except BusError as exc:
-        return Check(node, what, FAIL, str(exc),
-                     "check the adapter's name (udev), the cable, and aubo_bridge.gripper.slave_id / "
-                     "gripper.baudrate against the gripper's configuration tool (docs/bringup.md, 0. Install)")
-    position = (regs[cfg.reg_feedback] << 16) | regs[cfg.reg_feedback + 1]
-    if cfg.reg_alarm >= 0 and regs.get(cfg.reg_alarm):
-        return Check(node, what, FAIL, f"answers with alarm code {regs[cfg.reg_alarm]}",
-                     faults.BY_CODE["GRIP-ALARM"].recovery)  # fmt: skip
-    return Check(node, what, OK, f"answers (fingers at {position} of {cfg.position_max}; read only, not enabled)")
+    answered, detail, todo = path.probe.read(settings, min(ctx.timeout, 2.0))
+    return Check(node, what, OK if answered else FAIL, detail, todo)

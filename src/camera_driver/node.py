@@ -15,8 +15,8 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from camera_driver.backends import make_backend
-from camera_driver.config import RealSenseConfig, UvcConfig
 from camera_driver.driver import CameraDriver
+from camera_driver.registry import TYPES
 from libero_workcell import ros_msgs
 from libero_workcell.contract import (
     CAMERA_HZ_DEFAULT,
@@ -35,10 +35,8 @@ from libero_workcell.ros_qos import qos
 OPTICAL_FRAMES = {"external": EXTERNAL_CAMERA_FRAME, "wrist": WRIST_CAMERA_FRAME}
 
 
-# Every generated parameter (device configs under their prefix), for docs and checks.
-CONFIG_PARAMS = prefixed("realsense", RealSenseConfig.parameter_defaults()) | prefixed(
-    "uvc", UvcConfig.parameter_defaults()
-)
+# Every generated parameter (each camera type's settings under its name), for docs and checks.
+CONFIG_PARAMS = {k: v for t in TYPES.values() for k, v in prefixed(t.name, t.config.parameter_defaults()).items()}
 
 
 # Every parameter the node declares, with its default: the one list (node_params.declare_all) that overrides
@@ -60,8 +58,7 @@ class CameraNode(Node):
     def __init__(self) -> None:
         super().__init__("camera_driver")
         declare_all(self, PARAMETERS)
-        realsense = declare_config(self, "realsense", RealSenseConfig.parameter_defaults())
-        uvc = declare_config(self, "uvc", UvcConfig.parameter_defaults())
+        settings = {t.name: declare_config(self, t.name, t.config.parameter_defaults()) for t in TYPES.values()}
         refuse_runtime_changes(self)
         self.camera = str(self.get_parameter(Params.CAMERA_NAME).value)
         backend = make_backend(
@@ -69,8 +66,7 @@ class CameraNode(Node):
             str(self.get_parameter(Params.SIM_LINK).value),
             self.camera,
             str(self.get_parameter("device_type").value),
-            realsense,
-            uvc,
+            settings,
         )
         self.driver = CameraDriver(backend, float(self.get_parameter(Params.MAX_FRAME_AGE).value))
         self.frame_id = OPTICAL_FRAMES[self.camera]

@@ -22,12 +22,25 @@ TOOL_SESSION_FIELDS: Final = ("ip", "rpc_port", "user", "password", "connect_tim
 
 
 @dataclass(frozen=True)
+class ReadOnlyProbe:
+    """How ``workcell check`` looks at a gripper on one path before any node runs: reads only (a gripper's enable
+    runs a calibration stroke), never enables or moves it."""
+
+    describe: Callable[[dict[str, Any]], str]  # {field: value} -> the device they name; ValueError if they are bad
+    # ({field: value}, timeout s) -> (answered, what it answered or why not, what to do about it)
+    read: Callable[[dict[str, Any], float], tuple[bool, str, str]]
+
+
+@dataclass(frozen=True)
 class GripperPath:
     """One way a model is wired: its node parameters (``prefix.field``) and how they become a backend."""
 
     prefix: str  # the aubo_bridge node's parameters for this path are ``prefix.<field>``
     defaults: Mapping[str, Any]  # field -> default (the ``tool`` path's leave out TOOL_SESSION_FIELDS)
     build: Callable[[dict[str, Any]], GripperBackend]  # {field: value} -> a connected backend, or an exception
+    # the preflight's look at it; None: the bridge checks it at start (e.g. through the arm controller, where a
+    # read means adding Modbus signals there)
+    probe: ReadOnlyProbe | None = None
 
 
 @dataclass(frozen=True)

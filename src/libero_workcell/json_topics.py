@@ -61,7 +61,7 @@ Vec3 = Annotated[tuple[Finite, Finite, Finite], Field()]
 
 
 class SimMetrics(TopicDocument):
-    """The world's evaluation of an episode (sim_bridge.metrics): which workpieces are placed, SR, PCR ..."""
+    """The world's evaluation of an episode (sim_cell.metrics): which workpieces are placed, SR, PCR ..."""
 
     placed: list[bool] = Field(max_length=64)
     SR: Finite

@@ -17,9 +17,9 @@ from libero_workcell import faults
 from libero_workcell.cell_file import redact_text
 from libero_workcell.contract import Params
 from libero_workcell.preflight import FAIL, OK, SKIP, WARN, Check, Context
-from policy_node.clients import ClientKind, kind_for
+from policy_node.clients import kind_for
 from policy_node.config import TASK_PARAM, PolicyConfig
-from policy_node.protocol import PolicyServerError
+from policy_node.protocol import ClientKind, PolicyServerError
 
 LOCAL_SERVER_NODE = "policy_server"  # the graph's own server (policy_local_server:=true), up only with the graph
 

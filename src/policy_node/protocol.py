@@ -10,6 +10,7 @@ adapter a URL selects is :mod:`policy_node.clients`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -116,3 +117,16 @@ class ObservationAdapter(Protocol):
 
     def __call__(self, snap: Snapshot, view: str, state_format: str, task: str, preference: str = "", *,
                  sim_clock_ns: int | None = None, committed: Any = None) -> Any: ...  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ClientKind:
+    """One protocol as the client registry (policy_node.clients) selects it by a URL's scheme."""
+
+    name: str  # says which protocol in errors ("openpi websocket")
+    connect: Connect
+    observation: ObservationAdapter
+    health_url: Callable[[str], str] | None = None  # the server's HTTP health check for a URL, if it has one
+    # the per-frame part of the observation (frame, view) -> what the adapter sends, made when a frame arrives
+    # (policy_node.observation.FrameInput), so the control tick only assembles; None: the adapter does it all
+    frame_input: Callable[[Any, str], Any] | None = None

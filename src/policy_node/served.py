@@ -2,7 +2,7 @@
 
 The local server (policy_node.serve) speaks openpi's websocket protocol; its request's keys are the openpi
 adapter's (policy_node.clients.openpi_ws.adapter). The policies served here (policy_node.builtin_policies,
-sim_bridge.expert_policy) read a request through :func:`read_request`, never by the wire's keys, so another
+sim_cell.expert_policy) read a request through :func:`read_request`, never by the wire's keys, so another
 protocol for the local server changes this module and its own folder, not them.
 """
 

@@ -18,7 +18,7 @@ Per step, besides LIBERO's datasets, the file holds what the arm did with the ac
 ``applied_actions``: the arm driver's reports) and ``timing/``, the evidence that the data is honest: the
 observation stamp, the action latency, each camera's frame age and whether its frame was stale, and the
 servo tick each action took effect on (-1 where the arm driver's report did not arrive or the action was
-refused): a replay holds each action for as many servo ticks as the arm did (sim_bridge.replay).
+refused): a replay holds each action for as many servo ticks as the arm did (sim_cell.replay).
 """
 
 from __future__ import annotations

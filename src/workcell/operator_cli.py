@@ -47,7 +47,7 @@ CALL_TIMEOUT_S = 30.0  # for its answer (homing answers at once; a save answers 
 STATUS_TIMEOUT_S = 10.0  # the longest `workcell status` waits to hear from every node of the graph
 POLICY_NODE = "policy_node"  # the node name policy_node.node registers
 ARM_NODE, BELT_NODE = "aubo_bridge", "conveyor_driver"  # their names in the graph file (config/workcell.yaml)
-SIM_WORLD_NODE, ARM_FAULT_PARAM = "sim_world", "arm_fault"  # the simulated controller's fault (sim_bridge.world_node)
+SIM_WORLD_NODE, ARM_FAULT_PARAM = "sim_world", "arm_fault"  # the simulated controller's fault (sim_cell.world_node)
 
 
 class OperatorError(RuntimeError):

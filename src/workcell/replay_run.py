@@ -24,7 +24,7 @@ from workcell.bringup import Graph, GraphError
 from workcell.launcher import NodeDiedError, NodesUp, RunningGraph, launch
 
 REPLAY_NODE = "demo_replay"
-REPORT_FILE = "replay_report.json"  # what the demo_replay node (sim_bridge.replay_node) writes
+REPORT_FILE = "replay_report.json"  # what the demo_replay node (sim_cell.replay_node) writes
 # The demo_replay node's progress, a line of its log about PROGRESS_LINES times a replay and at its last step; the
 # replay's bar reads the newest (replayed_steps).
 PROGRESS = "replayed {done} of {total} steps"

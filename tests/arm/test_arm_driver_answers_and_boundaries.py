@@ -24,6 +24,7 @@ from arm_rig import (
 from scipy.spatial.transform import Rotation
 
 import aubo_bridge.driver as driver_module
+import aubo_bridge.response.goal_delta as goal_delta_motion
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver, ArmMode
 from aubo_bridge.model.kinematics import HOME_Q, IkResult, fk
@@ -311,9 +312,9 @@ def test_an_unreachable_goal_is_rejected_with_the_ik_figures(monkeypatch) -> Non
 def test_a_singular_pose_on_the_way_falls_back_to_joint_interpolation(monkeypatch) -> None:
     driver, arm, _, clock = make()
     assert driver.submit_action(np.array([0.2, 0, 0, 0, 0, 0, 0]), SOURCE_POLICY).accepted  # under the TCP cap
-    seg = driver._seg
-    real_ik = driver_module.ik
-    monkeypatch.setattr(driver_module, "ik", lambda *a, **k: IkResult(a[2], False, 1.0, 1.0, 15))
+    seg = driver._motion.seg
+    real_ik = goal_delta_motion.ik
+    monkeypatch.setattr(goal_delta_motion, "ik", lambda *a, **k: IkResult(a[2], False, 1.0, 1.0, 15))
     clock.t += driver.config.servo_period
     driver.tick()
     frac = min(1.0, (clock.t + driver.config.servo_period - seg.t0) / driver.config.control_period)
@@ -323,12 +324,12 @@ def test_a_singular_pose_on_the_way_falls_back_to_joint_interpolation(monkeypatc
     assert driver.status().counters["ik_fallbacks"] == 2
     ticks(driver, clock, 3)
     np.testing.assert_allclose(arm.q, seg.q1, atol=1e-12)  # it still ends on the validated goal
-    monkeypatch.setattr(driver_module, "ik", real_ik)
+    monkeypatch.setattr(goal_delta_motion, "ik", real_ik)
     # a still segment (enable, holds) falls back to staying put
     driver.stop()
     assert driver.enable()[0]
     q_still = arm.q.copy()
-    monkeypatch.setattr(driver_module, "ik", lambda *a, **k: IkResult(a[2], False, 1.0, 1.0, 15))
+    monkeypatch.setattr(goal_delta_motion, "ik", lambda *a, **k: IkResult(a[2], False, 1.0, 1.0, 15))
     ticks(driver, clock, 2)
     np.testing.assert_array_equal(arm.q, q_still)
     assert driver.mode is ArmMode.ENABLED

@@ -19,7 +19,7 @@ import pytest
 from arm_rig import IdealArm, IdealGripper, LaggingArm, ManualClock, run_control_period
 from scipy.spatial.transform import Rotation
 
-import aubo_bridge.driver as driver_module
+import aubo_bridge.response.libero as libero_motion
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ArmDriver, ArmMode
 from aubo_bridge.model.kinematics import HOME_Q, IkResult, fk
@@ -58,7 +58,7 @@ def test_zero_actions_from_rest_hold_exactly() -> None:
 def test_the_goal_is_the_reference_plus_the_offset_and_applied_says_so() -> None:
     driver, arm, clock = make()
     act(driver, clock, [0.2, 0, 0, 0, 0, 0, -1], periods=3)
-    ref = driver._ref.pos.copy()
+    ref = driver._motion.ref.pos.copy()
     res = driver.submit_action(np.array([0.1, -0.2, 0.3, 0, 0, 0, -1]), SOURCE_POLICY)
     np.testing.assert_allclose(driver.status().goal_pos, ref + np.array([0.1, -0.2, 0.3]) * ACTION_POS_SCALE)
     np.testing.assert_allclose(res.applied, [0.1, -0.2, 0.3, 0, 0, 0, -1], atol=1e-12)
@@ -96,7 +96,7 @@ def test_the_reference_never_exceeds_the_tcp_speed_limit(max_speed) -> None:
             fastest = max(fastest, float(np.linalg.norm(p - p_prev)) / cfg.servo_period)
             p_prev = p
     assert max_speed * 0.95 < fastest <= max_speed * (1 + 1e-6)  # it binds, and holds
-    assert np.linalg.norm(driver._ref.vel) <= max_speed * (1 + 1e-9)
+    assert np.linalg.norm(driver._motion.ref.vel) <= max_speed * (1 + 1e-9)
 
 
 def test_coasting_stops_on_the_box_face_and_never_crosses_it() -> None:
@@ -112,7 +112,7 @@ def test_coasting_stops_on_the_box_face_and_never_crosses_it() -> None:
             highest = max(highest, fk(arm.q)[0][0])
     assert highest <= face + 1e-5  # IK tolerance
     assert face - 1e-4 < fk(arm.q)[0][0]  # it got there
-    assert driver._ref.vel[0] == 0.0
+    assert driver._motion.ref.vel[0] == 0.0
 
 
 def test_outside_the_box_zero_holds_toward_is_accepted_and_further_out_is_refused() -> None:
@@ -150,21 +150,21 @@ def test_an_unreachable_goal_is_refused_and_the_arm_holds() -> None:
 def test_where_ik_fails_on_the_way_the_reference_stops_and_the_arm_holds(monkeypatch) -> None:
     driver, arm, clock = make()
     act(driver, clock, [0.3, 0, 0, 0, 0, 0, -1], periods=2)
-    q_before, ref_before = arm.q.copy(), driver._ref.pos.copy()
-    monkeypatch.setattr(driver_module, "ik", lambda *a, **k: IkResult(a[2], False, 1.0, 1.0, 15))
+    q_before, ref_before = arm.q.copy(), driver._motion.ref.pos.copy()
+    monkeypatch.setattr(libero_motion, "ik", lambda *a, **k: IkResult(a[2], False, 1.0, 1.0, 15))
     for n in (1, 2):  # every tick where IK fails counts, and the stopped reference stays usable
         clock.t += driver.config.servo_period
         driver.tick()
         np.testing.assert_array_equal(arm.q, q_before)
-        np.testing.assert_array_equal(driver._ref.pos, ref_before)
-        assert not np.any(driver._ref.vel) and driver.status().counters["ik_fallbacks"] == n
+        np.testing.assert_array_equal(driver._motion.ref.pos, ref_before)
+        assert not np.any(driver._motion.ref.vel) and driver.status().counters["ik_fallbacks"] == n
     assert driver.mode is ArmMode.ENABLED and driver.status().fault is None
 
 
 def test_holds_stop_the_reference_at_once() -> None:
     driver, arm, clock = make()
     act(driver, clock, [0.5, 0, 0, 0, 0, 0, -1], periods=4)
-    assert np.linalg.norm(driver._ref.vel) > 0.05
+    assert np.linalg.norm(driver._motion.ref.vel) > 0.05
     res = driver.submit_action(np.array([np.nan] * 7), SOURCE_POLICY)
     assert not res.accepted and driver.mode is ArmMode.HOLDING
     q_held = arm.q.copy()
@@ -186,19 +186,19 @@ def test_the_tracking_error_guard_measures_against_the_reference() -> None:
     for _ in range(8):
         assert driver.submit_action(np.array([1.0, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY).accepted
         run_control_period(driver, clock)
-    lag = np.linalg.norm(driver._ref.pos - fk(arm.q)[0])
+    lag = np.linalg.norm(driver._motion.ref.pos - fk(arm.q)[0])
     assert lag > 0.005
     assert driver.submit_action(np.zeros(7), SOURCE_POLICY).accepted
-    np.testing.assert_allclose(driver._ref.pos, driver.status().tcp_pos, atol=1e-9)  # re-anchored on the measured TCP
-    assert not np.any(driver._ref.vel)
+    np.testing.assert_allclose(driver._motion.ref.pos, driver.status().tcp_pos, atol=1e-9)  # re-anchored: measured TCP
+    assert not np.any(driver._motion.ref.vel)
     # with a generous guard, the same lag keeps the reference
     driver, arm, clock = make(ArmConfig(max_tcp_speed=0.08, max_tracking_error=0.08), arm_cls=LaggingArm)
     for _ in range(8):
         driver.submit_action(np.array([1.0, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY)
         run_control_period(driver, clock)
-    ref = driver._ref.pos.copy()
+    ref = driver._motion.ref.pos.copy()
     driver.submit_action(np.zeros(7), SOURCE_POLICY)
-    np.testing.assert_array_equal(driver._ref.pos, ref)
+    np.testing.assert_array_equal(driver._motion.ref.pos, ref)
 
 
 def test_a_bad_action_response_is_refused_at_start_up() -> None:
@@ -210,9 +210,9 @@ def test_a_bad_action_response_is_refused_at_start_up() -> None:
 
 def test_each_accepted_action_says_which_servo_tick_it_took_effect_on_and_replaying_those_ticks_is_exact() -> None:
     """Through DDS an action sometimes holds the arm for 4 or 6 servo ticks instead of 5. The result's
-    servo_tick records it; a replay that holds each action as long (sim_bridge.replay.held_ticks) ends where
+    servo_tick records it; a replay that holds each action as long (sim_cell.replay.held_ticks) ends where
     the original did, and one that holds each for a control period does not."""
-    from sim_bridge.replay import held_ticks
+    from sim_cell.replay import held_ticks
 
     actions = [np.array([0.3, -0.1, 0.2, 0.0, 0.0, 0.1 * (i % 2), -1.0]) for i in range(8)]
     schedule = [5, 6, 0, 9, 6, 6, 4, 5]  # 0: replaced by its successor before a tick
@@ -251,16 +251,16 @@ def test_a_broken_response_restarts_at_rest_the_arm_stays_and_the_next_action_mo
     stays at its last target. The next action moves it again."""
     driver, arm, clock = make()
     act(driver, clock, [0.5, 0, 0, 0, 0, 0, -1], periods=2)
-    ref_before = driver._ref.pos.copy()
+    ref_before = driver._motion.ref.pos.copy()
     target = driver._target.copy()
-    driver._response.data.qvel[:] = np.nan  # what a diverged physics step leaves behind
+    driver._motion.response.data.qvel[:] = np.nan  # what a diverged physics step leaves behind
     clock.t += driver.config.servo_period
     driver.tick()
     assert driver.counters["response_resets"] == 1
     assert "action response restarted at rest" in driver.status().last_error
     np.testing.assert_array_equal(driver._target, target)  # no target from the broken state
-    np.testing.assert_array_equal(driver._ref.pos, ref_before)
-    np.testing.assert_array_equal(driver._ref.vel, np.zeros(3))
+    np.testing.assert_array_equal(driver._motion.ref.pos, ref_before)
+    np.testing.assert_array_equal(driver._motion.ref.vel, np.zeros(3))
     assert driver.status().mode is ArmMode.ENABLED
     res = act(driver, clock, [0.5, 0, 0, 0, 0, 0, -1], periods=2)
     assert all(r.accepted for r in res) and driver.counters["response_resets"] == 1

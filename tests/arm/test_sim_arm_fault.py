@@ -14,7 +14,7 @@ from aubo_bridge.driver import ArmMode
 from aubo_bridge.model.kinematics import HOME_Q
 from libero_workcell.contract import SOURCE_POLICY
 from libero_workcell.task import TaskSpec
-from sim_bridge.episode import make_sim_rig
+from sim_cell.episode import make_sim_rig
 from transports.sim_link import SimLink, WorldState
 
 REASON = "protective stop: collision at the tray"
@@ -98,7 +98,7 @@ def test_the_driver_faults_holds_refuses_actions_and_resets_only_once_the_fault_
 
 def test_the_reported_fault_finds_its_code_and_the_operators_command_names_the_worlds_parameter() -> None:
     from libero_workcell.faults import classify
-    from sim_bridge.world_node import PARAMETERS
+    from sim_cell.world_node import PARAMETERS
     from workcell.operator_cli import ARM_FAULT_PARAM
 
     link = SimLink.in_memory()

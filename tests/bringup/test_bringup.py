@@ -100,7 +100,7 @@ def test_default_nodes_and_parameters():
     injected = {"use_sim": True, "sim_link": "workcell", "lockstep": True, "use_sim_time": True}
     for spec in specs.values():
         assert {k: spec.parameters[k] for k in injected} == injected  # the sim profile: sim time, in lockstep
-    assert specs["sim_world"].module == "sim_bridge.world_node"
+    assert specs["sim_world"].module == "sim_cell.world_node"
     assert specs["sim_world"].parameters == {
         **injected, "real_time_factor": 1.0, "participants": "aubo_bridge,external_camera,wrist_camera",
         "start_timeout": 60.0, "stall_timeout": 30.0,
@@ -143,7 +143,7 @@ def test_use_sim_false_drops_sim_world_and_expert_flag_adds_expert():
     assert all(s.parameters["use_sim"] is False for s in specs)
     with_expert = graph.resolve(["expert:=true"])
     assert [s.name for s in with_expert] == [*SIM_NODES, "scripted_expert"]
-    assert with_expert[-1].module == "sim_bridge.expert_node"
+    assert with_expert[-1].module == "sim_cell.expert_node"
 
 
 @pytest.mark.parametrize(

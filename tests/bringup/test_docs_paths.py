@@ -13,9 +13,9 @@ import re
 from functools import cache
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, TOP_PACKAGES
 
-SCANNED = ("docs", "src", "sim_bridge", "bench", "tests", "scripts", "launch", "config", "tools", ".ci")
+SCANNED = ("docs", "src", *TOP_PACKAGES, "bench", "tests", "scripts", "launch", "config", "tools", ".ci")
 SUFFIXES = {".py", ".md", ".sh", ".yaml", ".yml", ".toml", ".txt"}
 SKIPPED = {".venv", ".git", "test-output", "build", "install", "log", "__pycache__", "node_modules"}
 # a relative path with a folder and a file name of a kind the repository holds (../ included: it must not leave)

@@ -26,7 +26,7 @@ def test_resolving_a_graph_with_overrides_imports_no_node() -> None:
         "import sys\nfrom workcell.bringup import Graph\n"
         "specs = Graph.load().resolve(['teleop:=true', 'aubo_bridge.arcs.rtde_hz:=250', 'recorder.min_free_mb:=5'])\n"
         "assert {s.name: s.parameters for s in specs}['aubo_bridge']['arcs.rtde_hz'] == 250.0\n"
-        "roots = ('aubo_bridge', 'conveyor_driver', 'camera_driver', 'gripper', 'sim_bridge', 'recorder', "
+        "roots = ('aubo_bridge', 'conveyor_driver', 'camera_driver', 'gripper', 'sim_cell', 'sim_bridge', 'recorder', "
         "'teleop_pico', 'policy_node', 'console', 'session_log')\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in roots)\n"
         "assert not loaded, loaded\n"

@@ -7,7 +7,7 @@ import ast
 import sys
 import xml.etree.ElementTree as ET
 
-from conftest import REPO
+from conftest import CODE_FOLDERS, REPO, TOP_PACKAGES
 
 # module -> the rosdep key that installs it (rosdistro's rosdep/base.yaml and python.yaml)
 ROSDEP = {
@@ -30,9 +30,9 @@ OPTIONAL = {"lerobot", "datasets", "torch", "torchvision", "PIL", "typing_extens
 
 
 def _third_party_imports() -> set[str]:
-    ours = {p.name for p in (REPO / "src").iterdir() if p.is_dir()} | {"sim_bridge", "libero_workcell"}
+    ours = {p.name for p in (REPO / "src").iterdir() if p.is_dir()} | {*TOP_PACKAGES, "libero_workcell"}
     found: set[str] = set()
-    for folder in (REPO / "src", REPO / "sim_bridge"):
+    for folder in CODE_FOLDERS:
         for path in folder.rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Import):
@@ -65,8 +65,8 @@ def test_the_packages_tests_import_are_this_checkouts_own_regular_packages() -> 
     import os
     import subprocess
 
-    names = sorted(p.name for p in (REPO / "src").iterdir() if (p / "__init__.py").is_file()) + ["sim_bridge"]
-    expected = {n: str((REPO / "src" / n / "__init__.py") if n != "sim_bridge" else REPO / n / "__init__.py")
+    names = sorted(p.name for p in (REPO / "src").iterdir() if (p / "__init__.py").is_file()) + [*TOP_PACKAGES]
+    expected = {n: str((REPO / "src" / n / "__init__.py") if n not in TOP_PACKAGES else REPO / n / "__init__.py")
                 for n in names}  # fmt: skip
     here = {n: getattr(importlib.import_module(n), "__file__", None) for n in names}
     assert here == expected

@@ -28,10 +28,12 @@ from camera_driver.capture import (
     RawFrame,
     to_square_rgb,
 )
-from camera_driver.config import CameraConfigError, RealSenseConfig, UvcConfig
+from camera_driver.config import CameraConfigError
 from camera_driver.driver import CameraDriver, Frame
-from camera_driver.realsense_backend import RealSenseBackend
-from camera_driver.uvc_backend import UvcBackend
+from camera_driver.realsense.backend import RealSenseBackend
+from camera_driver.realsense.config import RealSenseConfig
+from camera_driver.uvc.backend import UvcBackend
+from camera_driver.uvc.config import UvcConfig
 
 # librealsense's playback can crash the process on pipeline.stop() now and then (seen once under load: a native
 # race in its dispatcher, realsenseai/librealsense#8625 and #10318 report the kind). The suite runs these on an

@@ -28,7 +28,7 @@ from libero_workcell.image_convention import (
 from libero_workcell.libero_format import read_demos, write_demo_file
 from libero_workcell.task import TaskSpec
 from sim_bridge.demo_recorder import DemoRecorder
-from sim_bridge.world import SimWorld
+from sim_cell.world import SimWorld
 
 
 def glyph() -> np.ndarray:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ast
 import json
-from pathlib import Path
 
 import pytest
+from conftest import CODE_FOLDERS, REPO
 from hostile_json import HOSTILE
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,7 +28,6 @@ from libero_workcell.json_topics import (
 )
 from libero_workcell.task import TaskSpec
 
-REPO = Path(__file__).resolve().parents[2]
 MODELS = (ArmModeReport, GroundTruth, RecorderStatus, SimEpisodeReport, StatusDocument)
 
 
@@ -100,7 +99,7 @@ def test_no_node_parses_a_message_with_json_loads() -> None:
     """A message callback that calls ``json.loads`` on ``.data`` is how one message killed the recorder and
     teleop_pico: every such read goes through libero_workcell.json_topics (or ros_msgs for the action result)."""
     offenders = []
-    for path in [*(REPO / "src").rglob("*.py"), *(REPO / "sim_bridge").rglob("*.py")]:
+    for path in [p for folder in CODE_FOLDERS for p in folder.rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "loads"
                     and node.args and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "data"):

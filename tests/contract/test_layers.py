@@ -12,7 +12,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, TOP_PACKAGES
 
 LINT = Path(sys.executable).with_name("lint-imports")
 
@@ -26,7 +26,8 @@ def linted_copy(copy: Path) -> Path:
     """What lint-imports reads of the tree (the packages and pyproject.toml), copied to ``copy`` to be broken."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO / "src", copy / "src", ignore=ignore)
-    shutil.copytree(REPO / "sim_bridge", copy / "sim_bridge", ignore=ignore)
+    for name in TOP_PACKAGES:
+        shutil.copytree(REPO / name, copy / name, ignore=ignore)
     shutil.copy(REPO / "pyproject.toml", copy)
     return copy
 
@@ -66,7 +67,7 @@ def _module_of(path: Path, root: Path) -> str:
 def imports_by_name(root: Path) -> list[tuple[str, str | None, int]]:
     """Every import by name in the linted packages: (module, the name imported or None when computed, line)."""
     found = []
-    for path in [*(root / "src").rglob("*.py"), *(root / "sim_bridge").rglob("*.py")]:
+    for path in [*(root / "src").rglob("*.py"), *(p for name in TOP_PACKAGES for p in (root / name).rglob("*.py"))]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
@@ -136,3 +137,56 @@ def test_an_import_by_name_that_points_up_fails_as_a_plain_one_does(tmp_path):
     assert any("libero_workcell.contract" in b and "whose name it computes" in b for b in found), found
     assert any("workcell.cli" in b and "workcell is not allowed to import aubo_bridge" in b for b in found), found
     assert len(found) == 3, found
+
+
+# ---- loops -----------------------------------------------------------------------------------------------------
+def import_loops(imports: dict[str, set[str]]) -> list[list[str]]:
+    """The import loops of ``imports`` (module -> the modules it imports): each set of two or more modules that
+    reach each other, sorted (Tarjan's strongly connected components; a module importing itself is no loop)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    loops: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in imports.get(module, ()):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            members = []
+            while True:
+                m = stack.pop()
+                on_stack.discard(m)
+                members.append(m)
+                if m == module:
+                    break
+            if len(members) > 1:
+                loops.append(sorted(members))
+
+    for module in sorted(imports):
+        if module not in index:
+            visit(module)
+    return sorted(loops)
+
+
+def test_loops_are_found_and_a_module_importing_itself_is_none():
+    assert import_loops({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}) == [["a", "b", "c"]]
+    assert import_loops({"a": {"b"}, "b": set(), "c": {"c"}}) == []
+
+
+def test_the_tree_has_no_import_loop():
+    """A loop ties its modules into one: neither can be read, tested or moved without the other (issue 37 broke
+    the tree's last one, convert_batch <-> convert_cluster, by giving their shared unit a module of its own)."""
+    import grimp
+
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
+    graph = grimp.build_graph(*packages, cache_dir=None)
+    imports = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    assert import_loops(imports) == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import re
 
-from conftest import REPO
+from conftest import CODE_FOLDERS, REPO
 
 from libero_workcell.progress import LINE_INTERVAL_S, BesideBars, counted, progress_bar, write_beside
 
@@ -67,7 +67,7 @@ def test_every_bar_is_in_the_operators_table() -> None:
     """docs/operator.md, "Progress on long commands", names what each bar shows: a new bar goes into the table
     (its label as the code gives it; an f-string's fixed part)."""
     doc = (REPO / "docs" / "operator.md").read_text().split("## Progress on long commands", 1)[1].split("\n## ")[0]
-    calls = [m for path in (*(REPO / "src").rglob("*.py"), *(REPO / "sim_bridge").rglob("*.py"),
+    calls = [m for path in (*(p for folder in CODE_FOLDERS for p in folder.rglob("*.py")),
                             *(REPO / "tools").rglob("*.py"))
              for m in re.findall(r"progress_bar\([^,]+, (f?)\"([^\"]+)\"", path.read_text())]  # fmt: skip
     assert len(calls) >= 10, calls

@@ -20,8 +20,8 @@ import pytest
 
 from libero_workcell.libero_format import write_demo_file
 from libero_workcell.task import TaskSpec
-from sim_bridge.replay import held_ticks, plan_from_demo, replay_in_process
 from sim_bridge.response_reference import load_reference, reference_demo, segment_errors, table
+from sim_cell.replay import held_ticks, plan_from_demo, replay_in_process
 from workcell.replay_run import replay_graph
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]

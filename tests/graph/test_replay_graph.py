@@ -20,7 +20,7 @@ from libero_workcell.contract import Qos, Topics
 from libero_workcell.demo_reading import placed_of
 from libero_workcell.libero_format import read_demos, read_frames
 from libero_workcell.ros_qos import qos
-from sim_bridge.replay import load_plan, replay_in_process
+from sim_cell.replay import load_plan, replay_in_process
 from workcell.bringup import Graph
 from workcell.launcher import NodeDiedError, launch
 from workcell.replay_run import REPORT_FILE, describe, replay_graph, replay_overrides

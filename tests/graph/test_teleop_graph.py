@@ -17,7 +17,7 @@ from preferences.catalogue import Catalogue
 from preferences.labels import Calibration
 from preferences.scoring import curves, score
 from preferences.trajectory import Trajectory
-from sim_bridge.replay import load_plan, replay_in_process
+from sim_cell.replay import load_plan, replay_in_process
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 RUNS = 1  # one session: bit-for-bit reproduction through the graph is test_sim_time_graph's and, here, the

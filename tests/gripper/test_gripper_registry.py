@@ -25,7 +25,7 @@ def test_unknown_model_is_refused_with_the_known_ones() -> None:
 
 
 def test_the_default_model_is_the_ctag_and_its_fingers_are_the_sims() -> None:
-    from sim_bridge import scene
+    from sim_cell import scene
 
     m = registry.default_model()
     assert m.name == registry.DEFAULT_MODEL == "ctag2f90d"

@@ -18,10 +18,10 @@ import pytest
 from conftest import wait_for
 
 from policy_node import clients
-from policy_node.clients import ClientKind, client_for, kind_for, local_url, scheme_of, schemes
+from policy_node.clients import client_for, kind_for, local_url, scheme_of, schemes
 from policy_node.config import PolicyConfig, PolicyConfigError
 from policy_node.observation import Snapshot, state_vector
-from policy_node.protocol import MalformedReply, PolicyClient, PolicyServerError, Reply, reply_from
+from policy_node.protocol import ClientKind, MalformedReply, PolicyClient, PolicyServerError, Reply, reply_from
 from policy_node.runner import PolicyRunner, StepRecord
 
 TOY = "toy"

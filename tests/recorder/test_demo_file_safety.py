@@ -181,11 +181,12 @@ def test_declared_sizes_are_checked_before_reading_for_every_key(demos, key, sha
 def test_no_reader_opens_demo_files_with_h5py_directly() -> None:
     """Every reader of demo files goes through open_demo_file: h5py.File is called only to write, or by it."""
     import re
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    from conftest import CODE_FOLDERS, REPO
+
+    root = REPO
     opens = []
-    for src in [*root.glob("src/**/*.py"), *root.glob("sim_bridge/**/*.py"), *root.glob("bench/**/*.py")]:
+    for src in [*(p for folder in CODE_FOLDERS for p in folder.glob("**/*.py")), *root.glob("bench/**/*.py")]:
         for n, line in enumerate(src.read_text().splitlines(), 1):
             for call in re.findall(r"h5py\.File\(([^)]*)\)", line):
                 if not re.search(r"""["'](w|a|x|w-|r\+)["']""", call):  # a write is the writer's business
@@ -257,8 +258,9 @@ from pathlib import Path
 from libero_workcell.libero_format import LiberoFormatError, read_demo, read_demos, read_frames
 from preferences.__main__ import main as preferences
 from recorder.export_lerobot import ExportError, _episodes
-from sim_bridge.convert_batch import Job, SourceCache
-from sim_bridge.replay import load_plan
+from sim_bridge.convert_batch import SourceCache
+from sim_bridge.convert_job import Job
+from sim_cell.replay import load_plan
 
 big, wide, accepted, frames, out = {paths!r}
 

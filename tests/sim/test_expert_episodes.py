@@ -1,7 +1,7 @@
 """The scripted expert completes the task through the 7-D action contract alone.
 
 Each episode runs the real MuJoCo world, the real ArmDriver with its sim
-backends and the expert, in sim time (sim_bridge.episode). The expert sees
+backends and the expert, in sim time (sim_cell.episode). The expert sees
 only the contract's state and the sim's ground truth topic content; the arm
 moves only on actions the driver validated.
 """
@@ -12,7 +12,7 @@ import pytest
 from expert_reference import EXPERT_SPEC
 
 from libero_workcell.task import COMBINATIONS, TaskSpec
-from sim_bridge.episode import run_episode
+from sim_cell.episode import run_episode
 
 # Every combination at the faster belt (where the expert has least time), with different slot permutations
 # and jitter, and one seed at the slower one. (run.sh runs both speeds.) EXPERT_SPEC (seed 0 at 0.05) is the main

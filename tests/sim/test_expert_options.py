@@ -9,7 +9,7 @@ from scipy.spatial.transform import Rotation
 
 from libero_workcell import layout
 from libero_workcell.contract import make_state
-from sim_bridge.expert import ExpertConfig, Phase, SceneView, ScriptedExpert, WorkpieceView
+from sim_cell.expert import ExpertConfig, Phase, SceneView, ScriptedExpert, WorkpieceView
 
 DOWN = Rotation.from_matrix(layout.HOME_TCP_ROTMAT).as_rotvec()
 

@@ -21,7 +21,7 @@ import pytest
 from conftest import output_dir_for
 
 from libero_workcell.libero_format import read_demos
-from sim_bridge.replay import REPLAY_MODES, load_plan, replay_in_process
+from sim_cell.replay import REPLAY_MODES, load_plan, replay_in_process
 
 
 def _demo_files(config: pytest.Config) -> list[Path]:

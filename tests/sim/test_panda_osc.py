@@ -122,8 +122,8 @@ def test_the_scripted_expert_places_a_workpiece_with_the_panda() -> None:
 
     from libero_workcell.contract import make_state
     from libero_workcell.task import TaskSpec
-    from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
     from sim_bridge.panda.world import PANDA_TCP_ROTMAT, PandaWorld
+    from sim_cell.expert import ExpertConfig, SceneView, ScriptedExpert
 
     world = PandaWorld(TaskSpec.from_seed(0, belt_speed=0.03), render=False)
     expert = ScriptedExpert(ExpertConfig(tcp_rotmat=PANDA_TCP_ROTMAT, yaw_with_base=True))

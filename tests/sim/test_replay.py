@@ -18,7 +18,7 @@ from libero_workcell.demo_reading import PANDA_HAND_TO_TCP
 from libero_workcell.libero_format import Demo, LiberoFormatError, read_demos, read_frames, write_demo_file
 from libero_workcell.task import TaskSpec
 from sim_bridge.aubo_demos import ENV_ARGS, followable_expert, record_expert_demo
-from sim_bridge.replay import (
+from sim_cell.replay import (
     CLOSED_LOOP,
     OPEN_LOOP,
     check_mode,
@@ -228,7 +228,7 @@ def test_write_demo_file_never_overwrites_and_leaves_nothing_on_failure(short_de
 
 
 def test_held_ticks_trusts_only_differences_a_recording_can_vouch_for() -> None:
-    from sim_bridge.replay import held_ticks
+    from sim_cell.replay import held_ticks
 
     np.testing.assert_array_equal(held_ticks(None, 3, 5), [5, 5, 5])  # simulation data: one control period each
     np.testing.assert_array_equal(held_ticks([10, 16, 20, 25], 4, 5), [6, 4, 5, 5])  # the last: nominal

@@ -11,7 +11,7 @@ from aubo_bridge.model.description import JOINT_LIMITS, JOINT_ORIGINS, TOOL_OFFS
 from libero_workcell import layout
 from libero_workcell.contract import ARM_JOINT_NAMES, CAMERA_NAMES
 from libero_workcell.task import WORKPIECE_CATALOG, TaskSpec
-from sim_bridge import scene
+from sim_cell import scene
 
 
 @pytest.fixture(scope="module")

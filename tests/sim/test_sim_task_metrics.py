@@ -9,8 +9,8 @@ import pytest
 
 from libero_workcell import layout
 from libero_workcell.task import COMBINATIONS, PERMUTATIONS, WORKPIECE_CATALOG, TaskSpec
-from sim_bridge import metrics
-from sim_bridge.metrics import PieceState
+from sim_cell import metrics
+from sim_cell.metrics import PieceState
 
 # ---------------------------------------------------------------- catalog / spec
 

@@ -14,8 +14,8 @@ import pytest
 from libero_workcell import layout
 from libero_workcell.contract import ARM_JOINT_NAMES, CAMERA_NAMES, IMAGE_SIZE
 from libero_workcell.task import WORKPIECE_CATALOG, TaskSpec
-from sim_bridge import scene
-from sim_bridge.world import SimWorld, solve_ik_mujoco
+from sim_cell import scene
+from sim_cell.world import SimWorld, solve_ik_mujoco
 from transports.sim_link import SimLink
 
 os.environ.setdefault("MUJOCO_GL", "egl")

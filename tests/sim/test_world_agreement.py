@@ -7,7 +7,7 @@ import pytest
 from libero_workcell.task import TaskSpec
 from sim_bridge.panda.agreement import POS_TOL, ROT_TOL_DEG, compare_worlds, task_pose_agreement
 from sim_bridge.panda.world import PandaWorld
-from sim_bridge.world import SimWorld
+from sim_cell.world import SimWorld
 
 
 @pytest.mark.parametrize("seed", [0, 3])

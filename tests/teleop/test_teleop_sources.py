@@ -193,7 +193,7 @@ def test_making_a_session_shows_the_experts_sim_seconds_on_stderr(tmp_path, monk
     """`python -m sim_bridge.teleop_session` (an expert episode, ~10 s): the episode's sim seconds of its horizon
     on stderr, its one line on stdout. A straight path stands in for the expert's episode."""
     import sim_bridge.teleop_session as ts
-    from sim_bridge.episode import EpisodeResult
+    from sim_cell.episode import EpisodeResult
 
     def episode(spec, source, record, on_step):
         result = EpisodeResult(spec, {"placed": [True, True, True]}, 0, 0)

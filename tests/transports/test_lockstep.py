@@ -1,4 +1,4 @@
-"""The lockstep barrier (src/transports/sim_lockstep.py) and the world's clock (sim_bridge/world_clock.py), without ROS.
+"""The lockstep barrier (src/transports/sim_lockstep.py) and the world's clock (sim_cell/world_clock.py), without ROS.
 
 Participants run in other processes, as the nodes do: each tick reaches exactly the participants that have a
 part in it, the world waits for each part, a participant that died is named at once and one that stopped
@@ -19,8 +19,8 @@ from conftest import wait_for
 
 from libero_workcell.contract import CAMERA_NAMES
 from libero_workcell.task import TaskSpec
-from sim_bridge.world import SimWorld
-from sim_bridge.world_clock import ClockPlan, WorldClock
+from sim_cell.world import SimWorld
+from sim_cell.world_clock import ClockPlan, WorldClock
 from transports.sim_lockstep import (
     CAMERA,
     CONTROL,

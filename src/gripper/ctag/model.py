@@ -35,11 +35,12 @@ def _tool(params: dict[str, Any]) -> GripperBackend:
 @cache
 def _paths() -> Mapping[str, GripperPath]:
     from gripper.ctag.modbus_backend import CtagConfig
+    from gripper.ctag.probe import MODBUS_PROBE
     from gripper.ctag.tool_backend import CtagToolConfig
 
     tool = {k: v for k, v in CtagToolConfig.parameter_defaults().items() if k not in TOOL_SESSION_FIELDS}
     return {
-        "modbus": GripperPath("gripper", CtagConfig.parameter_defaults(), _modbus),
+        "modbus": GripperPath("gripper", CtagConfig.parameter_defaults(), _modbus, MODBUS_PROBE),
         "tool": GripperPath("gripper_tool", tool, _tool),
     }
 

@@ -1,34 +1,24 @@
 """Which policy client a URL selects: its scheme names the protocol (``ws``, ``wss``: openpi's websocket).
 
-A protocol is a :class:`ClientKind`: its client (a :class:`policy_node.protocol.Connect`), its observation adapter
-and, if its server has one, an HTTP health endpoint for ``workcell check``. Each is registered under its URL
-schemes with a loader, imported only when a URL selects it: validating ``policy.url`` needs only the scheme
-list, and a protocol whose libraries are not installed costs nothing until it is asked for.
+A protocol is a :class:`policy_node.protocol.ClientKind`: its client (a :class:`~policy_node.protocol.Connect`),
+its observation adapter and, if its server has one, an HTTP health endpoint for ``workcell check``. Each is
+registered under its URL schemes with a loader (the protocol's package imports the registry's types from
+policy_node.protocol, never the registry: no import loop), imported only when a URL selects it: validating
+``policy.url`` needs only the scheme list, and a protocol whose libraries are not installed costs nothing until it
+is asked for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from libero_workcell.cell_file import redact_text
 from libero_workcell.loopback import LOOPBACK
-from policy_node.protocol import MAX_REPLY_BYTES_DEFAULT, Connect, ObservationAdapter, PolicyClient
+from policy_node.protocol import MAX_REPLY_BYTES_DEFAULT, ClientKind, PolicyClient
 
 LOCAL_SCHEME: Final = "ws"  # policy_node.serve: the local server is openpi's websocket server
-
-
-@dataclass(frozen=True)
-class ClientKind:
-    name: str  # says which protocol in errors ("openpi websocket")
-    connect: Connect
-    observation: ObservationAdapter
-    health_url: Callable[[str], str] | None = None  # the server's HTTP health check for a URL, if it has one
-    # the per-frame part of the observation (frame, view) -> what the adapter sends, made when a frame arrives
-    # (policy_node.observation.FrameInput), so the control tick only assembles; None: the adapter does it all
-    frame_input: Callable[[Any, str], Any] | None = None
 
 
 _LOADERS: dict[str, Callable[[], ClientKind]] = {}

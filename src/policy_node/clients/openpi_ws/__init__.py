@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import urllib.parse
 
-from policy_node.clients import ClientKind
 from policy_node.clients.openpi_ws.adapter import camera_input, openpi_observation
 from policy_node.clients.openpi_ws.client import TimedPolicyClient
+from policy_node.protocol import ClientKind
 
 
 def health_url(url: str) -> str:

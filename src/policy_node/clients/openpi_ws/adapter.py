@@ -28,7 +28,7 @@ WRIST_IMAGE_KEY: Final = "observation/wrist_image"
 STATE_KEY: Final = "observation/state"
 PROMPT_KEY: Final = "prompt"
 # Sim lockstep only: the sim clock (ns) of the observation, so a simulated policy server that reads the world
-# (sim_bridge.expert_policy) sees it at that moment; openpi's input transforms take only the keys they know.
+# (sim_cell.expert_policy) sees it at that moment; openpi's input transforms take only the keys they know.
 SIM_CLOCK_KEY: Final = "sim_clock_ns"
 # policy.rtc: the actions committed for the next d control steps, (d, 7) float32, row j for step j after the
 # observation (what the arm executes while the chunk is computed), and d (int). A real-time chunking server makes

@@ -1,7 +1,7 @@
 """policy_server node (simulation): the local openpi policy server inside the simulated workcell's graph.
 
 openpi-server's ``WebsocketPolicyServer`` (policy_node.serve.LocalPolicyServer) on ``host``:``port``
-(127.0.0.1 unless ``host`` says otherwise), serving ``policy``: ``expert`` (sim_bridge.expert_policy: the
+(127.0.0.1 unless ``host`` says otherwise), serving ``policy``: ``expert`` (sim_cell.expert_policy: the
 scripted expert's chunks, from the observed state and the world's ground truth, which this node reads from
 ``/sim/ground_truth``), ``reach`` (policy_node.builtin_policies: toward a fixed TCP position) or ``reach-rtc``
 (the same as a sampled policy that does real-time chunking with policy_node's ``policy.rtc`` fields). The
@@ -24,7 +24,7 @@ from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 from policy_node.builtin_policies import ReachPolicy, SampledReachPolicy
 from policy_node.serve import REACH_TARGET_DEFAULT, LocalPolicyServer
-from sim_bridge.expert_policy import ExpertChunkPolicy
+from sim_cell.expert_policy import ExpertChunkPolicy
 from transports.stepping import StampedInputs
 
 POLICIES = ("expert", "reach", "reach-rtc")

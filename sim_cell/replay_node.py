@@ -4,7 +4,7 @@ The sim world was started with the same ``demo_path`` (its task, the arm on the 
 node waits for the graph (the bridge listening to source ``policy``), resets the world, and from the new
 episode's first control step sends one action per control step as source ``policy`` (a replay is a policy
 that reads its actions from a file): the recorded ones (``open_loop``) or the retargeting law toward the
-recorded TCP path (``closed_loop``, :mod:`sim_bridge.replay`). It runs in lockstep with the world: each
+recorded TCP path (``closed_loop``, :mod:`sim_cell.replay`). It runs in lockstep with the world: each
 action answers the state of its own step exactly, so a demo recorded in sim time replays to the same
 episode. After the last step it lets the scene settle (``settle_time`` of sim time), then writes, in
 ``out_dir``:
@@ -18,7 +18,7 @@ and exits, which ends the graph (``ros2 launch`` and ``workcell replay`` alike).
 lockstep only: the node refuses to start with ``use_sim:=false`` or ``lockstep:=false``.
 
 Meanwhile it publishes its progress on ``/replay/status`` (std_msgs/String JSON, latched, for the operator's
-console; :func:`sim_bridge.replay.replay_status`): at each replayed step ``step`` of ``steps``, ``mode``, the
+console; :func:`sim_cell.replay.replay_status`): at each replayed step ``step`` of ``steps``, ``mode``, the
 tracking error so far against the recorded TCP (``pos_err_rms_mm``, ``pos_err_max_mm``, ``rot_err_rms_deg``,
 ``rot_err_max_deg``: the report's figures, computed by the same functions) and ``done`` false; at the end ``done``
 true with the report's ``outcome`` (or the ``error`` it failed with).
@@ -58,7 +58,7 @@ from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, LiberoFormatError, 
 from libero_workcell.node_main import ready_when_served, run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
-from sim_bridge.replay import (
+from sim_cell.replay import (
     check_mode,
     error_summary,
     load_plan,

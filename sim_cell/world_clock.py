@@ -1,6 +1,6 @@
 """The simulated world as the clock: servo tick after servo tick, each one waited for, paced or not.
 
-:class:`WorldClock` drives a :class:`~sim_bridge.world.SimWorld` one servo period at a time: the physics
+:class:`WorldClock` drives a :class:`~sim_cell.world.SimWorld` one servo period at a time: the physics
 steps of the period (the arm's target for it was sent at the previous tick), the frames due, then the tick
 published to the participants (:mod:`transports.sim_lockstep`) and their parts waited for. The sim clock is the
 tick count times the servo period in integer nanoseconds, monotonic across episodes (ROS stamps and
@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from libero_workcell.contract import CAMERA_NAMES
-from sim_bridge.frame_renderer import FrameRenderer
-from sim_bridge.scene import TIMESTEP
-from sim_bridge.world import SimWorld
+from sim_cell.frame_renderer import FrameRenderer
+from sim_cell.scene import TIMESTEP
+from sim_cell.world import SimWorld
 from transports.sim_lockstep import LockstepWorld, Stall, Tick
 
 MAX_LAG = 0.25  # s behind the pace before it re-anchors (the world was slower than asked for a while)

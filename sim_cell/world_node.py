@@ -1,9 +1,9 @@
 """``sim_world``: the rclpy node that runs the simulated workcell, and its clock.
 
-A thin adapter around :class:`sim_bridge.world.SimWorld`. It creates the shared-memory link the drivers'
+A thin adapter around :class:`sim_cell.world.SimWorld`. It creates the shared-memory link the drivers'
 sim backends attach to and, with ``lockstep`` (the default), the barrier beside it
 (:mod:`transports.sim_lockstep`); its world thread advances the world one servo tick at a time
-(:class:`sim_bridge.world_clock.WorldClock`), waiting at each for the nodes that have a part in it, paced
+(:class:`sim_cell.world_clock.WorldClock`), waiting at each for the nodes that have a part in it, paced
 to ``real_time_factor`` (0: as fast as the machine allows). It publishes:
 
 - ``/clock`` (rosgraph_msgs/Clock) at every control step: the sim clock every node runs on (``use_sim_time``);
@@ -15,7 +15,7 @@ to ``real_time_factor`` (0: as fast as the machine allows). It publishes:
 
 ``Services.SIM_RESET`` (std_srvs/Trigger) starts a new episode from the current parameters (they may be
 changed at run time); it starts on the next control step. With ``demo_path`` set (sim-in-the-loop replay,
-:mod:`sim_bridge.replay`) every episode is that demo's task, and the arm starts on the demo's first pose.
+:mod:`sim_cell.replay`) every episode is that demo's task, and the arm starts on the demo's first pose.
 When the horizon is reached the physics stands still (``pause_at_done``) while the clock runs on.
 
 ``arm_fault`` (settable at run time: ``ros2 param set /sim_world arm_fault "protective stop: collision at the
@@ -64,9 +64,9 @@ from libero_workcell.task import (
     TaskSpec,
 )
 from preferences.catalogue import Catalogue
-from sim_bridge.replay import ReplayPlan, load_plan
-from sim_bridge.world import SimWorld
-from sim_bridge.world_clock import ClockPlan, WorldClock, period_ns
+from sim_cell.replay import ReplayPlan, load_plan
+from sim_cell.world import SimWorld
+from sim_cell.world_clock import ClockPlan, WorldClock, period_ns
 from transports.sim_link import SimLink, fault_text
 from transports.sim_lockstep import LockstepWorld
 
@@ -120,7 +120,7 @@ PARAMETERS: Final[dict[str, Any]] = {
     "combination": -1,
     "slot_permutation": [-1],
     "preference": "",
-    # A recorded demo to replay (sim_bridge.replay): its task and first arm pose replace the task parameters.
+    # A recorded demo to replay (sim_cell.replay): its task and first arm pose replace the task parameters.
     "demo_path": "",
     "demo": "",
     # The simulated controller's protective stop, while non-empty: its reason (a fault to rehearse; run-time)

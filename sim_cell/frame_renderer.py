@@ -3,7 +3,7 @@
 Rendering both cameras costs more than the physics of a whole control period, and in lockstep the world would
 do it between the ticks. On its own thread (MuJoCo's renderer holds no GIL while the rasteriser works) it runs
 while the world steps on and the nodes work, on the other core: the frames are published to the link when
-they are done, and the world announces them then (:class:`sim_bridge.world_clock.WorldClock`). A GL context
+they are done, and the world announces them then (:class:`sim_cell.world_clock.WorldClock`). A GL context
 belongs to the thread that made it: the renderer is made here, and made again when the world's model changes.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 import mujoco
 
 from libero_workcell.contract import IMAGE_SIZE
-from sim_bridge.world import FrameJob, SimWorld
+from sim_cell.world import FrameJob, SimWorld
 
 
 class FrameRenderer:

@@ -21,8 +21,8 @@ from aubo_bridge.driver import ArmDriver
 from gripper.sim_backend import SimGripperBackend
 from libero_workcell.contract import SOURCE_EXPERT
 from libero_workcell.task import TaskSpec
-from sim_bridge.expert import SceneView, ScriptedExpert
-from sim_bridge.world import SimWorld
+from sim_cell.expert import SceneView, ScriptedExpert
+from sim_cell.world import SimWorld
 from transports.sim_link import SimLink
 
 # (ground truth dict, 7-D state) -> 7-D action

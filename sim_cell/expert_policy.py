@@ -1,6 +1,6 @@
 """The scripted expert as an openpi policy: chunks that do the D2S task on the simulated workcell, no GPU.
 
-Served by the local policy server (sim_bridge.policy_server_node) so the whole deploy loop (policy_node,
+Served by the local policy server (sim_cell.policy_server_node) so the whole deploy loop (policy_node,
 openpi's websocket protocol, chunks, the arm driver) runs on the simulated workcell with nothing trained.
 Each request's state (policy_node.served) is where the arm is; the sim's ground truth (the workpieces, which the
 server node reads from ``/sim/ground_truth``) is what a camera-based policy would have to see. The chunk is
@@ -28,7 +28,7 @@ from scipy.spatial.transform import Rotation
 from libero_workcell.action_response import Goal, OscGains, OscResponse, RefState, next_goal
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, STATE_DIM, action_to_delta
 from policy_node.served import read_request
-from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
+from sim_cell.expert import ExpertConfig, SceneView, ScriptedExpert
 
 LOG_KEEP = 32  # of the expert's phase log (a copy per chunk must stay cheap)
 MAX_VELOCITY_GAP = 0.5  # s: two requests further apart than this say nothing about the arm's velocity

@@ -25,7 +25,7 @@ from libero_workcell.node_main import ready_when_served, run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
-from sim_bridge.expert import ExpertConfig, SceneView, ScriptedExpert
+from sim_cell.expert import ExpertConfig, SceneView, ScriptedExpert
 from transports.stepping import StampedInputs, Step, StepRunner
 
 STATE, TRUTH = "state", "truth"

@@ -23,7 +23,7 @@ from camera_driver.capture import (
     ThreadedBackend,
     vertical_fov,
 )
-from camera_driver.config import RealSenseConfig
+from camera_driver.realsense.config import RealSenseConfig
 
 # Device time stamps this far behind arrival (s) still count as on the wall clock.
 _MAX_PLAUSIBLE_LATENCY = 1.0

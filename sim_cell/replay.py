@@ -4,14 +4,14 @@ Two modes, both through the contract's 7-D action like any other source:
 
 - ``open_loop``: the recorded actions at the control rate, exactly as a policy would have sent them.
   On the AUBO this is the strict test of "same action, same meaning": drift shows as tracking error.
-- ``closed_loop``: the recorded TCP path tracked with the retargeting law (:mod:`sim_bridge.retarget`,
+- ``closed_loop``: the recorded TCP path tracked with the retargeting law (:mod:`libero_workcell.tracking_law`,
   k = 3), the recorded gripper schedule kept. This is how a demo from another arm (a Panda's) or a
   physical-workcell demo is put back on the simulated AUBO.
 
 A replay starts the simulated world in the demo's task (its ``task_spec`` attribute) with the arm on
 the demo's first pose (its joints, for an AUBO demo; by IK from its first TCP pose otherwise), then
 compares, step by step, the replayed TCP with the recorded one, and the task outcome with the recorded
-outcome. The ROS node is :mod:`sim_bridge.replay_node`; the command ``workcell replay``.
+outcome. The ROS node is :mod:`sim_cell.replay_node`; the command ``workcell replay``.
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def replay_in_process(
     action holds the arm as long as it did when recorded (the demo's servo ticks, or ``servo_tick`` given:
     :func:`held_ticks`), so a demo recorded through DDS replays as the arm executed it."""
     from libero_workcell.contract import SOURCE_POLICY
-    from sim_bridge.episode import make_sim_rig
+    from sim_cell.episode import make_sim_rig
 
     check_mode(mode)
     rig = make_sim_rig(plan.spec, arm, render=False, active_source=SOURCE_POLICY, start_q=plan.start_q)

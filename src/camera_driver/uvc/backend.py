@@ -14,7 +14,7 @@ import time
 import cv2
 
 from camera_driver.capture import CLOCK_ARRIVAL, CLOCK_DEVICE_MAPPED, RawFrame, SourceError, ThreadedBackend
-from camera_driver.config import UvcConfig
+from camera_driver.uvc.config import UvcConfig
 
 # A V4L2 buffer stamp this far behind time.monotonic() (s) is still trusted as the capture time.
 _MAX_PLAUSIBLE_LATENCY = 1.0

@@ -1,7 +1,7 @@
 """The simulated workcell: MuJoCo physics, conveyor, arrivals, cameras, metrics.
 
 :class:`SimWorld` is pure Python (no ``rclpy``): the ``sim_world`` node
-(:mod:`sim_bridge.world_node`) wraps it, tests drive it directly. It talks to
+(:mod:`sim_cell.world_node`) wraps it, tests drive it directly. It talks to
 the drivers' sim backends only through a :class:`~transports.sim_link.SimLink`:
 
 - at the start of each :meth:`SimWorld.step` (a servo period) it reads the arm,
@@ -44,7 +44,7 @@ from aubo_bridge.model.description import JOINT_LIMITS, JOINT_VELOCITY_LIMITS
 from libero_workcell import layout
 from libero_workcell.contract import ARM_JOINT_NAMES, CAMERA_HZ_DEFAULT, CAMERA_NAMES, IMAGE_SIZE
 from libero_workcell.task import TaskSpec
-from sim_bridge import metrics, scene
+from sim_cell import metrics, scene
 from transports.sim_link import SimLink, WorldState, fault_text
 
 BELT_ACCEL: Final = 0.2  # m/s^2, conveyor acceleration ramp
@@ -152,7 +152,7 @@ class SimWorld:
         self.camera_hz = float(camera_hz)
         self.velocity_feedforward = velocity_feedforward
         # Frames are rendered inside step() and reset() when due; a lockstep clock renders them itself, after
-        # the tick's state is out (sim_bridge.world_clock), so the nodes' work overlaps the rendering.
+        # the tick's state is out (sim_cell.world_clock), so the nodes' work overlaps the rendering.
         self.auto_render = auto_render
         self._home_q_override = None if home_q is None else np.asarray(home_q, float)
         self.model: mujoco.MjModel | None = None
@@ -465,12 +465,12 @@ class SimWorld:
 
     def render_due(self) -> None:
         """Render both cameras for this moment and publish them to the link; the next frame falls due one
-        camera period later (``auto_render`` False: the caller decides when, :mod:`sim_bridge.world_clock`)."""
+        camera period later (``auto_render`` False: the caller decides when, :mod:`sim_cell.world_clock`)."""
         self.frame_job().run(self)
 
     def frame_job(self) -> FrameJob:
         """The frames due now, to render from a copy of this moment's state (here, or on a thread of its own:
-        :class:`sim_bridge.frame_renderer.FrameRenderer`, while the world steps on); the next frame falls due
+        :class:`sim_cell.frame_renderer.FrameRenderer`, while the world steps on); the next frame falls due
         one camera period later."""
         m, d = self.model, self.data
         assert m is not None and d is not None
