@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 from camera_fixtures import make_realsense_recording, make_video
 from conftest import wait_for
+from emulated_cell import cell_text
 from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import FaultyLink
 
-from aubo_bridge.model.description import TOOL_OFFSET
 from aubo_bridge.model.kinematics import HOME_Q
 from evaluation.probe import HOME_TOLERANCE
 from libero_workcell.loopback import free_port
@@ -71,23 +71,10 @@ def test_each_trial_starts_the_belt_and_the_policy_on_an_arm_at_home_and_records
         stack.enter_context(contextlib.closing(CtagEmulator(gripper_link.device_port, realtime=rt)))
         arm = stack.enter_context(ArcsEmulator(q0=[float(v) for v in HOME_Q + AWAY], realtime=rt))
         vfd = stack.enter_context(contextlib.closing(WatchedVfd(belt_link.device_port, arm, realtime=rt)))
-        cell = lab / "lab_cell.yaml"  # docs/bringup.md's cell file, naming the emulated devices
-        cell.write_text(f"""use_sim: false
-aubo_bridge:
-  arcs: {{ip: 127.0.0.1, rpc_port: {arm.port}, rtde_port: {arm.rtde_port}, user: aubo, password: "123456",
-          state_source: rtde}}
-  tool_offset: {[float(v) for v in TOOL_OFFSET]}
-  workspace_min: [0.20, -0.45, 0.02]
-  workspace_max: [0.75, 0.45, 0.60]
-  gripper: {{port: {gripper_link.client_port}, slave_id: 1, baudrate: 115200, timeout: 0.2, max_age: 1.0}}
-conveyor_driver:
-  modbus: {{preset: delta_vfd, port: {belt_link.client_port}, slave_id: 1, timeout: 0.2, max_age: 2.0,
-           command_timeout: 4.0}}
-wrist_camera:
-  realsense: {{playback_file: {make_realsense_recording(lab / "wrist.db3", n_frames=45)}, playback_loop: true}}
-external_camera:
-  uvc: {{device: {make_video(lab / "external.avi", n_frames=200)}}}
-""")
+        cell = lab / "lab_cell.yaml"  # docs/bringup.md's cell file, naming the emulated devices (emulated_cell.py)
+        cell.write_text(cell_text(arm, gripper_link.client_port, belt_link.client_port,
+                                  make_realsense_recording(lab / "wrist.db3", n_frames=45),
+                                  make_video(lab / "external.avi", n_frames=200)))  # fmt: skip
         procs: list[subprocess.Popen] = []
 
         def start(argv: list[str], path) -> subprocess.Popen:

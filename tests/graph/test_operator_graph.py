@@ -29,12 +29,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import OPERATOR_SHELL_UNSET, ros_probe, wait_for
+from emulated_cell import cell_text
 from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import FaultyLink
 from real_graph_probe import Probe, settle
 
-from aubo_bridge.model.description import TOOL_OFFSET
 from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell import dds, ros_msgs
 from libero_workcell.contract import SOURCE_POLICY, Services
@@ -74,25 +74,8 @@ class Cell:
 
 
 def cell_file(path: Path, arm: ArcsEmulator | None, gripper_port: str | None, belt_port: str) -> Path:
-    """A lab's cell file (docs/bringup.md) naming the emulated devices; the buses' timeouts allow for emulators
-    answering from Python threads (as tests/graph/test_physical_workflow.py). The arm's state comes by RTDE at the
-    servo rate, 100 Hz: the 500 Hz stream AUBO's driver asks for is held by test_arcs_rtde.py and
-    test_driver_host.py, and here it cost a core of the test machine where 100 Hz costs half of one (an idle graph,
-    measured)."""
-    text = "use_sim: false\n"
-    if arm is not None:
-        text += f"""aubo_bridge:
-  arcs: {{ip: 127.0.0.1, rpc_port: {arm.port}, rtde_port: {arm.rtde_port}, user: aubo, password: "123456",
-          state_source: rtde, rtde_hz: 100}}
-  tool_offset: {[float(v) for v in TOOL_OFFSET]}
-  workspace_min: [0.20, -0.45, 0.02]
-  workspace_max: [0.75, 0.45, 0.60]
-  gripper: {{port: {gripper_port}, slave_id: 1, baudrate: 115200, timeout: 0.2, max_age: 1.0}}
-"""
-    text += f"""conveyor_driver:
-  modbus: {{preset: delta_vfd, port: {belt_port}, slave_id: 1, timeout: 0.2, max_age: 2.0, command_timeout: 4.0}}
-"""
-    path.write_text(text)
+    """A lab's cell file naming the emulated devices (tests/fixtures/emulated_cell.py)."""
+    path.write_text(cell_text(arm, gripper_port, belt_port))
     return path
 
 

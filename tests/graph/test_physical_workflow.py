@@ -44,11 +44,11 @@ import numpy as np
 import pytest
 from camera_fixtures import make_realsense_recording, make_video
 from conftest import OPERATOR_SHELL_UNSET, ros_probe, wait_for
+from emulated_cell import cell_text
 from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import FaultyLink
 
-from aubo_bridge.model.description import TOOL_OFFSET
 from aubo_bridge.model.kinematics import HOME_Q, fk
 from libero_workcell.contract import Qos, Topics
 from libero_workcell.loopback import free_port
@@ -134,28 +134,10 @@ def cell(tmp_path, ros_env, monkeypatch) -> Iterator[Cell]:
         stack.callback(headset.stop)
         wrist = make_realsense_recording(lab / "wrist.db3", n_frames=45)
         external = make_video(lab / "external.avi", n_frames=200)
-        # The lab's cell file (docs/bringup.md, "Enter your workcell's settings"), naming the emulated devices.
-        # The Modbus devices answer from Python threads of this process, so the buses get longer timeouts than a
-        # real device's few milliseconds need (documented settings: docs/interfaces.md). The arm's state comes by
-        # RTDE at the servo rate, 100 Hz: the 500 Hz stream is held by test_arcs_rtde.py and test_driver_host.py,
-        # and here it would cost the graph a core of the test machine, half of one at 100 Hz (measured idle).
+        # The lab's cell file (docs/bringup.md, "Enter your workcell's settings"), naming the emulated devices
+        # (tests/fixtures/emulated_cell.py: the emulators' bus timeouts and RTDE rate).
         cell_file = lab / "lab_cell.yaml"
-        cell_file.write_text(f"""use_sim: false
-aubo_bridge:
-  arcs: {{ip: 127.0.0.1, rpc_port: {arm.port}, rtde_port: {arm.rtde_port}, user: aubo, password: "123456",
-          state_source: rtde, rtde_hz: 100}}
-  tool_offset: {[float(v) for v in TOOL_OFFSET]}
-  workspace_min: [0.20, -0.45, 0.02]
-  workspace_max: [0.75, 0.45, 0.60]
-  gripper: {{port: {gripper_link.client_port}, slave_id: 1, baudrate: 115200, timeout: 0.2, max_age: 1.0}}
-conveyor_driver:
-  modbus: {{preset: delta_vfd, port: {belt_link.client_port}, slave_id: 1, timeout: 0.2, max_age: 2.0,
-           command_timeout: 4.0}}
-wrist_camera:
-  realsense: {{playback_file: {wrist}, playback_loop: true}}
-external_camera:
-  uvc: {{device: {external}}}
-""")
+        cell_file.write_text(cell_text(arm, gripper_link.client_port, belt_link.client_port, wrist, external))
         env = {**ros_env, "XDG_RUNTIME_DIR": str(runtime)}
         shell = {k: v for k, v in env.items() if k not in OPERATOR_SHELL_UNSET}
         c = Cell(lab, cell_file, arm, vfd, headset, env, shell)
