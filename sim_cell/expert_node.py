@@ -21,12 +21,13 @@ from aubo_bridge.config import ACTION_RESPONSES, RESPONSE_LIBERO
 from libero_workcell import ros_msgs
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_EXPERT, Params, Qos, Topics
 from libero_workcell.json_topics import ArmModeReport, GroundTruth, JsonTopicReader, SimEpisodeReport
-from libero_workcell.node_main import ready_when_served, run_node
+from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
 from sim_cell.expert import ExpertConfig, SceneView, ScriptedExpert
-from transports.stepping import StampedInputs, Step, StepRunner
+from transports.node_steps import NodeSteps
+from transports.stepping import Step
 
 STATE, TRUTH = "state", "truth"
 
@@ -57,8 +58,9 @@ class ExpertNode(Node):
         if response not in ACTION_RESPONSES:
             raise ValueError(f"action_response must be one of {list(ACTION_RESPONSES)}, got {response!r}")
         self.expert = ScriptedExpert(ExpertConfig(control_hz=hz, action_response=response))
-        self.inputs = StampedInputs((STATE, TRUTH))
-        lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
+        self.steps = NodeSteps(self, hz, self._step, inputs=(STATE, TRUTH), source=SOURCE_EXPERT,
+                               priority=CONTROL_PRIORITY)  # fmt: skip
+        lockstep = self.steps.lockstep
         self._episode: int | None = None
         # The turn its actions carry (ros_msgs.new_turn): a new one at each world episode (the world starts it),
         # and on the wall clock once the arm first enables itself (its stream began before). After a stop or a
@@ -70,25 +72,17 @@ class ExpertNode(Node):
         self._truth_reader = JsonTopicReader(GroundTruth, Topics.SIM_GROUND_TRUTH, log)
         self._episode_reader = JsonTopicReader(SimEpisodeReport, Topics.SIM_EPISODE, log)
         self.done = threading.Event()
-        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, lockstep))
-        self.create_subscription(String, Topics.SIM_GROUND_TRUTH, self._on_truth, qos(Qos.STATE, lockstep))
-        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, lockstep))
+        self._pub = self.steps.publisher(JointState, Topics.ACTION, Qos.COMMAND)
+        self.steps.read(String, Topics.SIM_GROUND_TRUTH, Qos.STATE, self._on_truth)
+        self.steps.read(JointState, Topics.ROBOT_STATE, Qos.STATE, self._on_state)
         self.create_subscription(String, Topics.SIM_EPISODE, self._episode_reader.then(self._on_episode),
                                  qos(Qos.LATCHED))  # fmt: skip
         self.create_subscription(String, Topics.ARM_MODE, self._arm_reader.then(self._on_arm_mode), qos(Qos.LATCHED))
-        self.steps = StepRunner(self.get_name(), hz, self._step, lockstep=lockstep, sim_link=str(p(Params.SIM_LINK)),
-                                source=SOURCE_EXPERT, ready=ready_when_served(self, self._matched),
-                                priority=CONTROL_PRIORITY)  # fmt: skip
         self.steps.start()
         if self.steps.priority_note:
             self.get_logger().warning(f"action loop: {self.steps.priority_note}")
         clock = "the world's control steps (lockstep)" if self.steps.lockstep else f"{hz} Hz"
         self.get_logger().info(f"scripted expert publishing actions as {SOURCE_EXPERT!r} at {clock}")
-
-    def _matched(self) -> bool:
-        """Its inputs and its output are connected (lockstep registers only then: no step may lose a message)."""
-        return (self.count_publishers(Topics.ROBOT_STATE) > 0 and self.count_publishers(Topics.SIM_GROUND_TRUTH) > 0
-                and self._pub.get_subscription_count() > 0)  # fmt: skip
 
     def _on_truth(self, msg: String) -> None:
         got = self._truth_reader.checked(msg)  # a bad one is counted, logged and dropped (libero_workcell.json_topics)
@@ -96,12 +90,12 @@ class ExpertNode(Node):
             return
         doc, gt = got
         stamp = doc.clock_ns if doc.clock_ns is not None else time.time_ns()
-        self.inputs.put(TRUTH, stamp, (time.time_ns(), doc.episode, SceneView.from_ground_truth(gt)))
+        self.steps.inputs.put(TRUTH, stamp, (time.time_ns(), doc.episode, SceneView.from_ground_truth(gt)))
 
     def _on_state(self, msg: JointState) -> None:
         state = ros_msgs.decoded_or_logged(ros_msgs.state_from_msg, msg, self.get_logger())
         if state is not None:
-            self.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), (time.time_ns(), state))
+            self.steps.inputs.put(STATE, ros_msgs.ns_from_stamp(msg.header.stamp), (time.time_ns(), state))
 
     def _on_arm_mode(self, report: ArmModeReport) -> None:
         if report.driven and not self._arm_seen_enabled:  # the simulated arm enabled itself: the episode's start
@@ -115,12 +109,12 @@ class ExpertNode(Node):
 
     def _step(self, step: Step) -> bool:
         if step.lockstep:
-            got = self.inputs.wait({STATE: step.time_ns, TRUTH: step.time_ns}, self.steps.stopping)
+            got = self.steps.gather({STATE: step.time_ns, TRUTH: step.time_ns})
             if got is None:
                 return False
             (_, state), (_, episode, scene) = got[STATE], got[TRUTH]
         else:  # the newest inputs, if they arrived recently enough (wall clock)
-            s, t = self.inputs.latest(STATE), self.inputs.latest(TRUTH)
+            s, t = self.steps.inputs.latest(STATE), self.steps.inputs.latest(TRUTH)
             if s is None or t is None or step.time_ns - min(s[1][0], t[1][0]) > self.max_age_ns:
                 return False  # stale inputs: send nothing, the arm's watchdog holds it
             (_, state), (_, episode, scene) = s[1], t[1]
@@ -145,7 +139,6 @@ class ExpertNode(Node):
 
     def shutdown(self) -> None:
         self.steps.stop()
-        self.inputs.notify()
 
 
 def main(args: list[str] | None = None) -> None:

@@ -55,7 +55,7 @@ from libero_workcell.contract import (
 from libero_workcell.image_convention import to_upright
 from libero_workcell.json_topics import JsonTopicReader, SimEpisodeReport
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS, LiberoFormatError, read_frames
-from libero_workcell.node_main import ready_when_served, run_node
+from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 from sim_cell.replay import (
@@ -68,7 +68,8 @@ from sim_cell.replay import (
     tracking_errors,
     tracking_summary,
 )
-from transports.stepping import StampedInputs, Step, StepRunner
+from transports.node_steps import NodeSteps
+from transports.stepping import Step
 from workcell.replay_run import PROGRESS, PROGRESS_LINES, REPORT_FILE
 
 STRIP_FILE = "replay_strip.png"
@@ -131,21 +132,23 @@ class ReplayNode(Node):
         self.settle_steps = max(1, round(float(p("settle_time")) * self.hz))
         self.start_timeout = float(p("start_timeout"))
 
-        self.inputs = StampedInputs((STATE, *CAMERA_NAMES))
+        self.runner = NodeSteps(self, self.hz, self._step, inputs=(STATE, *CAMERA_NAMES), source=SOURCE_POLICY,
+                                lockstep=True)  # fmt: skip
+        self.inputs = self.runner.inputs
         self._source: str | None = None
         self._episodes: list[dict[str, Any]] = []  # /sim/episode reports of the replayed episode
         self._took_effect: dict[int, int] = {}  # action stamp (ns) -> servo tick (the bridge's action results)
-        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, True))
+        self._pub = self.runner.publisher(JointState, Topics.ACTION, Qos.COMMAND)
         self._status_pub = self.create_publisher(String, Topics.REPLAY_STATUS, qos(Qos.LATCHED))
-        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, True))
+        self.runner.read(JointState, Topics.ROBOT_STATE, Qos.STATE, self._on_state)
         self.create_subscription(String, Topics.ACTIVE_SOURCE, self._on_source, qos(Qos.LATCHED))
         self._episode_reader = JsonTopicReader(SimEpisodeReport, Topics.SIM_EPISODE, self.get_logger())
         self.create_subscription(String, Topics.SIM_EPISODE, self._episode_reader.then(self._on_episode),
                                  qos(Qos.LATCHED))  # fmt: skip
-        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND, True))
-        for cam in CAMERA_NAMES:
-            self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m),
-                                     qos(Qos.SENSOR_LOCKSTEP, True))  # fmt: skip
+        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, self.runner.qos(Qos.COMMAND))
+        for cam in CAMERA_NAMES:  # the frames are waited for only at the steps the strip shows
+            self.runner.read(Image, Topics.image(cam), Qos.SENSOR_LOCKSTEP, lambda m, c=cam: self._on_image(c, m),
+                             waited=bool(self.strip_at))  # fmt: skip
         self._reset = self.create_client(Trigger, Services.SIM_RESET)
         self._reset_future: Future | None = None
         self._started_wall = time.monotonic()
@@ -161,17 +164,11 @@ class ReplayNode(Node):
         self._t_wall = (0.0, 0.0)
         self.done = threading.Event()
         self.report: dict[str, Any] | None = None
-        self.runner = StepRunner(self.get_name(), self.hz, self._step, lockstep=True, sim_link=str(p(Params.SIM_LINK)),
-                                 source=SOURCE_POLICY, ready=ready_when_served(self, self._matched))  # fmt: skip
         self.runner.start()
         self.get_logger().info(
             f"replaying {self.demo_path}:{self.plan.demo.name} ({self.steps} steps, {self.mode}) as "
             f"{SOURCE_POLICY!r} in lockstep; report in {self.out_dir}/"
         )
-
-    def _matched(self) -> bool:
-        cams = all(self.count_publishers(Topics.image(c)) > 0 for c in CAMERA_NAMES) or not self.strip_at
-        return self.count_publishers(Topics.ROBOT_STATE) > 0 and cams and self._pub.get_subscription_count() > 0
 
     # ------------------------------------------------------------------ inputs
     def _on_state(self, msg: JointState) -> None:
@@ -244,7 +241,7 @@ class ReplayNode(Node):
         wanted = {STATE: step.time_ns}
         if k in self.strip_at:
             wanted |= {c: step.frames_ns[c] for c in CAMERA_NAMES} if step.frames_ns else {}
-        got = self.inputs.wait(wanted, self.runner.stopping)
+        got = self.runner.gather(wanted)
         if got is None:
             raise ReplayError("stopped")
         s = got[STATE]
@@ -363,7 +360,6 @@ class ReplayNode(Node):
 
     def shutdown(self) -> None:
         self.runner.stop()
-        self.inputs.notify()
 
 
 def main(args: list[str] | None = None) -> None:

@@ -101,11 +101,6 @@ def served(node: Node) -> threading.Event:
         return event
 
 
-def ready_when_served(node: Node, matched: Callable[[], bool]) -> Callable[[], bool]:
-    """A lockstep step's ``ready``: ``node`` is served (:func:`served`) and ``matched()`` says its topics are."""
-    return lambda: served(node).is_set() and matched()
-
-
 def attach(executor: Any, node: Node) -> None:
     """Add ``node`` to ``executor`` and, once the executor has installed its callbacks (the task runs after the
     update that ``add_node`` queued), deliver what already waits on each subscription, then set :func:`served`."""

@@ -54,7 +54,7 @@ from libero_workcell import ros_msgs
 from libero_workcell.cell_file import redact_text
 from libero_workcell.contract import CAMERA_NAMES, SOURCE_POLICY, Params, Qos, Services, Topics
 from libero_workcell.json_topics import ArmModeReport, JsonTopicReader, SimEpisodeReport, decode
-from libero_workcell.node_main import ready_when_served, run_node
+from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup, prefixed
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
@@ -63,7 +63,8 @@ from policy_node.config import TASK_PARAM, PolicyConfig
 from policy_node.inputs import InputDrops, image_from_msg, state_from_msg
 from policy_node.observation import LatestInputs, Snapshot, snapshot_of
 from policy_node.runner import PolicyRunner, StepRecord
-from transports.stepping import StampedInputs, Step, StepRunner
+from transports.node_steps import NodeSteps
+from transports.stepping import Step
 
 POLICY_DEFAULTS = {k: v for k, v in PolicyConfig.parameter_defaults().items() if k != Params.CONTROL_HZ}
 CONFIG_PARAMS = prefixed("policy", POLICY_DEFAULTS)  # policy.<PolicyConfig field>
@@ -92,10 +93,15 @@ class PolicyNode(Node):
         self.add_on_set_parameters_callback(self._on_params)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         self.use_sim = bool(p(Params.USE_SIM))
-        self.lockstep = self.use_sim and bool(p(Params.LOCKSTEP))
         self.config = PolicyConfig.from_mapping(
             {**values, "control_hz": float(self.get_parameter(Params.CONTROL_HZ).value)}
         )
+        # lockstep takes part once the server answers too (a step never waits for a connection: that would depend
+        # on the machine)
+        self.steps = NodeSteps(self, self.config.control_hz, self._step, inputs=(STATE, *CAMERA_NAMES),
+                               source=SOURCE_POLICY, priority=CONTROL_PRIORITY,
+                               also_ready=lambda: self.runner.connected)  # fmt: skip
+        self.lockstep = self.steps.lockstep
         self.task = self.config.task
         timing = str(self.get_parameter("timing_path").value)
         self._timing: IO[str] | None = None
@@ -129,22 +135,20 @@ class PolicyNode(Node):
         self._now = 0.0  # lockstep: the step's sim time, the runner's clock
         self.runner = PolicyRunner(self.config, clock=lambda: self._now, sim=True) if self.lockstep else \
             PolicyRunner(self.config)
-        self.inputs = StampedInputs((STATE, *CAMERA_NAMES))  # lockstep: by stamp (frames as FrameInput)
+        self.inputs = self.steps.inputs  # lockstep: by stamp (frames as FrameInput)
         # wall clock: the newest, each frame preprocessed for the policy in its callback (the tick only assembles)
         self.latest = LatestInputs(CAMERA_NAMES, self.runner.frame_input, self.config.image_view)
         self._instructions: dict[int, str] = {}  # sim: each world episode's instruction
         self._episode = -1
-        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, self.lockstep))
+        self._pub = self.steps.publisher(JointState, Topics.ACTION, Qos.COMMAND)
         self._status = self.create_publisher(String, Topics.POLICY_STATUS, qos(Qos.STATE))
         self._diag = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
-        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, self.lockstep))
+        self.steps.read(JointState, Topics.ROBOT_STATE, Qos.STATE, self._on_state)
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
         self._arm_reader = JsonTopicReader(ArmModeReport, Topics.ARM_MODE, self.get_logger())
         self.create_subscription(String, Topics.ARM_MODE, self._arm_reader.then(self._on_arm_mode), qos(Qos.LATCHED))
-        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, qos(Qos.COMMAND, self.lockstep))
-        sensor = qos(Qos.SENSOR_LOCKSTEP, True) if self.lockstep else qos(Qos.SENSOR)
-        for cam in CAMERA_NAMES:
-            self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), sensor)
+        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, self.steps.qos(Qos.COMMAND))
+        self.steps.read_frames(self._on_image)
         self.create_service(Trigger, Services.POLICY_START, self._srv_start)
         self.create_service(Trigger, Services.POLICY_STOP, self._srv_stop)
         self.create_timer(1.0, self._publish_diagnostics)
@@ -153,9 +157,6 @@ class PolicyNode(Node):
             # (a lambda: an executor hands a callback that takes an argument the timer's info)
             self.create_timer(RESULT_WAIT_S / 4, lambda: self._flush_timing(),
                               clock=Clock(clock_type=ClockType.STEADY_TIME))  # fmt: skip
-        self.steps = StepRunner(self.get_name(), self.config.control_hz, self._step, lockstep=self.lockstep,
-                                sim_link=str(self.get_parameter(Params.SIM_LINK).value), source=SOURCE_POLICY,
-                                ready=ready_when_served(self, self._matched), priority=CONTROL_PRIORITY)  # fmt: skip
         self.steps.start()
         c = self.config
         # an empty task takes the simulated world's instruction; on the physical cell there is none to take
@@ -170,13 +171,6 @@ class PolicyNode(Node):
     def loop(self):
         """The wall-clock loop's timing (None in lockstep)."""
         return self.steps.loop
-
-    def _matched(self) -> bool:
-        """Lockstep registers once its topics are connected and the server answers (a step never waits for a
-        connection: that would depend on the machine)."""
-        topics = (Topics.ROBOT_STATE, *(Topics.image(c) for c in CAMERA_NAMES))
-        return (all(self.count_publishers(t) > 0 for t in topics) and self._pub.get_subscription_count() > 0
-                and self.runner.connected)  # fmt: skip
 
     # ------------------------------------------------------------------ inputs
     def _on_state(self, msg: JointState) -> None:
@@ -251,7 +245,7 @@ class PolicyNode(Node):
     # ------------------------------------------------------------------ the control loop
     def _lockstep_snapshot(self, step: Step) -> Snapshot | None:
         assert step.frames_ns is not None
-        got = self.inputs.wait({STATE: step.time_ns, **step.frames_ns}, self.steps.stopping)
+        got = self.steps.gather({STATE: step.time_ns, **step.frames_ns})
         if got is None:
             return None
         # each FrameInput carries its own stamp (the one it was stored by: this step's frame, sim time)
@@ -436,7 +430,6 @@ class PolicyNode(Node):
     def shutdown(self) -> None:
         self.steps.stop()
         self._end_episode("shutdown")
-        self.inputs.notify()
         self.runner.close()
         self._flush_timing(force=True)
         if self._timing is not None:

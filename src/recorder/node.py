@@ -58,7 +58,7 @@ from libero_workcell.image_convention import CONVENTIONS, ENV_ARGS_TEXT, ROBOSUI
 from libero_workcell.json_topics import ArmModeReport, JsonTopicReader, SimEpisodeReport
 from libero_workcell.layout import ROBOT
 from libero_workcell.libero_format import CAMERA_IMAGE_KEYS
-from libero_workcell.node_main import ready_when_served, run_node
+from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, refuse_runtime_changes
 from libero_workcell.ros_qos import qos
 from libero_workcell.task import TaskSpec
@@ -68,7 +68,8 @@ from recorder.episode_writer import EpisodeWriter, SavedEpisode, warm_up
 from recorder.session_file import UNREADABLE, RecorderError, SessionFile
 from recorder.step import FAULT_DURING, ArmReport, RecordedStep
 from recorder.stop_signals import StopSignals, interrupted_reason
-from transports.stepping import StampedInputs, Step, StepRunner
+from transports.node_steps import NodeSteps
+from transports.stepping import Step
 
 STATE, JOINTS, ACTION, RESULT = "state", "joints", "action", "result"
 # Lockstep: what a dropped bad message leaves at its stamp, so the step it belonged to records nothing and
@@ -184,18 +185,20 @@ class RecorderNode(Node):
         self.mcap_log = str(Path(p("mcap_log")).absolute()) if p("mcap_log") else ""
         self._status_pub = self.create_publisher(String, Topics.RECORDER_STATUS, qos(Qos.LATCHED))
         self._diag_pub = self.create_publisher(DiagnosticArray, Topics.DIAGNOSTICS, qos(Qos.DIAGNOSTICS))
-        self.lockstep = lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
-        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, lockstep))
-        self.create_subscription(JointState, Topics.JOINT_STATES, self._on_joints, qos(Qos.STATE, lockstep))
-        self.create_subscription(JointState, Topics.ACTION, self._on_action, qos(Qos.COMMAND, lockstep))
-        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result,
-                                 qos(Qos.COMMAND, lockstep))  # fmt: skip
+        # lockstep: each of the world's control steps recorded (_lockstep_step); on the wall clock the callbacks
+        # record as the messages come, and no step loop runs
+        steps = NodeSteps(self, self.hz, self._lockstep_step, inputs=(STATE, JOINTS, ACTION, RESULT, *CAMERA_NAMES))
+        self.lockstep = steps.lockstep
+        self.runner: NodeSteps | None = steps if self.lockstep else None
+        self.inputs = steps.inputs
+        steps.read(JointState, Topics.ROBOT_STATE, Qos.STATE, self._on_state)
+        steps.read(JointState, Topics.JOINT_STATES, Qos.STATE, self._on_joints)
+        steps.read(JointState, Topics.ACTION, Qos.COMMAND, self._on_action)
+        self.create_subscription(String, Topics.ACTION_RESULT, self._on_action_result, steps.qos(Qos.COMMAND))
         self.create_subscription(String, Topics.SIM_EPISODE, self._on_episode, qos(Qos.LATCHED))
         self._arm_reader = JsonTopicReader(ArmModeReport, Topics.ARM_MODE, self.get_logger())
         self.create_subscription(String, Topics.ARM_MODE, self._arm_reader.then(self._on_arm_mode), qos(Qos.LATCHED))
-        sensor = qos(Qos.SENSOR_LOCKSTEP, True) if self.lockstep else qos(Qos.SENSOR)  # each frame is a step's
-        for cam in CAMERA_NAMES:
-            self.create_subscription(Image, Topics.image(cam), lambda m, c=cam: self._on_image(c, m), sensor)
+        steps.read_frames(self._on_image)
         self.create_service(Trigger, Services.RECORDER_START, self._srv_start)
         self.create_service(Trigger, Services.RECORDER_SAVE, self._srv_save)
         self.create_service(Trigger, Services.RECORDER_DISCARD, self._srv_discard)
@@ -204,17 +207,12 @@ class RecorderNode(Node):
         self.follow = bool(p("follow_episodes"))
         if self.follow and not self.lockstep:
             raise ValueError("follow_episodes records the simulated world's episodes: it needs use_sim and lockstep")
-        self.runner: StepRunner | None = None
-        if self.lockstep:
-            self.inputs = StampedInputs((STATE, JOINTS, ACTION, RESULT, *CAMERA_NAMES))
+        if self.runner is not None:
             self._boundary: tuple[str, int] | None = None  # a start, save or discard, at that control step
             self._pending: EpisodeWriter | None = None  # started, recording from the boundary's step on
             self._episode = -1
             self._done_step = -1  # the last control step this recorder finished
             self._episodes: dict[int, dict[str, Any]] = {}  # the world's reports, by episode
-            self.runner = StepRunner(self.get_name(), self.hz, self._lockstep_step, lockstep=True,
-                                     sim_link=str(p(Params.SIM_LINK)),
-                                     ready=ready_when_served(self, self._matched))  # fmt: skip
             self.runner.start()
         self._announce_next()
         if self.session.partials:
@@ -241,11 +239,6 @@ class RecorderNode(Node):
         return asked
 
     # ------------------------------------------------------------------ inputs
-    def _matched(self) -> bool:
-        """Lockstep registers once every input has a publisher (no step may lose a message)."""
-        topics = (Topics.ROBOT_STATE, Topics.JOINT_STATES, Topics.ACTION, *(Topics.image(c) for c in CAMERA_NAMES))
-        return all(self.count_publishers(t) > 0 for t in topics)
-
     def _decoded(self, what: str, decode: Callable[[Any], Any], msg: Any) -> Any | None:
         """``decode(msg)``, or None for a message that breaks the contract: counted, logged (throttled), dropped.
         In lockstep the step it belonged to is told (BAD at its stamp): it records nothing, never waits for it."""
@@ -519,8 +512,8 @@ class RecorderNode(Node):
             writer = self._writer
         if writer is not None and acted and not step.paused:
             self.runner.waiting(2)
-            obs = self.inputs.wait({STATE: step.time_ns, JOINTS: step.time_ns, **step.frames_ns}, stop)
-            got = self.inputs.wait({ACTION: step.time_ns}, stop)
+            obs = self.runner.gather({STATE: step.time_ns, JOINTS: step.time_ns, **step.frames_ns})
+            got = self.runner.gather({ACTION: step.time_ns})
             if obs is not None and got is not None and not any(v is BAD for v in (*obs.values(), got[ACTION])):
                 self._add(writer, step, obs, got[ACTION])
         self._lockstep_boundaries(step, "end")
@@ -683,7 +676,6 @@ class RecorderNode(Node):
         with self._stops.shutting_down():
             if self.runner is not None:
                 self.runner.stop()
-                self.inputs.notify()
             for thread in self._saving:
                 thread.join()  # a save in progress completes: nothing the operator saved is lost
             with self._lock:

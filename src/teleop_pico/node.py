@@ -33,7 +33,7 @@ from libero_workcell import ros_msgs
 from libero_workcell.config_files import find_config_file
 from libero_workcell.contract import CONTROL_HZ_DEFAULT, SOURCE_TELEOP, Params, Qos, Services, Topics
 from libero_workcell.json_topics import ArmModeReport, JsonTopicReader, RecorderStatus, SimEpisodeReport
-from libero_workcell.node_main import log_outcome, ready_when_served, run_node
+from libero_workcell.node_main import log_outcome, run_node
 from libero_workcell.node_params import declare_all, declare_config, prefixed, refuse_runtime_changes
 from libero_workcell.rate import CONTROL_PRIORITY
 from libero_workcell.ros_qos import qos
@@ -41,7 +41,8 @@ from teleop_pico.config import TeleopConfig
 from teleop_pico.core import SessionCommand, TeleopCore, session_command
 from teleop_pico.output import Outgoing, TeleopOutput
 from teleop_pico.sources import ControllerSource, HeadsetSource, ScriptedSource, SessionScript, load_session
-from transports.stepping import StampedInputs, Step, StepRunner
+from transports.node_steps import NodeSteps
+from transports.stepping import Step
 
 SOURCES = ("headset", "scripted")
 TASK_KEYS = ("workpieces", "slot_permutation", "belt_speed", "arrival_interval", "first_arrival", "seed")
@@ -83,7 +84,12 @@ class TeleopNode(Node):
         refuse_runtime_changes(self)
         p = lambda name: self.get_parameter(name).value  # noqa: E731
         self.hz = float(p(Params.CONTROL_HZ))
-        self.lockstep = bool(p(Params.USE_SIM)) and bool(p(Params.LOCKSTEP))
+        # a scripted session's runs start at once: lockstep waits until the recorder is seen too (their first step
+        # must not depend on when a message came)
+        self.steps = NodeSteps(self, self.hz, self._step, inputs=(STATE,), source=SOURCE_TELEOP,
+                               priority=CONTROL_PRIORITY,
+                               also_ready=lambda: self._script is None or self._recorder_seen)  # fmt: skip
+        self.lockstep = self.steps.lockstep
         # the core behind the publish path: every action validated before it is sent, fault holds counted. In
         # lockstep the simulated arm enables itself at the world's first tick: the clutch may engage from it.
         config = TeleopConfig.from_mapping({**values, "control_hz": self.hz})
@@ -110,18 +116,18 @@ class TeleopNode(Node):
         self._now = 0.0  # lockstep: the step's sim time
         self._now_ns = self._run_ns = 0  # lockstep: the step's and the run's first step's sim clock (integer ns)
         self._reset_from = -1  # lockstep: the world episode a scripted run's reset was asked in
-        self.inputs = StampedInputs((STATE,))
+        self.inputs = self.steps.inputs
         self._lock = threading.Lock()
         self._state: tuple[float, np.ndarray] | None = None  # (monotonic receipt, state7)
         self._recording = False
         self._recorder_seen = False
         self.source: ControllerSource | None = HeadsetSource() if kind == "headset" else None
         self.done = threading.Event()
-        self._pub = self.create_publisher(JointState, Topics.ACTION, qos(Qos.COMMAND, self.lockstep))
+        self._pub = self.steps.publisher(JointState, Topics.ACTION, Qos.COMMAND)
         self._status_pub = self.create_publisher(String, Topics.TELEOP_STATUS, qos(Qos.STATE))
         self._status_text: str | None = None  # the last status sent: repeated every STATUS_REPEAT_S of wall time
         self.create_timer(STATUS_REPEAT_S, self._repeat_status, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self.create_subscription(JointState, Topics.ROBOT_STATE, self._on_state, qos(Qos.STATE, self.lockstep))
+        self.steps.read(JointState, Topics.ROBOT_STATE, Qos.STATE, self._on_state)
         # the JSON topics, each decoded and checked in one place (libero_workcell.json_topics): a bad message is
         # counted and dropped, the last good one stands
         log = self.get_logger()
@@ -141,9 +147,6 @@ class TeleopNode(Node):
         self._world_params = AsyncParameterClient(self, WORLD_NODE) if self._world_task is not None else None
         self._starting = False
         self._pending_run = False
-        self.steps = StepRunner(self.get_name(), self.hz, self._step, lockstep=self.lockstep,
-                                sim_link=str(p(Params.SIM_LINK)), source=SOURCE_TELEOP,
-                                ready=ready_when_served(self, self._matched), priority=CONTROL_PRIORITY)  # fmt: skip
         self.steps.start()
         clock = "the world's control steps (lockstep)" if self.lockstep else f"{self.hz} Hz"
         self.get_logger().info(f"teleop from the {kind} source: actions as {SOURCE_TELEOP!r} at {clock}")
@@ -156,12 +159,6 @@ class TeleopNode(Node):
     def loop(self):
         """The wall-clock loop's timing (None in lockstep)."""
         return self.steps.loop
-
-    def _matched(self) -> bool:
-        """Lockstep registers once its topics are connected and, for a scripted session, the recorder is seen
-        (its runs start at once: their first step must not depend on when a message came)."""
-        ready = self.count_publishers(Topics.ROBOT_STATE) > 0 and self._pub.get_subscription_count() > 0
-        return ready and (self._script is None or self._recorder_seen)
 
     # ------------------------------------------------------------------ inputs
     def _on_state(self, msg: JointState) -> None:
@@ -205,7 +202,7 @@ class TeleopNode(Node):
         if self.lockstep:  # the state of this step exactly; the session's clock is the world's
             self._now, self._now_ns = step.time, step.time_ns
             now = step.time
-            got = self.inputs.wait({STATE: step.time_ns}, self.steps.stopping)
+            got = self.steps.gather({STATE: step.time_ns})
             state = None if got is None else (now, got[STATE])
             fresh = state is not None
         else:
@@ -379,7 +376,6 @@ class TeleopNode(Node):
 
     def shutdown(self) -> None:
         self.steps.stop()
-        self.inputs.notify()
         if self.source is not None:
             self.source.close()
 

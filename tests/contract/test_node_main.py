@@ -1,5 +1,5 @@
-"""node_main's first spin: what already waits on a subscription is delivered before the node counts as served, and
-a lockstep step takes part in the world only once its node is served.
+"""node_main's first spin: what already waits on a subscription is delivered before the node counts as served (a
+lockstep step takes part in the world only then: tests/transports/test_node_steps.py).
 
 rclpy's EventsExecutor installs a subscription's callback at its first spin; rmw_fastrtps counts the waiting
 messages before it stores the callback, so one arriving in between is announced only with the next message on
@@ -9,7 +9,6 @@ in CI (a source waiting at sim time 0 for the state of its first tick) were this
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 import pytest
@@ -77,37 +76,3 @@ def test_a_message_waiting_at_the_first_spin_is_delivered_before_the_node_counts
     executor.shutdown(timeout_sec=2.0)
     listener.destroy_node()
     talker.destroy_node()
-
-
-def test_a_lockstep_step_joins_the_world_only_once_its_node_is_served(context) -> None:
-    from rclpy.experimental import EventsExecutor
-
-    from libero_workcell.node_main import attach, ready_when_served
-    from transports.sim_lockstep import LockstepWorld, registered
-    from transports.stepping import StepRunner
-
-    link = f"t{uuid.uuid4().hex[:10]}"
-    world = LockstepWorld(link, 10_000_000, 50_000_000)
-    node = rclpy.create_node(f"source_{uuid.uuid4().hex[:6]}", context=context)
-    runner = StepRunner("source", 20.0, lambda step: True, lockstep=True, sim_link=link,
-                        ready=ready_when_served(node, lambda: True))  # fmt: skip
-    executor = EventsExecutor(context=context)
-    spinning = threading.Event()
-    try:
-        runner.start()
-        assert not wait_for(lambda: "source" in registered(link), timeout=1.0), "registered before it was served"
-        attach(executor, node)
-
-        def spin() -> None:
-            while not spinning.is_set():
-                executor.spin_once(timeout_sec=0.05)
-
-        thread = threading.Thread(target=spin, daemon=True)
-        thread.start()
-        assert wait_for(lambda: "source" in registered(link), timeout=20.0)
-    finally:
-        spinning.set()
-        runner.stop()
-        world.close()
-        executor.shutdown(timeout_sec=2.0)
-        node.destroy_node()
