@@ -117,8 +117,9 @@ def _sources(source: str | tuple[str, ...]) -> list[str]:
 def _configure(work: Path, source: str | tuple[str, ...], tests: list[str]) -> None:
     tests = [t for t in tests if (work / t).exists()]
     lines = ["", "[mutmut]", "source_paths=src", "only_mutate=", *(f"    {s}" for s in _sources(source))]
-    # the package's config files are found beside package.xml (workcell.bringup): PolicyConfig's catalogue
-    lines += ["also_copy=", "    config/", "    package.xml", "pytest_add_cli_args_test_selection="]
+    # the package's config files are found beside package.xml (workcell.bringup): PolicyConfig's catalogue; tools/
+    # is no installed package (test_action_response imports its fit)
+    lines += ["also_copy=", "    config/", "    package.xml", "    tools/", "pytest_add_cli_args_test_selection="]
     lines += [f"    {t}" for t in tests]
     lines += ["pytest_add_cli_args=", "    -p", "    no:cacheprovider", "    -q", "    -m", "    not slow", ""]
     with (work / "setup.cfg").open("a") as f:

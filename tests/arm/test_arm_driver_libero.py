@@ -115,6 +115,20 @@ def test_coasting_stops_on_the_box_face_and_never_crosses_it() -> None:
     assert driver._motion.ref.vel[0] == 0.0
 
 
+def test_a_reference_stopped_on_a_box_face_leaves_it_at_the_first_tick_the_action_turns() -> None:
+    """The response is seated where the box stopped the reference (reference_tick): it does not carry on past the
+    face, to come back from there before the reference moves (it stuck 4 ticks without it)."""
+    face = P_HOME[0] + 0.03
+    cfg = ArmConfig(workspace_max=[face, 0.60, 0.65])
+    driver, _, clock = make(cfg)
+    act(driver, clock, [0.6, 0, 0, 0, 0, 0, -1], periods=12)
+    assert driver._motion.ref.pos[0] == face
+    assert driver.submit_action(np.array([-0.3, 0, 0, 0, 0, 0, -1]), SOURCE_POLICY).accepted
+    clock.t += cfg.servo_period
+    driver.tick()
+    assert driver._motion.ref.pos[0] < face - 5e-5
+
+
 def test_outside_the_box_zero_holds_toward_is_accepted_and_further_out_is_refused() -> None:
     cfg = ArmConfig(workspace_max=[0.75, 0.60, P_HOME[2] - 0.04])  # the TCP starts 4 cm above the box
     clock = ManualClock()
@@ -266,6 +280,10 @@ def test_a_broken_response_restarts_at_rest_the_arm_stays_and_the_next_action_mo
     assert all(r.accepted for r in res) and driver.counters["response_resets"] == 1
     assert np.all(np.isfinite(arm.q))
     assert fk(arm.q)[0][0] > ref_before[0] + 1e-3
+    driver._motion.response.data.qvel[:] = np.nan  # and again: each break is counted
+    clock.t += driver.config.servo_period
+    driver.tick()
+    assert driver.counters["response_resets"] == 2
 
 
 def test_enable_while_streaming_keeps_the_target_in_flight_and_never_pulls_the_arm_back() -> None:

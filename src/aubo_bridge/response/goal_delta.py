@@ -34,7 +34,7 @@ class GoalDeltaMotion:
     def __init__(self, config: ArmConfig, counters: Counter[str]) -> None:
         self.config = config
         self.counters = counters
-        self.seg = Segment(np.zeros(6), np.zeros(6), np.zeros(3), np.zeros(3), np.eye(3), np.zeros(3), 0.0)
+        self.seg: Segment  # the driver anchors the motion before anything else
 
     def anchor(self, target: np.ndarray, pos: np.ndarray, R: np.ndarray, now: float) -> None:
         self.seg = Segment(target.copy(), target.copy(), pos, pos, R, np.zeros(3), now)  # stays at the target

@@ -45,7 +45,7 @@ class LiberoMotion:
         self.config = config
         self.counters = counters
         self.response = PandaResponse(config.servo_period)
-        self.ref = RefState.at_rest(np.zeros(3), np.eye(3))
+        self.ref: RefState  # the driver anchors the motion before anything else
 
     def anchor(self, target: np.ndarray, pos: np.ndarray, R: np.ndarray, now: float) -> None:
         self._restart(pos, R)
