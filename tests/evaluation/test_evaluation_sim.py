@@ -187,7 +187,8 @@ def test_on_a_ray_cluster_the_trials_do_the_same_and_an_actor_killed_mid_trial_c
     # which costs that attempt too, and says so
     others = [r for t in rows for r in t.get("retried", ()) if not r.startswith("RayActorError")]
     assert all(r.startswith("NodeDiedError: node ") for r in others), others
-    assert wait_for(lambda: not processes_of(session), timeout=30), "the killed actor's graph outlived it"
+    assert wait_for(lambda: not processes_of(session), timeout=30), \
+        f"the killed actor's graph outlived it: {described(processes_of(session))}"  # fmt: skip
 
     env = graph_env(os.environ)
     again = subprocess.run(evaluate(ray_out, "--ray", ray_cluster), env=env, capture_output=True, text=True,
@@ -206,6 +207,19 @@ def crashed_graphs(rows: list[dict]) -> set[str]:
 
 def doc_setting(out: Path, key: str):
     return json.loads((out / "results.json").read_text())["settings"][key]
+
+
+def described(pids: list[int]) -> list[str]:
+    """Each process as ``ps`` would show it: pid, state, command line (what a failure names)."""
+    out = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        out.append(f"{pid} {state} {cmd[:200]}")
+    return out
 
 
 def processes_of(session: Path) -> list[int]:
