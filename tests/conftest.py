@@ -245,31 +245,49 @@ def json_messages(node: Any, topic: str) -> list[Any]:
 
 
 @contextlib.contextmanager
-def ros_probe(name: str) -> Iterator[Any]:
-    """An rclpy node on its own context, spun by a background executor thread."""
+def own_context() -> Iterator[Any]:
+    """An initialized rclpy context of its own, shut down after."""
     import rclpy
     from rclpy.context import Context
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     context = Context()
     rclpy.init(context=context)
-    node = rclpy.create_node(f"{name}_{os.getpid()}", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-
-    def spin() -> None:
-        with contextlib.suppress(ExternalShutdownException):
-            executor.spin()
-
-    thread = threading.Thread(target=spin, name=f"{name}-executor", daemon=True)
-    thread.start()
     try:
-        yield node
+        yield context
     finally:
-        executor.shutdown(timeout_sec=2.0)
-        thread.join(timeout=5.0)
-        node.destroy_node()
         context.try_shutdown()
+
+
+@pytest.fixture
+def rclpy_context() -> Iterator[Any]:
+    """An initialized rclpy context of the test's own (nodes, executors on it; shut down after)."""
+    with own_context() as context:
+        yield context
+
+
+@contextlib.contextmanager
+def ros_probe(name: str) -> Iterator[Any]:
+    """An rclpy node on its own context, spun by a background executor thread."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
+    with own_context() as context:
+        node = rclpy.create_node(f"{name}_{os.getpid()}", context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+
+        def spin() -> None:
+            with contextlib.suppress(ExternalShutdownException):
+                executor.spin()
+
+        thread = threading.Thread(target=spin, name=f"{name}-executor", daemon=True)
+        thread.start()
+        try:
+            yield node
+        finally:
+            executor.shutdown(timeout_sec=2.0)
+            thread.join(timeout=5.0)
+            node.destroy_node()
 
 
 @pytest.fixture

@@ -21,16 +21,6 @@ pytestmark = pytest.mark.ros
 rclpy = pytest.importorskip("rclpy")
 
 
-@pytest.fixture
-def context():
-    from rclpy.context import Context
-
-    ctx = Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    ctx.try_shutdown()
-
-
 def _message_waits_on(sub, context, timeout_s: float) -> bool:
     """Whether a message waits on ``sub`` (rclpy's wait_for_message looks this way), without taking it."""
     from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
@@ -43,24 +33,24 @@ def _message_waits_on(sub, context, timeout_s: float) -> bool:
         return sub.handle.pointer in wait_set.get_ready_entities("subscription")
 
 
-def test_a_message_waiting_at_the_first_spin_is_delivered_before_the_node_counts_as_served(context) -> None:
+def test_a_message_waiting_at_the_first_spin_is_delivered_before_the_node_counts_as_served(rclpy_context) -> None:
     from rclpy.experimental import EventsExecutor
     from std_msgs.msg import String
 
     from libero_workcell.node_main import attach, served
 
     topic = f"/first_spin_{uuid.uuid4().hex[:8]}"
-    listener = rclpy.create_node(f"listener_{uuid.uuid4().hex[:6]}", context=context)
-    talker = rclpy.create_node(f"talker_{uuid.uuid4().hex[:6]}", context=context)
+    listener = rclpy.create_node(f"listener_{uuid.uuid4().hex[:6]}", context=rclpy_context)
+    talker = rclpy.create_node(f"talker_{uuid.uuid4().hex[:6]}", context=rclpy_context)
     got: list[str] = []
     sub = listener.create_subscription(String, topic, lambda m: got.append(m.data), qos(Qos.STATE, lockstep=True))
     pub = talker.create_publisher(String, topic, qos(Qos.STATE, lockstep=True))
     assert wait_for(lambda: pub.get_subscription_count() > 0, timeout=20.0)
     pub.publish(String(data="tick 0"))
-    assert _message_waits_on(sub, context, 20.0), "the message never reached the listener's reader"
+    assert _message_waits_on(sub, rclpy_context, 20.0), "the message never reached the listener's reader"
     assert not served(listener).is_set()
 
-    executor = EventsExecutor(context=context)
+    executor = EventsExecutor(context=rclpy_context)
     attach(executor, listener)
     for _ in range(50):  # one handler per spin: the callbacks' installation, then attach's delivery
         executor.spin_once(timeout_sec=0.1)

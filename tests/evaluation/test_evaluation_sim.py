@@ -22,6 +22,7 @@ from pathlib import Path
 import cv2
 import pytest
 from conftest import wait_for
+from ray_cluster import processes_now
 from shared_runs import once_per_run
 
 from evaluation.metrics import by_speed
@@ -188,7 +189,7 @@ def test_on_a_ray_cluster_the_trials_do_the_same_and_an_actor_killed_mid_trial_c
     others = [r for t in rows for r in t.get("retried", ()) if not r.startswith("RayActorError")]
     assert all(r.startswith("NodeDiedError: node ") for r in others), others
     assert wait_for(lambda: not processes_of(session), timeout=30), \
-        f"the killed actor's graph outlived it: {described(processes_of(session))}"  # fmt: skip
+        f"the killed actor's graph outlived it: {processes_of(session)}"  # fmt: skip
 
     env = graph_env(os.environ)
     again = subprocess.run(evaluate(ray_out, "--ray", ray_cluster), env=env, capture_output=True, text=True,
@@ -209,26 +210,7 @@ def doc_setting(out: Path, key: str):
     return json.loads((out / "results.json").read_text())["settings"][key]
 
 
-def described(pids: list[int]) -> list[str]:
-    """Each process as ``ps`` would show it: pid, state, command line (what a failure names)."""
-    out = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        out.append(f"{pid} {state} {cmd[:200]}")
-    return out
-
-
-def processes_of(session: Path) -> list[int]:
-    """The processes whose command line names ``session`` (a graph's nodes: their parameter files are there)."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if str(session) in cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"):
-                found.append(int(cmdline.parent.name))
-        except OSError:
-            continue
-    return found
+def processes_of(session: Path) -> dict[int, str]:
+    """The processes whose command line names ``session`` (a graph's nodes: their parameter files are there): pid ->
+    command line."""
+    return {pid: cmd for pid, cmd in processes_now().items() if str(session) in cmd}

@@ -16,16 +16,6 @@ pytestmark = pytest.mark.ros
 rclpy = pytest.importorskip("rclpy")
 
 
-@pytest.fixture
-def context():
-    from rclpy.context import Context
-
-    ctx = Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    ctx.try_shutdown()
-
-
 def _node(context, link: str, lockstep: bool = True):
     node = rclpy.create_node(f"steps_{uuid.uuid4().hex[:6]}", context=context)
     for name, value in ((Params.USE_SIM, True), (Params.LOCKSTEP, lockstep), (Params.SIM_LINK, link)):
@@ -103,8 +93,8 @@ class Cell:
 
 
 @pytest.fixture
-def cell(context):
-    c = Cell(context)
+def cell(rclpy_context):
+    c = Cell(rclpy_context)
     yield c
     c.close()
 
@@ -132,13 +122,14 @@ def test_a_lockstep_step_joins_the_world_only_once_what_it_reads_and_sends_is_co
     assert wait_for(cell.registered, timeout=20.0)
 
 
-def test_a_lockstep_steps_topics_are_reliable_and_transient_local_and_a_wall_clock_ones_the_contracts(context) -> None:
+def test_a_lockstep_steps_topics_are_reliable_and_transient_local_and_a_wall_clock_ones_the_contracts(
+        rclpy_context) -> None:  # fmt: skip
     from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
 
     from transports.node_steps import NodeSteps
 
-    lock = NodeSteps(_node(context, "unused"), 20.0, lambda step: True)
-    wall = NodeSteps(_node(context, "unused", lockstep=False), 20.0, lambda step: True)
+    lock = NodeSteps(_node(rclpy_context, "unused"), 20.0, lambda step: True)
+    wall = NodeSteps(_node(rclpy_context, "unused", lockstep=False), 20.0, lambda step: True)
     assert lock.lockstep and not wall.lockstep
     sensor = lock.qos(Qos.SENSOR)
     assert sensor.reliability is ReliabilityPolicy.RELIABLE and sensor.durability is DurabilityPolicy.TRANSIENT_LOCAL
