@@ -48,6 +48,7 @@ from libero_workcell.node_main import run_node, serve_trigger, served
 from libero_workcell.node_params import declare_all, declare_config, fixed_at_startup
 from libero_workcell.ros_qos import qos
 from transports.errors import BackendError
+from transports.node_steps import lockstep_of
 
 ARM_PARAMS = ArmConfig.parameter_defaults()  # every ArmConfig field is a parameter of the same name
 CONFIG_PARAMS = ARM_PARAMS | DEVICE_PARAMS  # every generated parameter, for docs and checks
@@ -89,7 +90,7 @@ class AuboBridgeNode(Node):
         )
         self._stop = threading.Event()
         self._world_gone = False
-        self.lockstep = self.use_sim and bool(self.get_parameter(Params.LOCKSTEP).value)
+        self.lockstep = lockstep_of(self)
         self._action_ns: dict[str, int] = {}  # lockstep: each source's newest action stamp received
         self._action_cond = threading.Condition()
         hooks = {"served": served(self), "control_step": self._lockstep_control_step, "each_tick": self._each_tick,

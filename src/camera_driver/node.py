@@ -31,6 +31,7 @@ from libero_workcell.node_main import run_node
 from libero_workcell.node_params import declare_all, declare_config, prefixed, refuse_runtime_changes
 from libero_workcell.rate import SHUTDOWN_JOIN, run_loop
 from libero_workcell.ros_qos import qos
+from transports.node_steps import lockstep_of
 
 OPTICAL_FRAMES = {"external": EXTERNAL_CAMERA_FRAME, "wrist": WRIST_CAMERA_FRAME}
 
@@ -70,8 +71,7 @@ class CameraNode(Node):
         )
         self.driver = CameraDriver(backend, float(self.get_parameter(Params.MAX_FRAME_AGE).value))
         self.frame_id = OPTICAL_FRAMES[self.camera]
-        use_sim = bool(self.get_parameter(Params.USE_SIM).value)
-        self.lockstep = use_sim and bool(self.get_parameter(Params.LOCKSTEP).value)
+        self.lockstep = lockstep_of(self)
         sensor = qos(Qos.SENSOR_LOCKSTEP, True) if self.lockstep else qos(Qos.SENSOR)  # in lockstep every frame counts
         self._pub_image = self.create_publisher(Image, Topics.image(self.camera), sensor)
         self._pub_info = self.create_publisher(CameraInfo, Topics.camera_info(self.camera), sensor)
