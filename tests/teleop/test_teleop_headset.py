@@ -59,7 +59,8 @@ class Reader:
     def read(self) -> ControllerSample | None:
         self.proc.stdin.write("read\n")
         self.proc.stdin.flush()
-        raw = json.loads(self._until("SAMPLE "))
+        # the first JSON value after the marker: the SDK's own text, printed without newlines, may follow it
+        raw, _ = json.JSONDecoder().raw_decode(self._until("SAMPLE "))
         return None if raw is None else ControllerSample(**{**raw, "pose": tuple(raw["pose"])})
 
     def wait_for(self, predicate, timeout: float = 5.0) -> ControllerSample:
