@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aubo_bridge.config import ConfigError
@@ -95,33 +96,42 @@ class ThreadHost:
         self._thread.join(timeout=SHUTDOWN_JOIN)
 
 
-class LockstepHost:
-    """One driver tick per world tick. ``control_step(tick, participant)`` runs at a control step's tick before
+@dataclass(frozen=True)
+class LockstepHooks:
+    """What the node does in the lockstep loop: ``control_step(tick, participant)`` at a control step's tick before
     the driver's; ``each_tick()`` at every tick (the simulated arm's auto-enable); ``world_gone()`` once the world
     ends. The first tick is taken only once ``served`` is set (node_main.served: an action never waits
-    unannounced)."""
+    unannounced). ``name``: the participant's."""
 
-    def __init__(self, spec: DriverSpec, stop: threading.Event, served: threading.Event,
-                 control_step: Callable[[Any, Any], None], each_tick: Callable[[], None],
-                 world_gone: Callable[[], None], name: str) -> None:  # fmt: skip
+    served: threading.Event
+    control_step: Callable[[Any, Any], None]
+    each_tick: Callable[[], None]
+    world_gone: Callable[[], None]
+    name: str
+
+
+class LockstepHost:
+    """One driver tick per world tick, the node's :class:`LockstepHooks` run in it."""
+
+    def __init__(self, spec: DriverSpec, stop: threading.Event, hooks: LockstepHooks) -> None:
         from transports.sim_lockstep import SERVO, LockstepParticipant
 
         self.sim_ns = 0
         self.driver, arm, gripper = spec.build(sim_clock=lambda: self.sim_ns * 1e-9)
         self.devices: tuple[object, ...] = (arm, gripper)
-        self.participant = LockstepParticipant(spec.sim_link, name, SERVO)
+        self.participant = LockstepParticipant(spec.sim_link, hooks.name, SERVO)
         if self.participant.servo_period_ns != round(spec.config.servo_period * 1e9):
             self.participant.close()
             raise ConfigError(f"servo_hz {spec.config.servo_hz:g} differs from the world's servo period "
                               f"({self.participant.servo_period_ns} ns)")  # fmt: skip
-        self._stop, self._served = stop, served
-        self._control_step, self._each_tick, self._world_gone = control_step, each_tick, world_gone
+        self._stop, self._hooks = stop, hooks
         self._loop = RateLoop(spec.config.servo_hz, clock=lambda: self.sim_ns * 1e-9)
         self._thread = threading.Thread(target=self._run, name="servo", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._served.wait(READY_POLL):
+        hooks = self._hooks
+        while not hooks.served.wait(READY_POLL):
             if self._stop.is_set():
                 return
         p = self.participant
@@ -129,16 +139,16 @@ class LockstepHost:
             self.sim_ns = tick.time_ns
             self._loop.record(tick.time)
             try:
-                self._each_tick()
+                hooks.each_tick()
                 if tick.control_step is not None:
-                    self._control_step(tick, p)
+                    hooks.control_step(tick, p)
                 self.driver.tick()
             except Exception as exc:  # the tick is done all the same: the world must not hang on it
                 self._loop.errors += 1
                 self._loop.last_error = f"{type(exc).__name__}: {exc}"
             p.done(tick)
         if not self._stop.is_set():
-            self._world_gone()
+            hooks.world_gone()
 
     def loop_stats(self) -> LoopStats:
         return LoopStats.of(self._loop, self._thread)
@@ -152,14 +162,14 @@ class LockstepHost:
         self.participant.close()
 
 
-def servo_host(spec: DriverSpec, driver_host: str, lockstep: bool, stop: threading.Event,
-               lockstep_hooks: dict[str, Any]) -> ServoHost:  # fmt: skip
-    """The host the node's parameters ask for (``lockstep_hooks``: LockstepHost's callbacks and name)."""
-    if lockstep:
+def servo_host(spec: DriverSpec, driver_host: str, stop: threading.Event,
+               lockstep: LockstepHooks | None = None) -> ServoHost:  # fmt: skip
+    """The host the node's parameters ask for: in lockstep (``lockstep``: the node's part in it) or not."""
+    if lockstep is not None:
         if driver_host != "node":
             raise ConfigError("the simulated arm runs in lockstep with the world in the node: driver_host must be "
                               "'node' when use_sim and lockstep (the driver process is for the real arm)")
-        return LockstepHost(spec, stop, **lockstep_hooks)
+        return LockstepHost(spec, stop, lockstep)
     if driver_host == "process":
         return ProcessHost(spec)
     return ThreadHost(spec, stop)
