@@ -30,7 +30,7 @@ from aubo_bridge.backends.factory import ARCS_PARAMS, DEVICE_PARAMS, GRIPPER_PAT
 from aubo_bridge.config import ArmConfig, ConfigError
 from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode
 from aubo_bridge.process.driver_host import DRIVER_HOSTS, DriverSpec, HostedDriver
-from aubo_bridge.servo_host import servo_host
+from aubo_bridge.servo_host import LockstepHooks, servo_host
 from gripper import registry
 from libero_workcell import ros_msgs
 from libero_workcell.contract import (
@@ -49,6 +49,7 @@ from libero_workcell.node_params import declare_all, declare_config, fixed_at_st
 from libero_workcell.ros_qos import qos
 from transports.errors import BackendError
 from transports.node_steps import lockstep_of
+from transports.stepping import Arrivals, await_source_action
 
 ARM_PARAMS = ArmConfig.parameter_defaults()  # every ArmConfig field is a parameter of the same name
 CONFIG_PARAMS = ARM_PARAMS | DEVICE_PARAMS  # every generated parameter, for docs and checks
@@ -91,11 +92,10 @@ class AuboBridgeNode(Node):
         self._stop = threading.Event()
         self._world_gone = False
         self.lockstep = lockstep_of(self)
-        self._action_ns: dict[str, int] = {}  # lockstep: each source's newest action stamp received
-        self._action_cond = threading.Condition()
-        hooks = {"served": served(self), "control_step": self._lockstep_control_step, "each_tick": self._each_tick,
-                 "world_gone": self._on_world_gone, "name": self.get_name()}  # fmt: skip
-        self.host = servo_host(spec, self.driver_host, self.lockstep, self._stop, hooks)
+        self._actions = Arrivals()  # lockstep: each source's newest action handled (its step may wait for it)
+        hooks = LockstepHooks(served(self), self._lockstep_control_step, self._each_tick, self._on_world_gone,
+                              self.get_name()) if self.lockstep else None  # fmt: skip
+        self.host = servo_host(spec, self.driver_host, self._stop, hooks)
         self.driver: ArmDriver | HostedDriver = self.host.driver
         self._loop_stats = self.host.loop_stats
         devices = self.host.devices
@@ -162,12 +162,9 @@ class AuboBridgeNode(Node):
             self.get_logger().warning(f"action from {source!r} rejected: {result.reason}", throttle_duration_sec=1.0)
 
     def _action_came(self, source: str, msg: JointState) -> None:
-        """Lockstep: ``source``'s action for its stamp's control step came, taken or refused (the servo tick of
+        """``source``'s action for its stamp's control step came, taken or refused (in lockstep the servo tick of
         that step may be waiting for it)."""
-        if self.lockstep:
-            with self._action_cond:
-                self._action_ns[source] = max(self._action_ns.get(source, -1), ros_msgs.ns_from_stamp(msg.header.stamp))
-                self._action_cond.notify_all()
+        self._actions.came(source, ros_msgs.ns_from_stamp(msg.header.stamp))
 
     def _on_params(self, params) -> SetParametersResult:
         """Only active_source changes at run time; every other parameter is refused with the reason."""
@@ -215,21 +212,11 @@ class AuboBridgeNode(Node):
         the active source's action for that state (if the source says it sent one)."""
         self.driver.observe()
         self._publish_state(ros_msgs.stamp_from_ns(tick.time_ns))
-        source = self.driver.arbiter.active
-        participant.waiting(3)
-        if participant.wait_source(source, tick.control_step, self._stop):
-            self._await_action(source, tick.time_ns)
+        await_source_action(participant, self._actions, self.driver.arbiter.active, tick, self._stop)
 
     def _on_world_gone(self) -> None:
         self.get_logger().error("the simulated world is gone: the arm bridge stops")
         self._world_gone = True
-
-    def _await_action(self, source: str, stamp_ns: int) -> None:
-        """Until ``source``'s action stamped ``stamp_ns`` was taken (it is on its way: the source said it sent it)."""
-        with self._action_cond:
-            while self._action_ns.get(source, -1) < stamp_ns and not self._stop.is_set():
-                if not self._action_cond.wait(0.5) and not self.host.participant.world_alive():
-                    return
 
     @property
     def finished(self) -> bool:
@@ -294,8 +281,7 @@ class AuboBridgeNode(Node):
 
     def shutdown(self) -> None:
         self._stop.set()
-        with self._action_cond:
-            self._action_cond.notify_all()
+        self._actions.notify()
         self.host.stop()
         self.driver.close()
 

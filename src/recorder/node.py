@@ -504,9 +504,7 @@ class RecorderNode(Node):
         lands in this step), then the step recorded exactly (its state, joints and frames, and the source's
         action for it, if it sent one) between the start and the save or discard due."""
         assert self.runner is not None and self.runner.participant is not None and step.frames_ns is not None
-        stop = self.runner.stopping
-        self.runner.waiting(3)
-        acted = self.runner.participant.wait_source(self.source, step.index, stop) if not step.paused else False
+        acted = self.runner.source_acted(self.source, step)
         self._lockstep_boundaries(step, "start")
         with self._lock:
             writer = self._writer
@@ -701,7 +699,9 @@ class RecorderNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    run_node(RecorderNode, "recorder", args, startup_errors=(ValueError, RuntimeError, RecorderError))
+    # orphaned too, its shutdown completes the saves in progress and keeps the episode being recorded: unbounded
+    run_node(RecorderNode, "recorder", args, startup_errors=(ValueError, RuntimeError, RecorderError),
+             orphan_bound=None)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -95,6 +95,10 @@ class NodeSteps:
     def waiting(self, code: int) -> None:
         self.runner.waiting(code)
 
+    def source_acted(self, source: str, step: Step) -> bool:
+        """Lockstep: whether ``source`` sent an action for ``step`` (it waits for the source's decision)."""
+        return self.runner.source_acted(source, step)
+
     @property
     def stopping(self) -> Any:
         return self.runner.stopping

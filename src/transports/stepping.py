@@ -6,7 +6,10 @@ per control step of the world, on the observation of that step exactly (the robo
 stamped with its sim time), and the world does not move on until the step is done. Same node code, one
 switch: the :class:`Step` a body is given says which it is.
 
-:class:`StampedInputs` keeps the recent stamped inputs a step needs and waits for the ones of its step.
+:class:`StampedInputs` keeps the recent stamped inputs a step needs and waits for the ones of its step. A step
+that waits for another participant's message which a callback of its node handles (the arm bridge, the active
+source's action) asks :func:`await_source_action`: whether the source sent one for this step, then until the
+callback reported it to :class:`Arrivals`.
 """
 
 from __future__ import annotations
@@ -105,6 +108,11 @@ class StepRunner:
         if self.participant is not None:
             self.participant.waiting(code)
 
+    def source_acted(self, source: str, step: Step) -> bool:
+        """Lockstep: whether ``source`` sent an action for ``step`` (:func:`source_acted`); never on a paused
+        step (the episode is over: no source acts)."""
+        return not step.paused and source_acted(self.participant, source, step.index, self._stop)
+
     def stop(self) -> None:
         self._stop.set()
         if self.participant is not None:
@@ -175,3 +183,49 @@ class StampedInputs:
         """Wake a waiter (to look at its stop event)."""
         with self._cond:
             self._cond.notify_all()
+
+
+def source_acted(participant: Any, source: str, step: int, stop: threading.Event) -> bool:
+    """Lockstep: wait until the participant publishing as ``source`` is done with control step ``step``; whether
+    it sent an action for it (False: it did not, no such participant takes part, or the wait was stopped)."""
+    participant.waiting(3)  # (sim_lockstep.WAITING: the active source's action)
+    return bool(participant.wait_source(source, step, stop))
+
+
+class Arrivals:
+    """The newest stamp each key's message came with, once a callback handled it, and a wait for a stamp: a
+    lockstep step whose message is handled by a callback (not kept in :class:`StampedInputs`) waits here."""
+
+    def __init__(self) -> None:
+        self._newest: dict[str, int] = {}
+        self._cond = threading.Condition()
+
+    def came(self, key: str, stamp_ns: int) -> None:
+        with self._cond:
+            self._newest[key] = max(self._newest.get(key, -1), int(stamp_ns))
+            self._cond.notify_all()
+
+    def wait(self, key: str, stamp_ns: int, stop: threading.Event, alive: Callable[[], bool],
+             poll: float = 0.5) -> bool:  # fmt: skip
+        """Until ``key``'s message stamped ``stamp_ns`` (or newer) came: True; False once ``stop`` is set or,
+        looked at every ``poll`` s, ``alive()`` says what would send it is gone."""
+        with self._cond:
+            while self._newest.get(key, -1) < stamp_ns:
+                if stop.is_set():
+                    return False
+                if not self._cond.wait(poll) and not alive():
+                    return False
+            return True
+
+    def notify(self) -> None:
+        """Wake a waiter (to look at its stop event)."""
+        with self._cond:
+            self._cond.notify_all()
+
+
+def await_source_action(participant: Any, arrivals: Arrivals, source: str, tick: Any,
+                        stop: threading.Event) -> None:  # fmt: skip
+    """Lockstep, a control step's ``tick``: if ``source`` says it sent an action for it, until a callback
+    reported that action to ``arrivals`` (taken or refused); at once if it sent none or the world is gone."""
+    if source_acted(participant, source, tick.control_step, stop):
+        arrivals.wait(source, tick.time_ns, stop, participant.world_alive)
