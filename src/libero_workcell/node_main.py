@@ -4,7 +4,9 @@ Once the node is built it prints one line starting with ``processes.NODE_UP`` (t
 up). Construction errors (bad parameters, a missing sim world, a refused device)
 end the process with exit code 2 and one clear line; Ctrl-C or SIGTERM at
 any point, including while a node is still waiting for its device, ends it
-cleanly with exit code 0 after the node's own ``shutdown()`` ran.
+cleanly with exit code 0 after the node's own ``shutdown()`` ran. A node whose launcher is gone (the kernel's
+death signal, :func:`libero_workcell.processes.die_with_parent`) has nobody to escalate if that shutdown hangs:
+it ends itself ``orphan_bound`` seconds after the signal (:func:`bound_orphan_shutdown`).
 
 Every node spins one single-threaded executor, rclpy's ``EventsExecutor`` (its event queue and timers in C++;
 the Python ``SingleThreadedExecutor`` rebuilds a wait set for every callback: the graph's nodes used more CPU,
@@ -21,11 +23,13 @@ subscription once the callbacks are in, and :func:`served` tells a node's lockst
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import rclpy
 from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
@@ -40,19 +44,50 @@ from libero_workcell.processes import NODE_UP
 
 T = TypeVar("T")
 
+# How long an orphaned node's shutdown may take before it ends itself: the launcher's own stop gives a node its
+# SIGINT timeout, then SIGTERM, then SIGKILL (workcell.launcher); an orphan gets one SIGTERM and nothing after.
+ORPHAN_SHUTDOWN_BOUND: Final = 30.0  # s
+EXIT_ORPHAN_HUNG: Final = 75  # the exit code of an orphan whose shutdown did not end within its bound
+
+
+def bound_orphan_shutdown(name: str, parent: int, bound: float | None,
+                          exit_now: Callable[[int], object] = os._exit) -> threading.Timer | None:  # fmt: skip
+    """If this process's parent is no longer ``parent`` (its launcher died: nobody will escalate a stop), start a
+    timer that ends the process ``bound`` s from now, whatever its shutdown is doing, with one line saying so.
+    None (and nothing started) when the launcher is there or ``bound`` is None."""
+    if bound is None or os.getppid() == parent:
+        return None
+
+    def give_up() -> None:
+        print(f"{name}: its launcher is gone and its shutdown did not end within {bound:g} s: exiting "
+              f"(code {EXIT_ORPHAN_HUNG})", file=sys.stderr, flush=True)  # fmt: skip
+        exit_now(EXIT_ORPHAN_HUNG)
+
+    timer = threading.Timer(bound, give_up)
+    timer.daemon = True
+    timer.start()
+    return timer
+
 
 def run_node(
     factory: Callable[[], Node],
     name: str,
     args: list[str] | None = None,
     startup_errors: tuple[type[BaseException], ...] = (ValueError, RuntimeError),
+    orphan_bound: float | None = ORPHAN_SHUTDOWN_BOUND,
 ) -> None:
+    """``orphan_bound``: the seconds an orphaned node's shutdown may take (None: as long as it takes; a node
+    whose shutdown completes what it must not lose)."""
     rclpy.init(args=args, signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
     # Our own handlers: SIGINT/SIGTERM raise KeyboardInterrupt wherever the node is (spin or start-up wait).
     stopping = threading.Event()
+    parent = os.getppid()
+    bounded: list[threading.Timer] = []  # (one timer: a stop signal after the launcher died starts it)
 
     def interrupt(signum: int, frame: object) -> None:
         stopping.set()
+        if not bounded and (timer := bound_orphan_shutdown(name, parent, orphan_bound)) is not None:
+            bounded.append(timer)
         signal.default_int_handler(signum, frame)
 
     signal.signal(signal.SIGTERM, interrupt)
