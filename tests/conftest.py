@@ -37,6 +37,8 @@ CODE_FOLDERS = (SRC, *(REPO / name for name in TOP_PACKAGES))  # every folder of
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
+from realtime_modules import REALTIME_MODULES  # noqa: E402
+
 from libero_workcell import dds  # noqa: E402 (after the helpers' path, like every test module's imports)
 
 TEST_OUTPUT = REPO / "test-output"
@@ -317,16 +319,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 # --------------------------------------------------------------------------
 # test.sh runs the suite on two xdist workers, a module at a time on each (--dist loadfile): graph tests run
-# beside each other, each worker on a ROS domain of its own (RUN_DOMAIN above). The modules below assert
-# sub-second wall-clock deadlines of a device or a protocol (a servo call that gives up within a period, a
-# read that does not wait): they run after the rest, two at a time among themselves, never beside a graph
-# the suite itself started (marker `realtime`).
+# beside each other, each worker on a ROS domain of its own (RUN_DOMAIN above). The realtime modules
+# (tests/realtime_modules.py) run after the rest, never beside a graph the suite itself started.
 # --------------------------------------------------------------------------
-REALTIME_MODULES = frozenset({
-    "test_camera_driver.py", "test_camera_backends.py", "test_arcs_backend.py",
-    "test_arcs_backend_states_and_refusals.py", "test_arcs_rtde.py", "test_policy_client.py", "test_lockstep.py",
-    "test_sim_link.py", "test_arm_fault_codes.py",
-})  # fmt: skip
 
 
 # The order the workers take the longest modules in, longest first (the run lasts as long as its busiest worker,
