@@ -27,7 +27,7 @@ from aubo_bridge.config import ConfigError
 from aubo_bridge.driver import ArmDriver
 from aubo_bridge.process.driver_host import DriverSpec, HostedDriver, LoopStats
 from libero_workcell.rate import CONTROL_PRIORITY, SHUTDOWN_JOIN, RateLoop, run_loop
-from transports.stepping import READY_POLL
+from transports.stepping import TickThread
 
 
 class ServoHost(Protocol):
@@ -124,42 +124,29 @@ class LockstepHost:
             self.participant.close()
             raise ConfigError(f"servo_hz {spec.config.servo_hz:g} differs from the world's servo period "
                               f"({self.participant.servo_period_ns} ns)")  # fmt: skip
-        self._stop, self._hooks = stop, hooks
+        self._hooks = hooks
         self._loop = RateLoop(spec.config.servo_hz, clock=lambda: self.sim_ns * 1e-9)
-        self._thread = threading.Thread(target=self._run, name="servo", daemon=True)
-        self._thread.start()
+        participant = self.participant
+        self._ticks = TickThread(lambda: participant, self._tick, "servo", stop, ready=hooks.served.is_set,
+                                 world_gone=hooks.world_gone)  # fmt: skip
 
-    def _run(self) -> None:
-        hooks = self._hooks
-        while not hooks.served.wait(READY_POLL):
-            if self._stop.is_set():
-                return
-        p = self.participant
-        while (tick := p.next_tick(self._stop)) is not None:
-            self.sim_ns = tick.time_ns
-            self._loop.record(tick.time)
-            try:
-                hooks.each_tick()
-                if tick.control_step is not None:
-                    hooks.control_step(tick, p)
-                self.driver.tick()
-            except Exception as exc:  # the tick is done all the same: the world must not hang on it
-                self._loop.errors += 1
-                self._loop.last_error = f"{type(exc).__name__}: {exc}"
-            p.done(tick)
-        if not self._stop.is_set():
-            hooks.world_gone()
+    def _tick(self, tick: Any) -> None:
+        self.sim_ns = tick.time_ns
+        self._loop.record(tick.time)
+        self._hooks.each_tick()
+        if tick.control_step is not None:
+            self._hooks.control_step(tick, self.participant)
+        self.driver.tick()
 
     def loop_stats(self) -> LoopStats:
-        return LoopStats.of(self._loop, self._thread)
+        self._loop.errors, self._loop.last_error = self._ticks.errors, self._ticks.last_error
+        return LoopStats.of(self._loop, self._ticks.thread)
 
     def servo_time_ns(self, now_ns: int) -> int:
         return self.sim_ns  # the world's tick waiting for it (sim time)
 
     def stop(self) -> None:
-        self.participant.interrupt()
-        self._thread.join(timeout=SHUTDOWN_JOIN)
-        self.participant.close()
+        self._ticks.stop()
 
 
 def servo_host(spec: DriverSpec, driver_host: str, stop: threading.Event,

@@ -32,6 +32,7 @@ from libero_workcell.node_params import declare_all, declare_config, prefixed, r
 from libero_workcell.rate import SHUTDOWN_JOIN, run_loop
 from libero_workcell.ros_qos import qos
 from transports.node_steps import lockstep_of
+from transports.stepping import TickThread
 
 OPTICAL_FRAMES = {"external": EXTERNAL_CAMERA_FRAME, "wrist": WRIST_CAMERA_FRAME}
 
@@ -82,29 +83,25 @@ class CameraNode(Node):
         if self.lockstep:
             from transports.sim_lockstep import CAMERA, LockstepParticipant
 
-            self._participant = LockstepParticipant(str(self.get_parameter(Params.SIM_LINK).value), self.get_name(),
-                                                    CAMERA, cameras=(self.camera,))  # fmt: skip
-            self._thread = threading.Thread(target=self._lockstep, name="camera", daemon=True)
-            self._thread.start()
+            participant = LockstepParticipant(str(self.get_parameter(Params.SIM_LINK).value), self.get_name(), CAMERA,
+                                              cameras=(self.camera,))  # fmt: skip
+            self._ticks = TickThread(lambda: participant, self._frame_of, "camera", self._stop)
         else:
             # Frames are checked on a thread at poll_hz (a cheap counter read), not at
             # camera_hz: a sim running faster than real time delivers frames faster.
             self._thread, _ = run_loop(float(self.get_parameter("poll_hz").value), self._poll, self._stop, "camera")
         self.create_timer(1.0, self._publish_diag)
 
-    def _lockstep(self) -> None:
-        """Each frame the world rendered, published with its sim time before the world moves on."""
-        p = self._participant
-        index = CAMERA_NAMES.index(self.camera)
-        while (tick := p.next_tick(self._stop)) is not None:
-            try:
-                frame = self.driver.backend.latest()
-                if frame is not None:
-                    stamp = ros_msgs.stamp_from_ns(tick.frame_time_ns[index])
-                    self._publish(frame, stamp)
-            except Exception as exc:  # the tick is done all the same: the world must not hang on it
-                self._status = f"frame not published: {exc}"
-            p.done(tick)
+    def _frame_of(self, tick: Any) -> None:
+        """Lockstep: the frame the world rendered at ``tick``, published with its sim time before the world moves
+        on."""
+        try:
+            frame = self.driver.backend.latest()
+            if frame is not None:
+                self._publish(frame, ros_msgs.stamp_from_ns(tick.frame_time_ns[CAMERA_NAMES.index(self.camera)]))
+        except Exception as exc:
+            self._status = f"frame not published: {exc}"
+            raise
 
     def _publish(self, frame, stamp) -> None:
         self._status = "ok"
@@ -125,10 +122,9 @@ class CameraNode(Node):
     def shutdown(self) -> None:
         self._stop.set()
         if self.lockstep:
-            self._participant.interrupt()
-        self._thread.join(timeout=SHUTDOWN_JOIN)
-        if self.lockstep:
-            self._participant.close()
+            self._ticks.stop()
+        else:
+            self._thread.join(timeout=SHUTDOWN_JOIN)
         self.driver.backend.close()
 
     def _publish_diag(self) -> None:

@@ -60,48 +60,49 @@ class StepRunner:
         self._attach_timeout = attach_timeout
         self._stop = threading.Event()
         self.loop: RateLoop | None = None
-        self.participant: Any = None
-        self.errors = 0
-        self.last_error = ""
-        self._thread: threading.Thread | None = None
+        self._thread: threading.Thread | None = None  # the wall-clock loop's
+        self._ticks: TickThread | None = None  # lockstep
         self._count = 0
 
     def start(self) -> None:
         if not self.lockstep:
             self._thread, self.loop = run_loop(self.hz, self._wall_step, self._stop, self.name, priority=self._priority)
             return
-        self._thread = threading.Thread(target=self._lockstep, name=self.name, daemon=True)
-        self._thread.start()
+        self._ticks = TickThread(self._register, self._lockstep_step, self.name, self._stop, ready=self._ready)
 
     @property
     def priority_note(self) -> str | None:
         return None if self.loop is None else self.loop.priority_note
 
+    @property
+    def participant(self) -> Any:
+        """Lockstep: this node's participant, once registered (None before, and on the wall clock)."""
+        return None if self._ticks is None else self._ticks.participant
+
+    @property
+    def errors(self) -> int:
+        return 0 if self._ticks is None else self._ticks.errors
+
+    @property
+    def last_error(self) -> str:
+        return "" if self._ticks is None else self._ticks.last_error
+
     def _wall_step(self) -> None:
         self._count += 1
         self.body(Step(self._count, time.time_ns()))
 
-    def _lockstep(self) -> None:
+    def _register(self) -> Any:
         from transports.sim_lockstep import CONTROL, LockstepParticipant
 
-        while not self._stop.is_set() and not self._ready():
-            self._stop.wait(READY_POLL)
-        if self._stop.is_set():
-            return
-        self.participant = p = LockstepParticipant(self._sim_link, self.name, CONTROL, source=self._source,
-                                                   attach_timeout=self._attach_timeout)  # fmt: skip
+        return LockstepParticipant(self._sim_link, self.name, CONTROL, source=self._source,
+                                   attach_timeout=self._attach_timeout)  # fmt: skip
+
+    def _lockstep_step(self, tick: Any) -> bool:
         from libero_workcell.contract import CAMERA_NAMES
 
-        while (tick := p.next_tick(self._stop)) is not None:
-            step = Step(int(tick.control_step), tick.time_ns, dict(zip(CAMERA_NAMES, tick.frame_time_ns, strict=True)),
-                        True, tick.paused, tick.episode)  # fmt: skip
-            acted = False
-            try:
-                acted = bool(self.body(step))
-            except Exception as exc:  # a step that failed is done all the same: the world must not hang on it
-                self.errors += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"
-            p.done(tick, acted)
+        step = Step(int(tick.control_step), tick.time_ns, dict(zip(CAMERA_NAMES, tick.frame_time_ns, strict=True)),
+                    True, tick.paused, tick.episode)  # fmt: skip
+        return bool(self.body(step))
 
     def waiting(self, code: int) -> None:
         """Tell the supervisor what the step is waiting for (lockstep only)."""
@@ -115,16 +116,68 @@ class StepRunner:
 
     def stop(self) -> None:
         self._stop.set()
-        if self.participant is not None:
-            self.participant.interrupt()
+        if self._ticks is not None:
+            self._ticks.stop()
         if self._thread is not None:
             self._thread.join(timeout=SHUTDOWN_JOIN)
-        if self.participant is not None:
-            self.participant.close()
 
     @property
     def stopping(self) -> threading.Event:
         return self._stop
+
+
+class TickThread:
+    """A lockstep participant's part in the world, on a thread of its own: once ``ready()`` holds (looked at every
+    READY_POLL s) it registers (``register()`` returns the participant), then runs ``body(tick) -> acted`` for
+    every tick it has a part in. The part is done whatever the body raised (the world must not hang on it: the
+    failure is counted), and ``world_gone()`` is called if the world ends first. One loop for every kind of
+    participant: a node's control step (:class:`StepRunner`), a camera's frames, the arm bridge's servo ticks.
+    ``stop`` (the node's, or its own) ends it: :meth:`stop` also wakes its wait, joins it and leaves the world."""
+
+    def __init__(self, register: Callable[[], Any], body: Callable[[Any], Any], name: str,
+                 stop: threading.Event | None = None, *, ready: Callable[[], bool] = lambda: True,
+                 world_gone: Callable[[], None] | None = None) -> None:  # fmt: skip
+        self.participant: Any = None
+        self.errors = 0
+        self.last_error = ""
+        self._register, self._body, self._ready, self._world_gone = register, body, ready, world_gone
+        self._stop = stop or threading.Event()
+        self._registered = threading.Lock()  # registration and stop() never cross: a stopped loop never registers
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._ready():
+            if self._stop.wait(READY_POLL):
+                return
+        with self._registered:
+            if self._stop.is_set():
+                return
+            self.participant = p = self._register()
+        while (tick := p.next_tick(self._stop)) is not None:
+            acted = False
+            try:
+                acted = bool(self._body(tick))
+            except Exception as exc:  # a part that failed is done all the same: the world must not hang on it
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            p.done(tick, acted)
+        if not self._stop.is_set() and self._world_gone is not None:
+            self._world_gone()
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._registered:
+            p = self.participant
+        if p is not None:
+            p.interrupt()
+        self._thread.join(timeout=SHUTDOWN_JOIN)
+        if p is not None:
+            p.close()
 
 
 class StampedInputs:

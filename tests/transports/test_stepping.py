@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-from transports.stepping import Arrivals, Step, StepRunner, await_source_action, source_acted
+from transports.stepping import Arrivals, Step, StepRunner, TickThread, await_source_action, source_acted
 
 
 class FakeParticipant:
@@ -18,6 +18,9 @@ class FakeParticipant:
         self.decision, self.alive = decision, alive
         self.asked: list[tuple[str, int]] = []
         self.codes: list[int] = []
+        self.ticks: list = []
+        self.done_ticks: list = []
+        self.interrupted = self.closed = False
 
     def waiting(self, code: int) -> None:
         self.codes.append(code)
@@ -28,6 +31,19 @@ class FakeParticipant:
 
     def world_alive(self) -> bool:
         return self.alive
+
+    # the loop's side: the ticks it is given (``ticks``), then the world ends (None)
+    def next_tick(self, stop: threading.Event) -> object | None:
+        return self.ticks.pop(0) if self.ticks and not stop.is_set() else None
+
+    def done(self, tick: object, acted: bool = False) -> None:
+        self.done_ticks.append((tick, acted))
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class Tick:
@@ -99,9 +115,45 @@ def test_a_step_waits_for_the_action_only_when_its_source_says_it_sent_one() -> 
 
 
 def test_a_paused_step_has_no_source_decision_to_wait_for() -> None:
+    fake = FakeParticipant(True)
     runner = StepRunner("rec", 20.0, lambda step: False, lockstep=True)
-    runner.participant = FakeParticipant(True)
+    runner._ticks = TickThread(lambda: fake, lambda tick: False, "rec", ready=lambda: False)  # never registers
+    runner._ticks.participant = fake
     assert runner.source_acted("expert", Step(4, 200_000_000, lockstep=True))
     assert not runner.source_acted("expert", Step(5, 250_000_000, lockstep=True, paused=True))
-    assert runner.participant.asked == [("expert", 4)]  # the paused step never asked
+    assert fake.asked == [("expert", 4)]  # the paused step never asked
+    runner._ticks.stop()
     assert source_acted(FakeParticipant(None), "expert", 4, threading.Event()) is False
+
+
+def test_every_tick_is_done_whatever_the_body_did_and_a_world_that_ends_is_said_once() -> None:
+    fake, gone = FakeParticipant(True), []
+    fake.ticks = [1, 2, 3]
+
+    def body(tick: int) -> bool:
+        if tick == 2:
+            raise RuntimeError("frame lost")
+        return tick == 3
+
+    loop = TickThread(lambda: fake, body, "t", world_gone=lambda: gone.append(True))
+    loop.thread.join(5.0)
+    assert fake.done_ticks == [(1, False), (2, False), (3, True)]  # the failed part is done all the same
+    assert (loop.errors, loop.last_error) == (1, "RuntimeError: frame lost") and gone == [True]
+    loop.stop()
+    assert fake.interrupted and fake.closed  # it left the world
+
+
+def test_a_loop_stopped_before_it_was_ready_never_registers_and_a_stopped_one_is_not_a_world_gone() -> None:
+    registered, gone = [], []
+    loop = TickThread(lambda: registered.append(True), lambda tick: False, "t", ready=lambda: False,
+                      world_gone=lambda: gone.append(True))  # fmt: skip
+    time.sleep(0.2)
+    loop.stop()
+    assert not loop.thread.is_alive() and registered == [] and gone == []
+    stop = threading.Event()
+    fake = FakeParticipant(True)
+    fake.ticks = [1]
+    stop.set()  # the node stopped: the loop ends without a world-gone
+    loop = TickThread(lambda: fake, lambda tick: False, "t", stop, world_gone=lambda: gone.append(True))
+    loop.thread.join(5.0)
+    assert gone == [] and fake.done_ticks == []
