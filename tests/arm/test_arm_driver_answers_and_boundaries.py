@@ -430,6 +430,20 @@ def test_fault_texts_are_exact() -> None:
     assert driver.reset_fault() == (False, "fault still present: arm controller is still not ready for motion")
 
 
+def test_an_unexpected_error_of_a_state_read_outside_the_servo_period_is_a_fault_in_its_words() -> None:
+    """observe() (a lockstep control step reads the arm before its action is computed) never raises: whatever the
+    read raised latches a fault that says what it was."""
+    driver, arm, _, _clock = make()
+
+    def garbled():
+        raise RuntimeError("reply of 3 bytes")
+
+    arm.read = garbled
+    driver.observe()
+    assert driver.mode is ArmMode.FAULT
+    assert driver.status().fault == "state read failed: RuntimeError: reply of 3 bytes"
+
+
 def test_after_a_source_switch_the_new_source_drives() -> None:
     driver, arm, _, clock = make()
     driver.arbiter.select(SOURCE_TELEOP)
