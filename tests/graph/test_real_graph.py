@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import ros_probe, wait_for
+from emulated_cell import bus_overrides
 from emulators.arcs_emulator import ArcsEmulator
 from emulators.modbus_devices import CtagEmulator, DeltaVfdEmulator
 from emulators.serial_link import FaultyLink
@@ -76,6 +77,7 @@ def node(devices, belt, tmp_path_factory) -> Iterator[Any]:
                 f"aubo_bridge.arcs.rpc_port:={arm.port}",
                 f"aubo_bridge.gripper.port:={gripper_port}",
                 f"conveyor_driver.modbus.port:={belt[1]}",
+                *bus_overrides(),  # the emulators answer from this process's threads (tests/fixtures/emulated_cell.py)
             ]
         )
         if s.name in ("aubo_bridge", "conveyor_driver")
