@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from aubo_bridge.config import ConfigError
@@ -139,8 +139,8 @@ class LockstepHost:
         self.driver.tick()
 
     def loop_stats(self) -> LoopStats:
-        self._loop.errors, self._loop.last_error = self._ticks.errors, self._ticks.last_error
-        return LoopStats.of(self._loop, self._ticks.thread)
+        # the loop times the ticks; the tick thread counts the failed ones
+        return replace(LoopStats.of(self._loop, self._ticks.thread), errors=self._ticks.errors)
 
     def servo_time_ns(self, now_ns: int) -> int:
         return self.sim_ns  # the world's tick waiting for it (sim time)

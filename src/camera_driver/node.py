@@ -83,6 +83,7 @@ class CameraNode(Node):
         if self.lockstep:
             from transports.sim_lockstep import CAMERA, LockstepParticipant
 
+            self._frame_index = CAMERA_NAMES.index(self.camera)  # this camera's frame time in a tick
             participant = LockstepParticipant(str(self.get_parameter(Params.SIM_LINK).value), self.get_name(), CAMERA,
                                               cameras=(self.camera,))  # fmt: skip
             self._ticks = TickThread(lambda: participant, self._frame_of, "camera", self._stop)
@@ -98,7 +99,7 @@ class CameraNode(Node):
         try:
             frame = self.driver.backend.latest()
             if frame is not None:
-                self._publish(frame, ros_msgs.stamp_from_ns(tick.frame_time_ns[CAMERA_NAMES.index(self.camera)]))
+                self._publish(frame, ros_msgs.stamp_from_ns(tick.frame_time_ns[self._frame_index]))
         except Exception as exc:
             self._status = f"frame not published: {exc}"
             raise
