@@ -67,6 +67,9 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.bootstrap-*
   touch "$stamp"
 fi
+# The servo path's kernels (libero_workcell.kernels) compiled into numba's cache beside their modules, where a change
+# or a fresh clone left them out: seconds once here, not in the first process of every kind that needs them.
+.venv/bin/python -c "import aubo_bridge.model.kinematics, libero_workcell.osc_law, libero_workcell.kernels as k; k.compile_kernels()"
 
 # The Panda source (sim_bridge/panda) uses robosuite 1.4.0's Panda model, taken once from its PyPI wheel
 # into ~/.cache/libero_workcell (only the model files: robosuite's code is never installed or imported).

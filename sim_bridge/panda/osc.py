@@ -15,7 +15,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from libero_workcell.contract import ACTION_POS_SCALE, ACTION_ROT_SCALE
-from libero_workcell.osc_law import OscConfig, orientation_error, osc_torque
+from libero_workcell.osc_law import OscConfig, osc_control
 from sim_bridge.panda.model import ARM_ACTUATORS, ARM_JOINTS, GRIP_SITE, GRIPPER_ACTUATORS
 
 GRIPPER_SPEED = 0.01  # finger command change per physics step (robosuite's PandaGripper.speed)
@@ -35,6 +35,7 @@ class PandaOsc:
         self._jacp = np.zeros((3, model.nv))
         self._jacr = np.zeros((3, model.nv))
         self._M = np.zeros((model.nv, model.nv))
+        self._arm_low, self._arm_high = (np.ascontiguousarray(r) for r in model.actuator_ctrlrange[self._arm_act].T)
         self.reset()
 
     def reset(self) -> None:
@@ -68,11 +69,11 @@ class PandaOsc:
         mujoco.mj_fullM(m, d, self._M)
         J = np.vstack([self._jacp[:, self._dofs], self._jacr[:, self._dofs]])
         M = self._M[np.ix_(self._dofs, self._dofs)]
-        qd = d.qvel[self._dofs]
-        tau = osc_torque(cfg, M, J, qd, self.goal_pos - self.tcp_pos, orientation_error(self.goal_R, self.tcp_rot),
-                         self.initial_q - d.qpos[self._qpos]) + d.qfrc_bias[self._dofs]  # fmt: skip
-        lo, hi = m.actuator_ctrlrange[self._arm_act].T
-        d.ctrl[self._arm_act] = np.clip(tau, lo, hi)
+        site_R = d.site_xmat[self._site].reshape(3, 3)
+        d.ctrl[self._arm_act] = osc_control(cfg.kp, cfg.damping_ratio, cfg.nullspace_kp, M, J, d.qvel[self._dofs],
+                                            self.goal_pos - d.site_xpos[self._site], self.goal_R, site_R,
+                                            self.initial_q - d.qpos[self._qpos], d.qfrc_bias[self._dofs],
+                                            self._arm_low, self._arm_high)  # fmt: skip
         # Gripper: the command creeps toward closed (finger 1 down, finger 2 up) or open at GRIPPER_SPEED.
         step = np.array([-1.0, 1.0]) * GRIPPER_SPEED * np.sign(gripper_action)
         self.finger_command = np.clip(self.finger_command + step, -1.0, 1.0)

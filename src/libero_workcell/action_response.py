@@ -28,7 +28,8 @@ import mujoco
 import numpy as np
 from scipy.linalg import expm
 
-from libero_workcell.osc_law import OscConfig, orientation_error, osc_torque
+from libero_workcell.kernels import compile_kernels
+from libero_workcell.osc_law import OscConfig, orientation_error, osc_control
 from libero_workcell.rotations import rotation_error, rotvec_matrix
 
 # Fitted to robosuite 1.4.0's Panda (tools/fit_osc_response.py): minimax of the per-sequence
@@ -164,6 +165,7 @@ class PandaResponse:
         self._lo, self._hi = self.model.actuator_ctrlrange.T.copy()
         self.recentres = 0
         self.reset(np.zeros(3), np.eye(3))
+        compile_kernels()  # the law's kernel compiled (or loaded from numba's cache) now, not at the first servo tick
 
     # -------------------------------------------------------------- state
     def reset(self, pos: np.ndarray, R: np.ndarray) -> None:
@@ -190,14 +192,15 @@ class PandaResponse:
         before = [d.warning[w].number for w in _BAD_STATE_WARNINGS]
         self._check_finite()
         try:
+            site_p, site_R = d.site_xpos[self._site], d.site_xmat[self._site]
+            jac_p, jac_r = self._jac[:3], self._jac[3:]
             for _ in range(self.substeps):
                 mujoco.mj_step1(m, d)
-                p, R = d.site_xpos[self._site], d.site_xmat[self._site].reshape(3, 3)
-                mujoco.mj_jacSite(m, d, self._jac[:3], self._jac[3:], self._site)
+                mujoco.mj_jacSite(m, d, jac_p, jac_r, self._site)
                 mujoco.mj_fullM(m, d, self._M)
-                tau = osc_torque(cfg, self._M, self._jac, d.qvel, goal_p - p, orientation_error(goal_R, R),
-                                 PANDA_INIT_QPOS - d.qpos) + d.qfrc_bias  # fmt: skip
-                d.ctrl[:] = np.clip(tau, self._lo, self._hi)
+                d.ctrl[:] = osc_control(cfg.kp, cfg.damping_ratio, cfg.nullspace_kp, self._M, self._jac, d.qvel,
+                                        goal_p - site_p, goal_R, site_R.reshape(3, 3), PANDA_INIT_QPOS - d.qpos,
+                                        d.qfrc_bias, self._lo, self._hi)  # fmt: skip
                 mujoco.mj_step2(m, d)
         except np.linalg.LinAlgError as exc:
             self._check_warnings(before)  # MuJoCo reset a bad state to the zero pose, which is singular

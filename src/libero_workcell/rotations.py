@@ -1,7 +1,9 @@
 """Rotation helpers every layer shares (the driver's IK and response model, the tracking law).
 
 Closed forms on 3x3 matrices: these run in the servo path several times per tick, where building a scipy
-``Rotation`` costs more than the arithmetic; scipy takes over where a closed form is badly conditioned.
+``Rotation`` costs more than the arithmetic. :func:`rotation_error` is a kernel
+(:mod:`libero_workcell.kernels`): the IK kernel (:mod:`aubo_bridge.model.kinematics`) calls it compiled at every
+iteration.
 """
 
 from __future__ import annotations
@@ -10,24 +12,54 @@ import math
 
 import numpy as np
 
+from libero_workcell.kernels import kernel
 
+
+@kernel
 def rotation_error(R_target: np.ndarray, R_current: np.ndarray) -> np.ndarray:
     """Rotation vector (rad, base frame) that takes R_current to R_target: Log(R_t R_c^T).
 
     The closed form is used where it is well conditioned (what IK sees every
-    iteration); within 0.01 rad of pi, scipy's robust conversion takes over.
+    iteration); within 0.01 rad of pi, the quaternion of the matrix (:func:`matrix_rotvec`) takes over.
     """
     E = R_target @ R_current.T
     cos = min(1.0, max(-1.0, (E[0, 0] + E[1, 1] + E[2, 2] - 1.0) / 2.0))
-    angle = float(np.arccos(cos))
+    angle = math.acos(cos)
     v = np.array([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
     if angle < 1e-8:
         return 0.5 * v
-    if angle > np.pi - 1e-2:  # (scipy's import is a third of a second: paid only by a process that comes here)
-        from scipy.spatial.transform import Rotation
+    if angle > np.pi - 1e-2:
+        return matrix_rotvec(E)
+    return (angle / (2.0 * math.sin(angle))) * v
 
-        return Rotation.from_matrix(E).as_rotvec()
-    return (angle / (2.0 * np.sin(angle))) * v
+
+@kernel
+def matrix_rotvec(E: np.ndarray) -> np.ndarray:
+    """The rotation vector of the rotation matrix ``E``, well conditioned at any angle (scipy's
+    ``Rotation.from_matrix(E).as_rotvec()``: the quaternion from the largest of the trace and the diagonal,
+    then its angle and axis)."""
+    trace = E[0, 0] + E[1, 1] + E[2, 2]
+    q = np.empty(4)
+    i = 0
+    for k in range(1, 3):
+        if E[k, k] > E[i, i]:
+            i = k
+    if trace >= E[i, i]:
+        q[0], q[1], q[2], q[3] = E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1], 1.0 + trace
+    else:
+        j, k = (i + 1) % 3, (i + 2) % 3
+        q[i] = 1.0 - trace + 2.0 * E[i, i]
+        q[j] = E[j, i] + E[i, j]
+        q[k] = E[k, i] + E[i, k]
+        q[3] = E[k, j] - E[j, k]
+    q /= math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    if q[3] < 0.0:
+        q = -q
+    s = math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2])
+    angle = 2.0 * math.atan2(s, q[3])
+    # angle / sin(angle / 2), from its series near 0
+    scale = 2.0 + angle * angle / 12.0 + 7.0 * angle**4 / 2880.0 if angle <= 1e-3 else angle / math.sin(angle / 2.0)
+    return scale * q[:3]
 
 
 def rotvec_matrix(v: np.ndarray) -> np.ndarray:

@@ -23,7 +23,8 @@ ROSDEP = {
 PIP_ONLY = {"mujoco": "mujoco", "pyaubo_sdk": "pyaubo-sdk", "pyrealsense2": "pyrealsense2",
             "xrobotoolkit_sdk": "xrobotoolkit-sdk", "openpi_client": "openpi-client", "openpi_server": "openpi-server",
             "mcap": "mcap", "mcap_ros2": "mcap-ros2-support", "foxglove": "foxglove-sdk",
-            "fastapi": "fastapi", "starlette": "fastapi", "uvicorn": "uvicorn", "pydantic": "pydantic"}  # fmt: skip
+            "fastapi": "fastapi", "starlette": "fastapi", "uvicorn": "uvicorn", "pydantic": "pydantic",
+            "numba": "numba"}  # fmt: skip
 # only for tools, benchmarks and the training export (their own requirements files): not the robot PC's
 OPTIONAL = {"lerobot", "datasets", "torch", "torchvision", "PIL", "typing_extensions", "ray", "playwright",
             "hypothesis", "pytest"}  # fmt: skip

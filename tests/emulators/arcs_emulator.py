@@ -65,8 +65,10 @@ class _Controller:
     """The emulated controller: robot/safety modes, a rate-limited joint follower, injected faults."""
 
     def __init__(self, opts: dict[str, Any]) -> None:
-        from aubo_bridge.model.kinematics import fk  # child process: imported here, path set by the parent
+        # child process: imported here, path set by the parent
+        from aubo_bridge.model.kinematics import fk, load_kernels
 
+        load_kernels()  # before it answers: its first state would otherwise wait for them
         self._fk = fk
         self.lock = threading.Lock()
         self.opts = opts
