@@ -65,11 +65,9 @@ class _Controller:
     """The emulated controller: robot/safety modes, a rate-limited joint follower, injected faults."""
 
     def __init__(self, opts: dict[str, Any]) -> None:
-        # child process: imported here, path set by the parent
-        from aubo_bridge.model.kinematics import fk, load_kernels
+        from aubo_bridge.model.kinematics import fk  # child process: imported here, path set by the parent
 
-        load_kernels()  # before it answers: its first state would otherwise wait for them
-        self._fk = fk
+        self._fk = fk  # (the chain as Python: the emulator never imports numba, libero_workcell.kernels)
         self.lock = threading.Lock()
         self.opts = opts
         self.q = np.array(opts.get("q0", HOME_Q), float)
