@@ -4,6 +4,7 @@
 #   ./test.sh -m "not slow"  quick subset; with arguments, one plain pytest run with them
 set -euo pipefail
 cd "$(dirname "$0")"
+export PYTHONDONTWRITEBYTECODE=  # each module's bytecode written once, by the first process that imports it
 scripts/bootstrap.sh --dev
 .venv/bin/ruff check .
 .venv/bin/lint-imports --no-cache  # the layers (pyproject.toml, docs/architecture.md): no import points up

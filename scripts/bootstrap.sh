@@ -48,9 +48,8 @@ extras=()
 stamp=.venv/.bootstrap-$(cat "$req" requirements.txt requirements-openpi.txt setup.py "${extras[@]}" | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "bootstrap: installing $req into .venv (first run takes a few minutes)"
-  # Compiled once here: where PYTHONDONTWRITEBYTECODE is set, as on CI's machines, a module is otherwise compiled
-  # again by every process that imports it, and the suite ran twice as long. Not by pip, which compiles each
-  # package's files one at a time as it installs them (half of its time): by compileall below, on every core.
+  # Not compiled by pip, which compiles each package's files one at a time as it installs them (half of its time):
+  # see below.
   pipi=(.venv/bin/python -m pip install -q --disable-pip-version-check --no-compile)
   "${pipi[@]}" --upgrade pip
   "${pipi[@]}" -r "$req"
@@ -60,12 +59,19 @@ if [ ! -f "$stamp" ]; then
     "${pipi[@]}" --no-deps lerobot==0.3.3   # requirements-export.txt says why
   done
   "${pipi[@]}" --no-deps --no-build-isolation -e .
-  # (a few files in site-packages are another Python's syntax, e.g. torch's py312 test helpers: pip's own compile
-  # skips them too, and compileall's status counts them, so it is not checked)
+  rm -f .venv/.bootstrap-* .venv/.compiled
+  touch "$stamp"
+fi
+# Bytecode: where PYTHONDONTWRITEBYTECODE is set (as on CI's machines) a module is otherwise compiled again by every
+# process that imports it, and the suite ran twice as long: then every installed package is compiled once here, on
+# every core. test.sh clears the variable instead: its processes write the bytecode of what they import, once, and
+# the two thirds of site-packages nothing imports are never compiled.
+# (a few files in site-packages are another Python's syntax, e.g. torch's py312 test helpers: pip's own compile
+# skips them too, and compileall's status counts them, so it is not checked)
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] && [ ! -f .venv/.compiled ]; then
   .venv/bin/python -m compileall -q -j 0 "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     >/dev/null 2>&1 || true
-  rm -f .venv/.bootstrap-*
-  touch "$stamp"
+  touch .venv/.compiled
 fi
 # The servo path's kernels (libero_workcell.kernels) compiled into numba's cache beside their modules, where a change
 # or a fresh clone left them out: seconds once here, not in the first process of every kind that needs them.
