@@ -269,8 +269,16 @@ def test_a_refused_chunk_holds_the_arm_and_the_diagnostics_warn_with_the_reason(
     assert "nan" in warned[-1]["message"].lower() or "finite" in warned[-1]["message"].lower(), warned[-1]
     assert warned[-1]["connected"] == "True"  # connected, yet holding: a warning, not the lost-server error
     server.policy.poisoned = False
-    spin(2.5)
-    assert node.records[-1].action is not None and diagnostics[-1]["level"] == 0  # valid chunks again: OK
+    valid_again = time.time()  # (StepRecord.t's clock)
+
+    def recovered() -> bool:  # valid chunks again: actions flow, and the diagnostics say OK
+        return any(r.action is not None for r in node.records if r.t > valid_again) and diagnostics[-1]["level"] == 0
+
+    for _ in range(10):  # (beside a busy CPU an observation can come late: that step holds, as it must)
+        spin(0.5)
+        if recovered():
+            break
+    assert recovered(), (node.records[-3:], diagnostics[-3:])
 
 
 def test_an_arm_stop_or_fault_ends_the_episode_and_only_a_start_on_the_enabled_arm_drives_again(rig) -> None:
