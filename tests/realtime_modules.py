@@ -14,6 +14,9 @@ REALTIME_MODULES = frozenset({
     "test_camera_driver.py", "test_camera_backends.py", "test_arcs_backend.py",
     "test_arcs_backend_states_and_refusals.py", "test_arcs_rtde.py", "test_policy_client.py", "test_lockstep.py",
     "test_sim_link.py", "test_arm_fault_codes.py",
+    # the policy node's observation age (150 ms) and the runner's two-period hold: beside a graph and a busy CPU
+    # (ci53, ci55) an observation came 178-496 ms late and the node rightly held
+    "test_policy_node.py", "test_policy_runner.py",
 })  # fmt: skip
 
 
