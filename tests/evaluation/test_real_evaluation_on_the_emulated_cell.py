@@ -40,15 +40,20 @@ REACH_TARGET = ("0.45", "0.0", "0.35")  # m, base frame: where the server's reac
 
 
 class WatchedVfd(DeltaVfdEmulator):
-    """The belt's drive, noting where the arm was each time it was told to run (the arm's emulator is the truth)."""
+    """The belt's drive, noting where the arm was each time it was told to run after a stop (the arm's emulator is
+    the truth). A RUN written again with no stop between is the bus retrying a write whose reply came late (beside
+    a busy CPU, ci55): the same start, not another."""
 
     def __init__(self, port: str, arm: ArcsEmulator, **kw: Any) -> None:
-        self.arm, self.arm_at_run = arm, []
+        self.arm, self.arm_at_run, self._running = arm, [], False
         super().__init__(port, **kw)
 
     def on_write(self, address: int, values: list[int]) -> None:
-        if address == self.COMMAND and values and values[0] & 0x03 == 0x02:  # RUN
-            self.arm_at_run.append(self.arm.q())
+        if address == self.COMMAND and values:
+            run = values[0] & 0x03 == 0x02
+            if run and not self._running:
+                self.arm_at_run.append(self.arm.q())
+            self._running = run
         super().on_write(address, values)
 
 
