@@ -47,7 +47,7 @@ from scipy.spatial.transform import Rotation
 from aubo_bridge.arbiter import SourceArbiter
 from aubo_bridge.backends.base import ArmBackend, ArmMeasurement
 from aubo_bridge.config import ArmConfig
-from aubo_bridge.model.kinematics import fk, ik, load_kernels, rotation_error
+from aubo_bridge.model.kinematics import fk, ik, rotation_error
 from aubo_bridge.response import motion_for
 from aubo_bridge.response.base import IK_MAX_ITERATIONS, box_step
 from gripper.base import GripperBackend, GripperMeasurement
@@ -66,6 +66,7 @@ from libero_workcell.contract import (
     make_state,
     validate_action,
 )
+from libero_workcell.kernels import compile_kernels
 from transports.errors import BackendError
 
 # The per-tick TCP limiter scales a joint step to first order, aiming LIMIT_MARGIN under the
@@ -133,7 +134,7 @@ class ArmDriver:
         clock: Callable[[], float] = time.monotonic,
         active_source: str = SOURCE_NONE,
     ) -> None:
-        load_kernels()  # before the first servo tick, which would otherwise wait for them
+        compile_kernels()  # before the first servo tick, which would otherwise wait for them
         self.config = config
         self._arm = arm
         self._gripper = gripper

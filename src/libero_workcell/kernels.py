@@ -27,15 +27,20 @@ _compiled = False
 
 
 def kernel(fn: F) -> F:
-    """Register ``fn`` (a module-level function) as a kernel of its module; returns it unchanged."""
+    """Register ``fn`` (a module-level function) as a kernel of its module; returns it unchanged, or compiled in a
+    process that compiled its kernels before this module was imported."""
     _registered.append((fn.__globals__, fn.__name__))
+    if _compiled:
+        from numba import njit
+
+        return njit(cache=True)(fn)
     return fn
 
 
 def warmer(fn: F) -> F:
     """Register ``fn``, which calls its module's kernels with the argument types the servo path gives them, to run
     when the kernels are compiled: each is then compiled (or loaded from the cache) before the loop that needs it."""
-    _warmers.append(fn)
+    _warmers.append(fn)  # (in a module imported after the others compiled, its kernels load at their first call)
     return fn
 
 

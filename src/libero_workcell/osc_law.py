@@ -114,4 +114,3 @@ def _warm() -> None:
     eye, zeros = np.eye(7), np.zeros(7)
     osc_control(1.0, 1.0, 1.0, eye, np.eye(6, 7), zeros, np.zeros(3), np.eye(3), np.eye(3), zeros, zeros, -eye[0],
                 eye[0])  # fmt: skip
-    osc_torque(OscConfig(), eye, np.eye(6, 7), zeros, np.zeros(3), np.zeros(3), zeros)

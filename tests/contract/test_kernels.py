@@ -69,3 +69,15 @@ def test_the_near_pi_branch_is_scipys_conversion_bit_for_bit(compiled) -> None:
         axis = rng.normal(size=3)
         E = Rotation.from_rotvec(axis / np.linalg.norm(axis) * (np.pi - rng.uniform(0.0, 0.01))).as_matrix()
         np.testing.assert_array_equal(rotations.matrix_rotvec(E), Rotation.from_matrix(E).as_rotvec())
+
+
+def test_a_module_imported_after_the_kernels_were_compiled_gets_its_kernels_compiled() -> None:
+    """IK never runs numpy's LAPACK as Python, whatever the process compiled before importing the chain."""
+    code = (
+        "from libero_workcell import osc_law, kernels\n"
+        "kernels.compile_kernels()\n"
+        "from aubo_bridge.model import kinematics as k\n"
+        "print(type(k._ik).__name__, type(k._chain).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["CPUDispatcher", "CPUDispatcher"], out.stdout + out.stderr

@@ -173,13 +173,6 @@ def _warm() -> None:
     ik(p, R, HOME_Q)
 
 
-def load_kernels() -> None:
-    """Compile the kernels now (:mod:`libero_workcell.kernels`), or load them from numba's cache: a process calls
-    this before its servo loop starts, whose first tick would otherwise wait for them (about a second from the
-    cache, seconds on the first run after a change)."""
-    compile_kernels()
-
-
 def urdf_string(tool_offset: np.ndarray = TOOL_OFFSET) -> str:
     """The arm as a minimal URDF built from the joint table (for independent checks, e.g. MuJoCo's URDF compiler)."""
     names = ["base_link"] + [f"link{i + 1}" for i in range(len(JOINT_ORIGINS))] + ["tcp"]

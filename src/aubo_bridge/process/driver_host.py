@@ -39,9 +39,9 @@ from aubo_bridge.backends.base import ArmBackend
 from aubo_bridge.backends.factory import make_backends
 from aubo_bridge.config import ArmConfig
 from aubo_bridge.driver import ActionResult, ArmDriver, ArmMode, ArmStatus
-from aubo_bridge.model.kinematics import load_kernels
 from gripper import registry
 from gripper.base import GripperBackend
+from libero_workcell.kernels import compile_kernels
 from libero_workcell.rate import CONTROL_PRIORITY, RateLoop, set_realtime_priority, sleep_until
 from transports.errors import BackendError
 from transports.process_host.host import SdkProcess
@@ -91,7 +91,7 @@ class DriverSpec:
         the simulated world's clock, which the driver then runs on (lockstep)."""
         # The servo path's kernels first: loading them holds the GIL for about a second, which a device session's
         # threads (an SDK's replies, a poll) must not wait behind once connected.
-        load_kernels()
+        compile_kernels()
         arm, gripper = make_backends(self.use_sim, self.sim_link, self.config, self.arcs, self.gripper,
                                      self.gripper_path, self.gripper_model, startup=self.startup,
                                      sim_clock=sim_clock)  # fmt: skip
