@@ -61,3 +61,9 @@ def compile_kernels() -> None:
 def compiled() -> bool:
     """Whether this process compiled its kernels."""
     return _compiled
+
+
+def signatures() -> dict[str, int]:
+    """How many argument types each compiled kernel was compiled for (``module.name`` -> count): one each on the
+    servo path, since every other compiles again, for seconds, in the first process that meets it."""
+    return {f"{ns['__name__']}.{name}": len(getattr(ns[name], "signatures", ())) for ns, name in _registered}

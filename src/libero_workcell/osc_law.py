@@ -92,8 +92,13 @@ def osc_control(kp: float, damping_ratio: float, nullspace_kp: float, M: np.ndar
                 bias: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:  # fmt: skip
     """One physics step's actuator command: the law's torque toward the goal (``goal_R``, the TCP at ``R``) plus
     the bias forces, clipped to the actuators' range ``[low, high]``: the whole step in one call (the servo path
-    runs it at the physics rate, where each call's overhead is the cost). The arrays are float64 and contiguous."""
+    runs it at the physics rate, where each call's overhead is the cost). The arrays are float64 and contiguous.
+
+    ``M`` and ``J`` are made C-ordered here: a caller that builds them by fancy indexing (the Panda's columns) gets
+    Fortran order, and a kernel given another layout compiles again, for seconds, in the first process that meets it.
+    """
     compile_kernels()
+    M, J = np.ascontiguousarray(M), np.ascontiguousarray(J)
     return _control(kp, damping_ratio, nullspace_kp, M, J, qd, pos_error, goal_R, R, q_error, bias, low, high)
 
 

@@ -3,6 +3,7 @@ either way, and numba's cost paid only by a process that runs the hot path."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -81,3 +82,33 @@ def test_a_module_imported_after_the_kernels_were_compiled_gets_its_kernels_comp
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["CPUDispatcher", "CPUDispatcher"], out.stdout + out.stderr
+
+
+def test_every_servo_path_calls_each_kernel_with_the_argument_types_the_warmers_compiled() -> None:
+    """The Panda's law (columns picked from MuJoCo's Jacobian come in Fortran order), the action response and IK
+    after what scripts/bootstrap.sh compiles: no kernel is compiled for a second layout (seconds in a loaded suite,
+    ci57)."""
+    code = (
+        "import json\n"
+        "import numpy as np\n"
+        "import aubo_bridge.model.kinematics as k, libero_workcell.osc_law\n"
+        "from libero_workcell import kernels\n"
+        "kernels.compile_kernels()\n"
+        "warm = kernels.signatures()\n"
+        "from sim_bridge.panda.standalone import StandalonePanda\n"
+        "from libero_workcell.action_response import Goal, PandaResponse\n"
+        "panda = StandalonePanda()\n"
+        "for _ in range(3):\n"
+        "    panda.step(np.array([0.5, 0.0, 0.0, 0.0, 0.2, 0.0, 1.0]))\n"
+        "p, R = k.fk(k.HOME_Q)\n"
+        "response = PandaResponse(0.01)\n"
+        "response.reset(p, R)\n"
+        "response.step(Goal(p + 0.01, R))\n"
+        "assert k.ik(p + 0.01, R, k.HOME_Q).converged\n"
+        "print(json.dumps([warm, kernels.signatures()]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=True)
+    warm, after = json.loads(out.stdout.splitlines()[-1])
+    # the entry points were loaded by their warmers (a kernel called only by other kernels is compiled into them)
+    assert warm["libero_workcell.osc_law._control"] == warm["aubo_bridge.model.kinematics._ik"] == 1, warm
+    assert max(after.values()) == 1, after  # one layout each: nothing compiled a second time
