@@ -42,6 +42,12 @@ if [ -z "$py" ]; then
 fi
 [ -n "$py" ] || { echo "bootstrap: Python 3.11 is required (the ros-kilted wheels are cp311)" >&2; exit 1; }
 
+# The servo path's kernels (libero_workcell.kernels) compiled into numba's cache beside their modules, where a change
+# or a fresh clone left them out: seconds once here, not in the first process of every kind that needs them.
+compile_kernels() {
+  .venv/bin/python -c "import aubo_bridge.model.kinematics, libero_workcell.osc_law, libero_workcell.kernels as k; k.compile_kernels()"
+}
+
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 extras=()
 [ "$req" = requirements-dev.txt ] && extras=(requirements-export.txt)   # the LeRobot export and its test
@@ -54,11 +60,13 @@ if [ ! -f "$stamp" ]; then
   "${pipi[@]}" --upgrade pip
   "${pipi[@]}" -r "$req"
   "${pipi[@]}" --no-deps -r requirements-openpi.txt   # it says why
+  "${pipi[@]}" --no-deps --no-build-isolation -e .
+  compile_kernels & kernels=$!   # (below) on the other core, while pip unpacks torch
   for extra in "${extras[@]}"; do
     "${pipi[@]}" -r "$extra"
     "${pipi[@]}" --no-deps lerobot==0.3.3   # requirements-export.txt says why
   done
-  "${pipi[@]}" --no-deps --no-build-isolation -e .
+  wait "$kernels"
   rm -f .venv/.bootstrap-* .venv/.compiled
   touch "$stamp"
 fi
@@ -73,9 +81,7 @@ if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] && [ ! -f .venv/.compiled ]; then
     >/dev/null 2>&1 || true
   touch .venv/.compiled
 fi
-# The servo path's kernels (libero_workcell.kernels) compiled into numba's cache beside their modules, where a change
-# or a fresh clone left them out: seconds once here, not in the first process of every kind that needs them.
-.venv/bin/python -c "import aubo_bridge.model.kinematics, libero_workcell.osc_law, libero_workcell.kernels as k; k.compile_kernels()"
+[ -n "${kernels:-}" ] || compile_kernels   # (a fresh install compiled them above)
 
 # The Panda source (sim_bridge/panda) uses robosuite 1.4.0's Panda model, taken once from its PyPI wheel
 # into ~/.cache/libero_workcell (only the model files: robosuite's code is never installed or imported).

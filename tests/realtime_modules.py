@@ -1,5 +1,5 @@
 """The test modules that assert sub-second wall-clock deadlines of a device or a protocol (a servo call that gives
-up within a period, a read that does not wait): marked ``realtime`` (conftest), they run after the rest, two at a
+up within a period, a read that does not wait): marked ``realtime`` (conftest), they run after the rest, three at a
 time among themselves, never beside a graph the suite itself started (test.sh's second phase).
 
 ``python tests/realtime_modules.py`` prints their paths: test.sh's second phase collects only them (collecting the
