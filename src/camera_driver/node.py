@@ -89,8 +89,10 @@ class CameraNode(Node):
             self._ticks = TickThread(lambda: participant, self._frame_of, "camera", self._stop)
         else:
             # Frames are checked on a thread at poll_hz (a cheap counter read), not at
-            # camera_hz: a sim running faster than real time delivers frames faster.
-            self._thread, _ = run_loop(float(self.get_parameter("poll_hz").value), self._poll, self._stop, "camera")
+            # camera_hz: a sim running faster than real time delivers frames faster. Each frame carries its own
+            # stamp, so the poll's timing needs no precision (rate.sleep_until).
+            self._thread, _ = run_loop(float(self.get_parameter("poll_hz").value), self._poll, self._stop, "camera",
+                                       precise=False)  # fmt: skip
         self.create_timer(1.0, self._publish_diag)
 
     def _frame_of(self, tick: Any) -> None:
