@@ -37,7 +37,7 @@ CODE_FOLDERS = (SRC, *(REPO / name for name in TOP_PACKAGES))  # every folder of
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
-from realtime_modules import REALTIME_MODULES  # noqa: E402
+from realtime_modules import REALTIME_MODULES, WAITING_MODULES  # noqa: E402
 
 from libero_workcell import dds  # noqa: E402 (after the helpers' path, like every test module's imports)
 
@@ -319,7 +319,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 # --------------------------------------------------------------------------
 # test.sh runs the suite on two xdist workers, a module at a time on each (--dist loadfile): graph tests run
-# beside each other, each worker on a ROS domain of its own (RUN_DOMAIN above). The realtime modules
+# beside each other, each worker on a ROS domain of its own (RUN_DOMAIN above). The realtime and the waiting modules
 # (tests/realtime_modules.py) run after the rest, never beside a graph the suite itself started.
 # --------------------------------------------------------------------------
 
@@ -345,17 +345,19 @@ FIRST_MODULES = (
     "test_action_response.py",
     "test_expert_episodes.py",
     "test_driver_host.py",
-    "test_console_connections.py",
 )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the realtime modules, and order the modules: FIRST_MODULES, then the other modules with slow tests,
-    then the rest (a worker that picks a long module last would keep the run waiting while the other idles)."""
+    """Mark the realtime and the waiting modules, and order the modules: FIRST_MODULES, then the other modules with
+    slow tests, then the rest (a worker that picks a long module last would keep the run waiting while the other
+    idles)."""
     slow_modules = set()
     for item in items:
         if item.path.name in REALTIME_MODULES:
             item.add_marker(pytest.mark.realtime)
+        elif item.path.name in WAITING_MODULES:
+            item.add_marker(pytest.mark.waiting)
         if item.get_closest_marker("slow"):
             slow_modules.add(item.path)
     first = {name: k for k, name in enumerate(FIRST_MODULES)}
