@@ -98,7 +98,7 @@ def osc_control(kp: float, damping_ratio: float, nullspace_kp: float, M: np.ndar
     Fortran order, and a kernel given another layout compiles again, for seconds, in the first process that meets it.
     """
     compile_kernels()
-    M, J = np.ascontiguousarray(M), np.ascontiguousarray(J)
+    M, J = _arrays(M, J)
     return _control(kp, damping_ratio, nullspace_kp, M, J, qd, pos_error, goal_R, R, q_error, bias, low, high)
 
 
