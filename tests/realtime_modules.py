@@ -38,7 +38,7 @@ SECOND_PHASE = REALTIME_MODULES | WAITING_MODULES
 TESTS = Path(__file__).resolve().parent
 
 
-def realtime_paths(tests: Path = TESTS) -> list[Path]:
+def second_phase_paths(tests: Path = TESTS) -> list[Path]:
     """The second phase's files under ``tests``; every name of the lists must be one (a renamed module would
     otherwise leave the second phase silently, and run in the first)."""
     found = {p.name: p for p in tests.rglob("test_*.py") if p.name in SECOND_PHASE}
@@ -49,5 +49,5 @@ def realtime_paths(tests: Path = TESTS) -> list[Path]:
 
 
 if __name__ == "__main__":
-    for path in realtime_paths():
+    for path in second_phase_paths():
         print(path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path)

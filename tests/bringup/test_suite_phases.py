@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from realtime_modules import REALTIME_MODULES, SECOND_PHASE, TESTS, WAITING_MODULES, realtime_paths
+from realtime_modules import REALTIME_MODULES, SECOND_PHASE, TESTS, WAITING_MODULES, second_phase_paths
 
 
 def test_the_second_phase_lists_every_realtime_and_waiting_module_once() -> None:
@@ -24,6 +24,6 @@ def test_a_listed_module_that_is_gone_is_named(tmp_path) -> None:
     for name in sorted(SECOND_PHASE)[1:]:
         (tmp_path / "arm" / name).write_text("")
     with pytest.raises(SystemExit, match=sorted(SECOND_PHASE)[0]):
-        realtime_paths(tmp_path)
+        second_phase_paths(tmp_path)
     (tmp_path / "arm" / sorted(SECOND_PHASE)[0]).write_text("")
-    assert len(realtime_paths(tmp_path)) == len(SECOND_PHASE)
+    assert len(second_phase_paths(tmp_path)) == len(SECOND_PHASE)
