@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import json
 import re
 import subprocess
 import sys
@@ -204,10 +205,61 @@ def example_cell_file(folder: Path) -> Path:
 
 
 @cache
-def help_text(*command: str) -> str:
+def fresh_help_text(*command: str) -> str:
+    """``python *command --help`` in an interpreter of its own: what a user who asks for the usage sees."""
     out = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, (command, out.stderr[-2000:])
     return out.stdout
+
+
+# Every usage the checks below read, asked of one interpreter: a module run as ``python -m`` runs as runpy runs it
+# here, and the modules' imports are shared (an interpreter each cost the quick subset 9 s per worker: most of it
+# scipy's and matplotlib's imports, again and again). test_the_documented_python_modules_answer_help still starts
+# each module on its own.
+_HELP_RUNNER = """
+import contextlib, io, json, runpy, sys
+texts = {}
+for argv in json.load(sys.stdin):
+    sys.argv, out, code = [*argv, "--help"], io.StringIO(), None
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = exc.code
+    texts[" ".join(argv)] = [code, out.getvalue()]
+json.dump(texts, sys.__stdout__)
+"""
+
+
+def _help_requests() -> list[tuple[str, ...]]:
+    """Each documented ``python -m`` module, with its next word where that may be a subcommand; `workcell` demo and
+    replay (./run.sh is `workcell demo`)."""
+    asked = {("workcell.cli", "demo"), ("workcell.cli", "replay")}
+    for c in COMMANDS_IN_DOCS:
+        program, words = _program(c)
+        if program != "python -m" or not words or words[0] in ("pytest", "venv", *NO_HELP) or _placeholder(words[0]):
+            continue
+        asked.add((words[0],))
+        if len(words) > 1 and re.fullmatch(r"[a-z][\w-]*", words[1]):
+            asked.add((words[0], words[1]))
+    return sorted(asked)
+
+
+@cache
+def _helps() -> dict[str, list]:
+    requests = [list(r) for r in _help_requests()]
+    out = subprocess.run([sys.executable, "-c", _HELP_RUNNER], input=json.dumps(requests), capture_output=True,
+                         text=True, timeout=300, cwd=REPO)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def help_text(*command: str) -> str:
+    """What ``python *command --help`` prints (``command``: ``-m``, the module, maybe a subcommand)."""
+    assert command[0] == "-m", command
+    code, text = _helps()[" ".join(command[1:])]
+    assert code in (0, None) and text.startswith("usage:"), (command, code, text[-2000:])
+    return text
 
 
 def _options(words: list[str]) -> list[str]:
@@ -317,7 +369,7 @@ def test_the_documented_python_modules_answer_help() -> None:
     modules = sorted({w[0] for c in COMMANDS_IN_DOCS if (p := _program(c))[0] == "python -m" and (w := p[1])
                       and w[0] not in ("pytest", "venv", *NO_HELP) and not _placeholder(w[0])})  # fmt: skip
     with ThreadPoolExecutor(2) as pool:
-        texts = list(pool.map(lambda m: help_text("-m", m), modules))
+        texts = list(pool.map(lambda m: fresh_help_text("-m", m), modules))
     assert all(t.startswith("usage:") for t in texts), modules
 
 

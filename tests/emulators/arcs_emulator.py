@@ -540,8 +540,8 @@ def _child_main(opts: dict[str, Any]) -> None:
                     "digital_outputs": list(ctl.digital_outputs),
                 }
         print(json.dumps({"ok": True, "out": out}), flush=True)
-        if op == "quit":
-            break
+        if op == "quit":  # nothing is left to flush or close: skip the interpreter's tear-down of every module
+            os._exit(0)
 
 
 def _drop(conn: socket.socket) -> None:

@@ -25,13 +25,12 @@ import time
 import tty
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
-
-from pymodbus import FramerType
-from pymodbus.server import ModbusSerialServer
-from pymodbus.simulator import DataType, SimData, SimDevice
+from typing import TYPE_CHECKING, Any
 
 from emulators.serial_link import device_priority
+
+if TYPE_CHECKING:
+    from pymodbus.server import ModbusSerialServer
 
 
 class ModbusEmulator:
@@ -145,6 +144,12 @@ class ModbusEmulator:
             self.replies += 1
 
     async def _main(self) -> None:
+        # pymodbus's server (it imports its HTTP simulator, aiohttp) is imported by a device that serves, not by the
+        # ARCS emulator's tool model (arcs_emulator.py), which uses the model alone and is started for every test
+        from pymodbus import FramerType
+        from pymodbus.server import ModbusSerialServer
+        from pymodbus.simulator import DataType, SimData, SimDevice
+
         simdata = [SimData(a, count=n, values=0, datatype=DataType.REGISTERS) for a, n in self.BLOCKS]
         device = SimDevice(self.slave_id, simdata=simdata, action=self._action)
         inner = self._open_line()
