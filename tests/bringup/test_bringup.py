@@ -424,7 +424,8 @@ def test_launcher_escalates_to_sigkill(fake_env):
     with launch([_fake("mule", "stubborn")], env=fake_env) as running:  # no log dir: temp params, tail only
         assert wait_for(lambda: "ready" in running.log_text("mule"), 20)
         started = time.monotonic()
-        codes = running.stop(timeout=0.5, term_timeout=0.5)
+        # the node ignores SIGINT and SIGTERM (installed before "ready"): any wait before each escalation shows it
+        codes = running.stop(timeout=0.2, term_timeout=0.2)
         assert codes == {"mule": -signal.SIGKILL}
         assert time.monotonic() - started < 5
 

@@ -377,9 +377,15 @@ class SlowControls(Recorded):
 
     started = 0
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()  # set by the test once no answer needs to be slow: the rest come at once
+
     async def run(self, command: str, args: Sequence[str]) -> Outcome:
         self.started += 1
-        await asyncio.sleep(2.0)
+        until = time.monotonic() + 2.0
+        while time.monotonic() < until and not self.go.is_set():
+            await asyncio.sleep(0.01)
         return await super().run(command, args)
 
 
@@ -405,6 +411,7 @@ def test_a_request_being_answered_stays_and_answered_connections_give_way(monkey
         slow.join(30)
         assert answers == [(200, {"ok": True, "message": "did hold", "command": "hold", "args": [],
                                   "what": "the same as stop"})]  # fmt: skip
+        controls.go.set()  # the next answer's speed is not what is tested
         assert control(server, "hold", x_workcell_console="1")[0] == 200  # one of the answered ones gave way
         assert controls.calls == [("hold", []), ("hold", [])]
     finally:
@@ -432,6 +439,7 @@ def test_requests_whose_client_went_away_leave_room(monkeypatch) -> None:
         assert request(server.url + "/api/state")[0] == 200
         assert server.connections.refused == 0
     finally:
+        controls.go.set()  # the dropped requests end now: the server's stop need not wait for them
         server.stop()
 
 
@@ -470,17 +478,24 @@ def test_the_open_file_limit_is_made_to_hold_the_connections() -> None:
               "    print('refused:', exc); sys.exit(0)\n"
               "print('soft', resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n")  # fmt: skip
 
-    def run(soft: int, hard: int) -> str:
-        done = subprocess.run([sys.executable, "-c", script, str(soft), str(hard)], capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
+    def start(soft: int, hard: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", script, str(soft), str(hard)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    def result(proc: subprocess.Popen) -> str:
+        try:
+            out, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, err
+        return out.strip()
 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < 2000:
         pytest.skip(f"needs a hard open-file limit of 2000 or more (it is {hard})")
-    assert run(2000, 2000) == "soft 2000"  # room enough: untouched
-    raised = int(run(500, 2000).split()[1])
+    untouched, raising, refused = start(2000, 2000), start(500, 2000), start(500, 500)  # at once: each its own
+    assert result(untouched) == "soft 2000"  # room enough: untouched
+    raised = int(result(raising).split()[1])
     assert 600 + connections.FD_RESERVE < raised < 2000  # what it needs, not all it may
     assert re.fullmatch(r"refused: the console needs \d+ open files .*limit is 500 \(hard 500\).*ulimit -n \d+\)",
-                        run(500, 500))  # fmt: skip
+                        result(refused))  # fmt: skip

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 import urllib.request
 
 import pytest
@@ -31,6 +30,14 @@ def test_the_tcp_is_followed_only_while_a_page_asks_for_the_state(monkeypatch) -
     from rclpy.parameter import Parameter
 
     monkeypatch.setattr(console_node, "WATCHED_S", 1.0)  # a page's absence noticed after 1 s, not 5
+    looks: list[int] = []  # the node's looks at what the pages ask for (its 0.2 s timer)
+    follow_pages = console_node.ConsoleNode._follow_pages
+
+    def counted(self: console_node.ConsoleNode) -> None:
+        follow_pages(self)
+        looks.append(1)
+
+    monkeypatch.setattr(console_node.ConsoleNode, "_follow_pages", counted)
     context = Context()
     rclpy.init(context=context)
     with contextlib.ExitStack() as stack:
@@ -56,7 +63,8 @@ def test_the_tcp_is_followed_only_while_a_page_asks_for_the_state(monkeypatch) -
         msg = PoseStamped()
         msg.pose.position.x, msg.pose.orientation.w = 0.4, 1.0
 
-        time.sleep(1.5)  # no page: nobody subscribes to the 50 Hz pose
+        # no page: nobody subscribes to the 50 Hz pose, after five looks (a subscription of the first would show)
+        assert wait_for(lambda: len(looks) >= 5, 30)
         assert pose.get_subscription_count() == 0
         assert _state(console.server.url)["arm"]["tcp"] is None  # a page opens
         assert wait_for(lambda: pose.get_subscription_count() == 1, 5)

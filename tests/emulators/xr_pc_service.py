@@ -18,10 +18,17 @@ Binds 127.0.0.1 only.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import socket
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent import futures
+from pathlib import Path
 from typing import Any, Final
 
 import grpc
@@ -29,6 +36,35 @@ import grpc
 SERVICE: Final = "PXREAService.EAService"
 HOST: Final = "127.0.0.1"
 PORT: Final = 60061  # where the SDK looks for the service
+# The SDK's port is fixed, so the tests that serve it, or that need nobody to, take turns on the machine (any run's,
+# any xdist worker's): the kernel drops a killed holder's lock
+PORT_LOCK: Final = Path(tempfile.gettempdir()) / f"xrobotoolkit-pc-service-{PORT}.lock"
+
+
+@contextlib.contextmanager
+def holding_the_port(timeout: float = 600.0) -> Iterator[None]:
+    """Hold the machine's turn on the PC service's port while the block runs (waiting up to ``timeout`` s for a
+    test that holds it: the physical workflow keeps it for its whole graph); then check nothing else serves it (a
+    real service: skip)."""
+    import pytest
+
+    handle = os.open(PORT_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"another test held {PORT_LOCK} for {timeout:g} s")
+                time.sleep(0.1)
+        with socket.socket() as s:
+            if s.connect_ex((HOST, PORT)) == 0:
+                pytest.skip(f"something that is not a test serves {HOST}:{PORT} (a real PC service?)")
+        yield
+    finally:
+        os.close(handle)  # closing the descriptor drops the lock
 
 
 def _varint(n: int) -> bytes:
@@ -111,7 +147,8 @@ class XrPcService:
             "WatchServerFeedback": grpc.unary_stream_rpc_method_handler(self._watch, lambda b: b, lambda b: b),
         }  # fmt: skip
         self._stop.clear()
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        # gRPC binds with SO_REUSEPORT by default: a second service on the port would start and share it
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)])
         self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         if self._server.add_insecure_port(f"{HOST}:{self.port}") == 0:
             raise OSError(f"cannot bind {HOST}:{self.port}")

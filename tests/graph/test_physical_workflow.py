@@ -29,7 +29,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -59,9 +58,7 @@ from workcell import cli, run_registry
 pytest.importorskip("xrobotoolkit_sdk")
 pytest.importorskip("lerobot")
 pytest.importorskip("grpc")
-from emulators.xr_pc_service import HOST as XR_HOST
-from emulators.xr_pc_service import PORT as XR_PORT
-from emulators.xr_pc_service import XrPcService
+from emulators.xr_pc_service import XrPcService, holding_the_port
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -70,7 +67,7 @@ UP_TIMEOUT = 120.0  # s for a graph to come up
 Q_ID = (0.0, 0.0, 0.0, 1.0)  # the controller's orientation: the script holds it
 HAND = (0.1, 1.0, -0.3)  # m, headset frame: where the operator's right hand starts each demo
 REACH_TARGET = (0.45, 0.0, 0.35)  # m, base frame: where the local server's reach policy takes the TCP
-XR_PORT_WAIT = 300.0  # s to wait for the PC service's fixed port, which another test's emulator may hold
+XR_PORT_WAIT = 300.0  # s to wait for the PC service's fixed port, which another test may hold
 
 
 @dataclass
@@ -95,24 +92,6 @@ class Cell:
         assert wait_for(lambda: self.teleop.get("engaged") is engaged, 60.0), self.teleop
 
 
-def _xr_port_free() -> bool:
-    with socket.socket() as s:
-        return s.connect_ex((XR_HOST, XR_PORT)) != 0
-
-
-def _headset() -> XrPcService:
-    """The PC service's emulator, on the SDK's fixed port: a test beside this one (tests/teleop) may hold it for
-    a while, so wait for it; skip only for something that keeps it (a real service)."""
-    deadline = time.monotonic() + XR_PORT_WAIT
-    while True:
-        if _xr_port_free():
-            with contextlib.suppress(OSError):  # (taken between the look and the bind: look again)
-                return XrPcService().start()
-        if time.monotonic() > deadline:
-            pytest.skip("something keeps serving the XRoboToolkit PC service's port (a real service?)")
-        time.sleep(1.0)
-
-
 @pytest.fixture
 def cell(tmp_path, ros_env, monkeypatch) -> Iterator[Cell]:
     lab = tmp_path / "lab"
@@ -130,7 +109,8 @@ def cell(tmp_path, ros_env, monkeypatch) -> Iterator[Cell]:
         stack.enter_context(contextlib.closing(CtagEmulator(gripper_link.device_port, realtime=rt)))
         vfd = stack.enter_context(contextlib.closing(DeltaVfdEmulator(belt_link.device_port, realtime=rt)))
         arm = stack.enter_context(ArcsEmulator(realtime=rt))  # the controller's real-time kernel
-        headset = _headset()
+        stack.enter_context(holding_the_port(XR_PORT_WAIT))  # the SDK's fixed port: a test beside may hold it
+        headset = XrPcService().start()
         stack.callback(headset.stop)
         wrist = make_realsense_recording(lab / "wrist.db3", n_frames=45)
         external = make_video(lab / "external.avi", n_frames=200)

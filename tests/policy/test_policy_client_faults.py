@@ -251,8 +251,13 @@ def test_the_reconnect_backoff_doubles_per_fault_up_to_its_cap() -> None:
 
 
 # ---------------------------------------------------------------------- the client thread (PolicyRunner's worker)
+# s: short, so the backoff a run of faults builds (up to BACKOFF_MAX_PERIODS periods) is not what the tests wait on;
+# no wait below depends on its length
+RECONNECT = 0.01
+
+
 def runner_for(url: str, **kw) -> PolicyRunner:
-    config = PolicyConfig(url=url, start_wait_steps=0, mode="sync", reconnect_period=0.05, timeout=WAIT, **kw)
+    config = PolicyConfig(url=url, start_wait_steps=0, mode="sync", reconnect_period=RECONNECT, timeout=WAIT, **kw)
     return PolicyRunner(config)
 
 
@@ -320,7 +325,7 @@ def test_an_unexpected_exception_in_the_client_thread_is_caught_reported_and_rec
             raise RuntimeError("a bug while connecting")  # not a PolicyServerError: the catch-all's
         return _BrokenClient(url, timeout, **kw)
 
-    runner = PolicyRunner(PolicyConfig(url=server.url, start_wait_steps=0, mode="sync", reconnect_period=0.05),
+    runner = PolicyRunner(PolicyConfig(url=server.url, start_wait_steps=0, mode="sync", reconnect_period=RECONNECT),
                           connect=connect)  # fmt: skip
     records: list[StepRecord] = []
     try:

@@ -44,6 +44,7 @@ from policy_node.runner import PolicyRunner, StepRecord
 STATE = np.array([0.40, 0.05, 0.30, np.pi, 0.0, 0.0, 0.0])
 IMG = np.zeros((256, 256, 3), np.uint8)
 WAIT = 10.0
+POLL = 0.002  # s: each example waits on the client thread a few times; a coarser poll only adds to each wait
 
 DTYPES = ["|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u4", "<f2", "<f4", "<f8", ">f8", "|O", "|V0", "|V8", "<U4",
           "|S8", "<M8[ns]", "<c16", "<f16"]  # fmt: skip
@@ -185,7 +186,8 @@ def test_any_reply_within_the_byte_limit_decodes_within_bounded_counts_or_is_ref
 def rig():
     """One crafted server and one runner for every example: the thread must survive them all in a row."""
     with CraftedPolicyServer() as server:
-        config = PolicyConfig(url=server.url, start_wait_steps=0, mode="sync", reconnect_period=0.01, timeout=WAIT,
+        # reconnect_period: the backoff a run of refused frames builds (up to 8 periods) is what most examples wait
+        config = PolicyConfig(url=server.url, start_wait_steps=0, mode="sync", reconnect_period=0.005, timeout=WAIT,
                               max_reply_bytes=MIN_REPLY_BYTES)  # fmt: skip
         runner = PolicyRunner(config)
         yield server, runner
@@ -207,7 +209,7 @@ def _step(runner: PolicyRunner, fresh: bool) -> StepRecord:
 def test_whatever_the_server_replies_the_thread_lives_only_valid_chunks_act_and_faults_are_reported(rig, frame):
     server, runner = rig
     server.metadata, server.reply = GOOD_METADATA, frame
-    assert wait_for(lambda: runner.connected, WAIT), runner.last_error
+    assert wait_for(lambda: runner.connected, WAIT, POLL), runner.last_error
     runner.restart_episode()  # nothing queued: this example's reply is the only source of actions
     before, errors = _handled(runner), runner.counters["malformed_replies"] + runner.counters["server_errors"]
     records = [_step(runner, fresh=True)]  # the one request of this example (sync: the queue is empty) ...
@@ -234,16 +236,16 @@ def test_whatever_the_server_replies_the_thread_lives_only_valid_chunks_act_and_
 def test_whatever_the_metadata_the_client_connects_or_reports_and_retries(rig, metadata) -> None:
     server, runner = rig
     server.reply = good_reply()
-    assert wait_for(lambda: runner.connected, WAIT), runner.last_error
+    assert wait_for(lambda: runner.connected, WAIT, POLL), runner.last_error
     connections, failures = server.connections, runner.counters["connect_failures"]
     server.metadata = metadata
     server.drop()  # the client reconnects and gets this metadata
     assert wait_for(lambda: server.connections > connections and (
-        runner.connected or runner.counters["connect_failures"] > failures), WAIT)  # fmt: skip
+        runner.connected or runner.counters["connect_failures"] > failures), WAIT, POLL)  # fmt: skip
     assert runner._worker.is_alive()
     if runner.counters["connect_failures"] > failures:
         assert not runner.connected and ("metadata" in runner.last_error or "first frame" in runner.last_error)
     else:
         assert isinstance(runner.metadata, dict)
     server.metadata = GOOD_METADATA
-    assert wait_for(lambda: runner.connected, WAIT), runner.last_error
+    assert wait_for(lambda: runner.connected, WAIT, POLL), runner.last_error

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import time
+from collections import Counter
 
 import h5py
 import numpy as np
@@ -36,6 +37,11 @@ def graph(tmp_path):
             args += ["-p", f"{k}:={v}"]
         rclpy.init(args=args)
         rec = RecorderNode()
+        # the messages the recorder's callbacks took, by topic: feed() waits for its own to be taken
+        taken: Counter[str] = Counter()
+        subs = {sub.topic_name: sub for sub in rec.subscriptions}
+        for sub in subs.values():
+            sub.callback = lambda msg, cb=sub.callback, topic=sub.topic_name: (cb(msg), taken.update([topic]))
         feeder = rclpy.create_node("feeder")
         pubs = {
             "state": feeder.create_publisher(JointState, Topics.ROBOT_STATE, qos(Qos.STATE)),
@@ -44,6 +50,7 @@ def graph(tmp_path):
             "result": feeder.create_publisher(String, Topics.ACTION_RESULT, qos(Qos.COMMAND)),
             **{c: feeder.create_publisher(Image, Topics.image(c), qos(Qos.SENSOR)) for c in CAMERA_NAMES},
         }
+        pubs = {name: Fed(pub, subs[pub.topic_name], taken) for name, pub in pubs.items()}
         ex = SingleThreadedExecutor()
         ex.add_node(rec)
         ex.add_node(feeder)
@@ -54,7 +61,7 @@ def graph(tmp_path):
                 ex.spin_once(timeout_sec=0.005)
 
         made.append((ex, rec, feeder))
-        spin(0.5)  # discovery
+        assert spin_until(spin, lambda: all(p.matched() for p in pubs.values()), 30)  # discovery
         return rec, pubs, spin
 
     made: list = []
@@ -65,6 +72,31 @@ def graph(tmp_path):
         rec.destroy_node()
         feeder.destroy_node()
     rclpy.try_shutdown()
+
+
+class Fed:
+    """A feeder's publisher, counting what it published to the recorder's subscription ``sub``."""
+
+    def __init__(self, pub, sub, taken: Counter[str]) -> None:
+        self.pub, self.sub, self.taken, self.sent = pub, sub, taken, 0
+
+    def publish(self, msg) -> None:
+        self.pub.publish(msg)
+        self.sent += 1
+
+    def matched(self) -> bool:
+        """Discovered both ways: published messages reach the recorder."""
+        return self.pub.get_subscription_count() > 0 and self.sub.get_publisher_count() > 0
+
+    def delivered(self) -> bool:
+        return self.taken[self.sub.topic_name] >= self.sent
+
+
+def settle(pubs, spin) -> None:
+    """Spin until the recorder's callbacks have taken every message fed to it (a topic keeping the latest
+    message only must not be published to twice in between)."""
+    assert spin_until(spin, lambda: all(p.delivered() for p in pubs.values()), 10), {
+        name: (p.sent, p.taken[p.sub.topic_name]) for name, p in pubs.items()}  # fmt: skip
 
 
 APPLIED = np.array([0.05, 0, 0, 0, 0, 0, -1])  # what the arm driver reports it did with ACTION (clipped)
@@ -82,7 +114,7 @@ def feed(pubs, spin, t: float, action_source: str = SOURCE_TELEOP, wrist_age: fl
         img = np.full((256, 256, 3), 50 if cam == "external" else 150, np.uint8)
         img[int(t * 20) % 256] = 255
         pubs[cam].publish(ros_msgs.image_msg(img, t - (wrist_age if cam == "wrist" else 0.01), cam))
-    spin(0.02)
+    settle(pubs, spin)  # the observation is in before its action comes
     msg = ros_msgs.action_msg(action, action_source, t + 0.005)
     pubs["action"].publish(msg)
     if servo_tick is not None:
@@ -91,13 +123,13 @@ def feed(pubs, spin, t: float, action_source: str = SOURCE_TELEOP, wrist_age: fl
     elif refused:
         pubs["result"].publish(ros_msgs.action_result_msg(msg.header.stamp, action_source, False, "not active", None,
                                                           None))  # fmt: skip
-    spin(0.03)
+    settle(pubs, spin)  # the action is paired (or not) before the next observation comes
 
 
 def wait_saved(rec, spin, n: int) -> None:
     end = time.monotonic() + 10
     while (len(rec.saved) < n or rec.saving) and time.monotonic() < end:
-        spin(0.05)
+        spin(0.01)
     assert len(rec.saved) == n, rec.saved
 
 
@@ -257,13 +289,14 @@ def test_a_demo_the_arm_refused_or_faulted_in_is_saved_and_not_counted_by_the_pl
         for i in range(4):
             if fault and i == 2:  # the arm faults mid-episode: the rest are refused
                 mode.publish(String(data=json.dumps({"mode": "fault", "fault": fault})))
+                assert spin_until(spin, lambda fault=fault: rec._arm_fault == fault, 10)  # noted on this episode
             feed(pubs, spin, t0 + n + i * 0.05, refused=not fault or i >= 2, servo_tick=None if (not fault or i >= 2)
                  else 10 + i)  # fmt: skip
         assert spin_until(spin, lambda: len(rec._writer._reports) == 4)
         assert ok(rec._srv_save)
         wait_saved(rec, spin, n + 1)
         mode.publish(String(data=json.dumps({"mode": "disabled", "fault": ""})))  # reset: no fault any more
-        spin(0.2)
+        assert spin_until(spin, lambda: rec._arm_fault == "", 10)
     refused, faulted = rec.session.demo_attrs()
     assert (refused["arm_accepted_steps"], refused["arm_refused_steps"]) == (0, 4) and "arm_fault" not in refused
     assert (faulted["arm_accepted_steps"], faulted["arm_refused_steps"]) == (2, 2)
@@ -321,7 +354,7 @@ def spin_until(spin, condition, timeout: float = 30.0) -> bool:
     while not condition():
         if time.monotonic() > end:
             return False
-        spin(0.05)
+        spin(0.005)  # (each spin_once waits for work: no busy loop)
     return True
 
 
@@ -347,7 +380,7 @@ def test_bad_messages_are_counted_and_dropped_and_the_episode_goes_on(graph, tmp
     for bad in ("wrist", torn), ("wrist", ros_msgs.image_msg(np.zeros((128, 128, 3), np.uint8), t0 + 0.2, "wrist")), \
                ("state", ros_msgs.state_msg(np.full(7, np.nan), t0 + 0.2)):  # fmt: skip
         pubs[bad[0]].publish(bad[1])
-        spin(0.05)  # (the camera topic keeps the latest frame only)
+        settle(pubs, spin)  # (the camera topic keeps the latest frame only)
     for i in range(4, 7):
         feed(pubs, spin, t0 + i * 0.05)
     assert spin_until(spin, lambda: sum(rec.bad_messages.values()) == 4), rec.bad_messages

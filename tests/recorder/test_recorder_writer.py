@@ -315,11 +315,12 @@ def test_a_full_disk_during_a_save_fails_that_episode_only(small_disk) -> None:
 
 def test_a_save_that_hangs_is_stopped_after_its_bound_and_the_next_one_saves(tmp_path) -> None:
     session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
-    w = EpisodeWriter(session, {}, KEYS, control_hz=20.0, save_timeout=2.0)
+    # (a short bound: the stopped writer cannot finish within any, and the test waits it out)
+    w = EpisodeWriter(session, {}, KEYS, control_hz=20.0, save_timeout=0.5)
     for t in range(5):
         w.add(step(t))
     os.kill(w.proc.pid, signal.SIGSTOP)  # the writer hangs (a disk that stopped answering)
-    with pytest.raises(RecorderError, match=r"demo_0: the save did not finish within 2 s.*kept as .*\.partial"):
+    with pytest.raises(RecorderError, match=r"demo_0: the save did not finish within 0\.5 s.*kept as .*\.partial"):
         w.save()
     assert w.proc.exitcode == -signal.SIGKILL and w.partial.exists() and session.num_demos == 0
     assert record(session, 3).save().name == "demo_1"
@@ -332,12 +333,14 @@ def test_a_writer_that_falls_behind_refuses_steps_with_the_reason_and_discard_st
     from recorder.episode_writer import QUEUE_SECONDS
 
     session = SessionFile(tmp_path / "d2s.hdf5", PROBLEM, ENV)
-    w = EpisodeWriter(session, {}, KEYS, control_hz=1.0)  # 1 Hz: QUEUE_SECONDS is that many steps
+    hz = 4.0  # QUEUE_SECONDS is QUEUE_SECONDS * hz steps; the refusal waits one period (0.25 s)
+    w = EpisodeWriter(session, {}, KEYS, control_hz=hz)
+    queued = int(QUEUE_SECONDS * hz)
     os.kill(w.proc.pid, signal.SIGSTOP)
     with pytest.raises(RecorderError, match=f"fell {QUEUE_SECONDS:.0f} s behind"):
-        for t in range(10 * int(QUEUE_SECONDS)):
+        for t in range(10 * queued):
             w.add(step(t))
-    assert int(QUEUE_SECONDS) <= w.steps < 10 * int(QUEUE_SECONDS) and "behind" in w.failed
+    assert queued <= w.steps < 10 * queued and "behind" in w.failed
     with pytest.raises(RecorderError, match="behind"):
         w.add(step(999))
     w.discard()

@@ -243,7 +243,8 @@ def test_a_writer_killed_with_sigkill_leaves_every_closed_chunk_readable(tmp_pat
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(path)], env=env, cwd=REPO)
     try:
-        assert wait_for(lambda: path.exists() and path.stat().st_size > 2_000_000, timeout=120), "no chunks written"
+        # half a MB: twenty-odd closed chunks, by size and by time (more only lengthens the read-back)
+        assert wait_for(lambda: path.exists() and path.stat().st_size > 500_000, timeout=120), "no chunks written"
         written = path.stat().st_size  # every byte here was a closed chunk's (or the header's) when the kill came
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(timeout=30) == -signal.SIGKILL

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -25,7 +25,7 @@ from teleop_pico.mapping import ControllerSample
 pytest.importorskip("xrobotoolkit_sdk")
 pytest.importorskip("grpc")
 from conftest import FIXTURES
-from emulators.xr_pc_service import HOST, PORT, XrPcService
+from emulators.xr_pc_service import XrPcService, holding_the_port
 
 READER = FIXTURES / "xr_sdk_reader.py"
 STATE = make_state(layout.HOME_TCP_POS, Rotation.from_matrix(layout.HOME_TCP_ROTMAT).as_rotvec(), 0.0)
@@ -33,10 +33,10 @@ Q = (0.0, 0.0, 0.0, 1.0)
 
 
 @pytest.fixture
-def free_port() -> None:
-    with socket.socket() as s:
-        if s.connect_ex((HOST, PORT)) == 0:
-            pytest.skip(f"something already serves {HOST}:{PORT} (a real PC service?)")
+def free_port() -> Iterator[None]:
+    """The PC service's port, this test's turn on it (the SDK's port is fixed; other tests may want it)."""
+    with holding_the_port():
+        yield
 
 
 class Reader:

@@ -139,7 +139,7 @@ def test_a_slow_poll_restarts_the_schedule_instead_of_bursting(started) -> None:
 
 
 def test_without_a_fixed_rate_the_period_runs_from_the_end_of_each_poll(started) -> None:  # type: ignore[no-untyped-def]
-    period = 0.1
+    period = 0.05  # ten times EARLY: at a fixed rate the gaps would be ~0
     rec = Recorder(lambda i: time.sleep(period))  # each poll takes a period
     p = started(rec, period=period, fixed_rate=False)
     assert wait_for(lambda: rec.count() >= 5, 20.0)
@@ -150,7 +150,7 @@ def test_without_a_fixed_rate_the_period_runs_from_the_end_of_each_poll(started)
 
 # ------------------------------------------------------------- failures, back-off
 def test_a_failing_poll_is_reported_backed_off_and_recovers(started) -> None:  # type: ignore[no-untyped-def]
-    backoff = 0.3
+    backoff = 0.15  # fifteen periods: unbacked, the next try would come a period after the failure
     rec = Recorder(fail_first(3, BackendError("link down")))
     p = started(rec, period=0.01, backoff=backoff)
     assert wait_for(lambda: rec.count() >= 10, 20.0)
@@ -236,7 +236,7 @@ def test_stop_lets_a_poll_in_progress_finish_and_starts_no_other(started) -> Non
     assert not p.alive()
     assert len(rec.ends) == rec.count()  # the poll in progress finished
     n = rec.count()
-    time.sleep(0.5)
+    time.sleep(0.2)  # twenty periods
     assert rec.count() == n
 
 

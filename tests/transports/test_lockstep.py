@@ -12,15 +12,12 @@ import os
 import signal
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from conftest import wait_for
 
 from libero_workcell.contract import CAMERA_NAMES
-from libero_workcell.task import TaskSpec
-from sim_cell.world import SimWorld
-from sim_cell.world_clock import ClockPlan, WorldClock
 from transports.sim_lockstep import (
     CAMERA,
     CONTROL,
@@ -33,6 +30,9 @@ from transports.sim_lockstep import (
     lockstep_path,
     registered,
 )
+
+if TYPE_CHECKING:
+    from sim_cell.world_clock import WorldClock
 
 SERVO_NS, CONTROL_NS = 10_000_000, 50_000_000
 CTX = multiprocessing.get_context("spawn")
@@ -76,13 +76,18 @@ def _start(ctx, link, name, kinds, out, behaviour="act", source="", cameras=()):
     return proc
 
 
-def _drain(q, timeout: float = 0.2) -> list:
+def _drain(q, gone: set[str], timeout: float = 30.0) -> list:
+    """What the participants put on ``q`` until each of ``gone`` said it is gone (its world closed): all it put,
+    in order, since a process's puts arrive in the order made."""
     items, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while gone and time.monotonic() < deadline:
         try:
             items.append(q.get(timeout=0.05))
         except Exception:
             continue
+        if items[-1][0] == "gone":
+            gone.discard(items[-1][1])
+    assert not gone, f"{sorted(gone)} never went: {items}"
     return items
 
 
@@ -105,15 +110,16 @@ def test_each_tick_reaches_exactly_the_participants_that_have_a_part_in_it_and_i
         # waited for before the next frames, so publishing them overlaps the ticks between
         assert done["arm"] == k and (done["src"] == k) == (k % 5 == 0)
     assert w.wait_frames_taken() == [] and {p.name: p.done_tick for p in w.participants()}["cam"] == 10
-    seen = [e for e in _drain(out) if e[0] == "tick"]
+    src = next(p for p in w.participants() if p.name == "src")
+    assert src.source == "expert" and src.done_step == 2 and src.acted_step == 2
+    w.close()  # every tick each one was given is on the queue before its "gone"
+    seen = [e for e in _drain(out, {"arm", "cam", "src"}) if e[0] == "tick"]
     assert [e[2] for e in seen if e[1] == "arm"] == list(range(11))
     assert [e[2] for e in seen if e[1] == "cam"] == [0, 5, 10]
     assert [(e[2], e[3]) for e in seen if e[1] == "src"] == [(0, 0), (5, 1), (10, 2)]
-    src = next(p for p in w.participants() if p.name == "src")
-    assert src.source == "expert" and src.done_step == 2 and src.acted_step == 2
 
 
-def test_a_participant_that_dies_is_named_at_once_and_the_others_go_on(world):
+def test_a_participant_that_dies_is_named_at_once_and_the_others_go_on(world, wait_for):
     link, w, procs = world
     out = CTX.Queue()
     _start(procs, link, "arm", SERVO, out)
@@ -123,7 +129,7 @@ def test_a_participant_that_dies_is_named_at_once_and_the_others_go_on(world):
         w.publish(_tick(k))
         assert w.wait_done() == []
     w.publish(_tick(5))  # the victim hangs in this step; then it is killed
-    time.sleep(0.3)
+    assert wait_for(lambda: {p.name: p.waiting for p in w.participants()}["victim"] == 2, 30)
     os.kill(victim.pid, signal.SIGKILL)
     t0 = time.monotonic()
     stalls = w.wait_done()
@@ -176,7 +182,8 @@ def test_an_observer_is_waited_for_at_the_start_only_and_its_death_stops_nothing
     assert registered(link) == set() and registered(f"none{uuid.uuid4().hex[:8]}") == set()
     _start(procs, link, "arm", SERVO, out)
     assert w.wait_for(["arm"], timeout=30) == []  # (a spawned process takes its time on a loaded machine)
-    assert w.wait_for(["arm", "log"], timeout=0.6) == ["log"]  # the first tick would wait for the observer
+    # the first tick would wait for the observer (not started yet: any timeout shows it missing)
+    assert w.wait_for(["arm", "log"], timeout=0.2) == ["log"]
     assert registered(link) == {"arm"}  # what an observer looks at before it registers itself
     log = _start(procs, link, "log", OBSERVER, out)
     assert w.wait_for(["arm", "log"], timeout=30) == [] and registered(link) == {"arm", "log"}
@@ -188,7 +195,8 @@ def test_an_observer_is_waited_for_at_the_start_only_and_its_death_stops_nothing
     w.publish(_tick(6))
     assert w.wait_done() == []  # nothing owed, so nothing named
     assert registered(link) == {"arm"}  # a dead one is not listed
-    seen = [e for e in _drain(out) if e[0] == "tick"]
+    w.close()
+    seen = [e for e in _drain(out, {"arm"}) if e[0] == "tick"]
     assert {e[1] for e in seen} == {"arm"} and len(seen) == 7
 
 
@@ -211,7 +219,7 @@ def _blocked(thread) -> bool:
         return f.read().split()[0] not in ("running", "-1")
 
 
-def test_an_interrupt_ends_a_wait_at_once_so_a_shutdown_joins_its_thread(world, monkeypatch):
+def test_an_interrupt_ends_a_wait_at_once_so_a_shutdown_joins_its_thread(world, monkeypatch, wait_for):
     """A node's shutdown sets its stop and interrupts: the thread waiting for a tick that never comes returns then,
     not at its next look at the clock-free facts (made an hour here: only the wake can end the wait)."""
     import threading
@@ -227,7 +235,7 @@ def test_an_interrupt_ends_a_wait_at_once_so_a_shutdown_joins_its_thread(world, 
     waiter.start()
     assert wait_for(lambda: _blocked(waiter))  # asleep in its wait for the world's next tick
     stop.set()
-    waiter.join(1.0)
+    waiter.join(0.5)  # (a wait that saw the stop by itself would end within milliseconds)
     assert waiter.is_alive()  # the stop alone is seen only at the next look
     p.interrupt()
     waiter.join(30.0)
@@ -238,6 +246,11 @@ def test_an_interrupt_ends_a_wait_at_once_so_a_shutdown_joins_its_thread(world, 
 
 # ----------------------------------------------------------------------------------------- the world's clock
 def _clock(rtf: float = 0.0, wall=time.monotonic) -> WorldClock:
+    # imported here: the participants' spawned processes import this module, and the model is not theirs to load
+    from libero_workcell.task import TaskSpec
+    from sim_cell.world import SimWorld
+    from sim_cell.world_clock import ClockPlan, WorldClock
+
     world = SimWorld(TaskSpec.from_seed(0), render=True, camera_hz=20.0, auto_render=False)
     return WorldClock(world, ClockPlan.of(100.0, 20.0), real_time_factor=rtf, wall=wall)
 

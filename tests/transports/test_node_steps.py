@@ -15,6 +15,10 @@ from libero_workcell.contract import Params, Qos
 pytestmark = pytest.mark.ros
 rclpy = pytest.importorskip("rclpy")
 
+# How long a node that must not register is watched: ten of its looks at its readiness (stepping.READY_POLL, 0.05
+# s), each window opened once what it may see (its executor's service, a connected topic) is in place.
+NOT_REGISTERED = 0.5
+
 
 def _node(context, link: str, lockstep: bool = True):
     node = rclpy.create_node(f"steps_{uuid.uuid4().hex[:6]}", context=context)
@@ -69,11 +73,13 @@ class Cell:
         from std_msgs.msg import String
 
         self.peer.create_publisher(String, self.topic_in, self.steps.qos(Qos.STATE))
+        assert wait_for(lambda: self.node.count_publishers(self.topic_in) > 0, timeout=20.0)
 
     def connect_output(self) -> None:
         from std_msgs.msg import String
 
         self.peer.create_subscription(String, self.topic_out, lambda m: None, self.steps.qos(Qos.COMMAND))
+        assert wait_for(lambda: self.out.get_subscription_count() > 0, timeout=20.0)
 
     def registered(self) -> bool:
         from transports.sim_lockstep import registered
@@ -81,7 +87,10 @@ class Cell:
         return self.node.get_name() in registered(self.link)
 
     def spin(self) -> None:
+        from libero_workcell.node_main import served
+
         self.spinning = Spinning(self.context, self.node)
+        assert served(self.node).wait(20.0)
 
     def close(self) -> None:
         self.steps.stop()
@@ -105,7 +114,7 @@ def test_a_lockstep_step_joins_the_world_only_once_its_executor_serves_it(cell) 
     assert wait_for(lambda: cell.node.count_publishers(cell.topic_in) > 0 and cell.out.get_subscription_count() > 0,
                     timeout=20.0)  # fmt: skip
     cell.steps.start()
-    assert not wait_for(cell.registered, timeout=1.0), "registered before its executor served it"
+    assert not wait_for(cell.registered, timeout=NOT_REGISTERED), "registered before its executor served it"
     cell.spin()
     assert wait_for(cell.registered, timeout=20.0)
 
@@ -115,9 +124,9 @@ def test_a_lockstep_step_joins_the_world_only_once_what_it_reads_and_sends_is_co
     connect = {"input": cell.connect_input, "output": cell.connect_output}
     cell.spin()
     cell.steps.start()
-    assert not wait_for(cell.registered, timeout=1.5), "registered with nothing connected"
+    assert not wait_for(cell.registered, timeout=NOT_REGISTERED), "registered with nothing connected"
     connect.pop(first)()
-    assert not wait_for(cell.registered, timeout=1.5), f"registered with only its {first} connected"
+    assert not wait_for(cell.registered, timeout=NOT_REGISTERED), f"registered with only its {first} connected"
     connect.popitem()[1]()
     assert wait_for(cell.registered, timeout=20.0)
 
