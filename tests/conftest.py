@@ -176,7 +176,7 @@ def arcs_options() -> dict[str, Any]:
     (``@pytest.mark.parametrize("arcs_options", [{...}])``)."""
     from aubo_bridge.model.kinematics import HOME_Q
 
-    return {"q0": [float(v) for v in HOME_Q], "boot_delay": 0.05}
+    return {"q0": [float(v) for v in HOME_Q], "boot_delay": 0.02}
 
 
 @pytest.fixture
