@@ -141,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         deploy = [*(f"{k}:={v}" for k, v in launch_presets.DEPLOY_SIM.items()), "real_time_factor:=0",
                   "record_rollouts:=true", f"record_path:={tmp / 'rollouts.hdf5'}", f"policy_port:={port}",
                   f"policy_url:={local_url(port)}", "sim_link:=bench_deploy"]  # fmt: skip
-        print(line("deploy, latency 0", episode(deploy, env, tmp / "deploy")))
+        r = episode(deploy, env, tmp / "deploy")
+        print(line("deploy, latency 0", r))
+        print(cpu_line(r))
     return 0
 
 
