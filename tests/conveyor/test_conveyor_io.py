@@ -69,7 +69,17 @@ def test_missing_output_refused_at_start(emu: ArcsEmulator) -> None:
         IoConveyorBackend(config(emu, do_index=16))
 
 
-def test_run_and_halt_toggle_the_output(emu: ArcsEmulator, belt: IoConveyorBackend) -> None:
+@pytest.fixture
+def patient_belt(emu: ArcsEmulator) -> Iterator[IoConveyorBackend]:
+    """A belt whose read-back may come late without a fault: beside a busy loop (ci66) a read-back came 0.5 s late,
+    the belt rightly read stale and stopped, and the travel the test checks was cut short."""
+    b = IoConveyorBackend(config(emu, request_timeout=2.0, stale_after=10.0))
+    yield b
+    b.close()
+
+
+def test_run_and_halt_toggle_the_output(emu: ArcsEmulator, patient_belt: IoConveyorBackend) -> None:
+    belt = patient_belt
     belt.run(SPEED)
     assert emu.digital_output(DO) is True
     assert [emu.digital_output(i) for i in range(16) if i != DO] == [False] * 15
@@ -77,6 +87,7 @@ def test_run_and_halt_toggle_the_output(emu: ArcsEmulator, belt: IoConveyorBacke
     assert s.running and s.speed == SPEED and s.fault is None
     time.sleep(0.3)
     s2 = belt.read()
+    assert s2.fault is None and s2.running, s2
     assert s2.position - s.position == pytest.approx(SPEED * (s2.stamp - s.stamp), abs=0.002)
     belt.halt()
     assert emu.digital_output(DO) is False
