@@ -231,14 +231,17 @@ json.dump(texts, sys.__stdout__)
 """
 
 
+def _module_commands() -> list[list[str]]:
+    """The words after ``python -m`` of each documented command whose module answers ``--help``."""
+    return [w for c in COMMANDS_IN_DOCS if (p := _program(c))[0] == "python -m" and (w := p[1])
+            and w[0] not in ("pytest", "venv", *NO_HELP) and not _placeholder(w[0])]  # fmt: skip
+
+
 def _help_requests() -> list[tuple[str, ...]]:
     """Each documented ``python -m`` module, with its next word where that may be a subcommand; `workcell` demo and
     replay (./run.sh is `workcell demo`)."""
     asked = {("workcell.cli", "demo"), ("workcell.cli", "replay")}
-    for c in COMMANDS_IN_DOCS:
-        program, words = _program(c)
-        if program != "python -m" or not words or words[0] in ("pytest", "venv", *NO_HELP) or _placeholder(words[0]):
-            continue
+    for words in _module_commands():
         asked.add((words[0],))
         if len(words) > 1 and re.fullmatch(r"[a-z][\w-]*", words[1]):
             asked.add((words[0], words[1]))
@@ -366,8 +369,7 @@ def check_paths(words: list[str]) -> None:
 @pytest.mark.slow
 def test_the_documented_python_modules_answer_help() -> None:
     """Each documented module starts and prints its usage (two at a time; the checks below reuse the text)."""
-    modules = sorted({w[0] for c in COMMANDS_IN_DOCS if (p := _program(c))[0] == "python -m" and (w := p[1])
-                      and w[0] not in ("pytest", "venv", *NO_HELP) and not _placeholder(w[0])})  # fmt: skip
+    modules = sorted({words[0] for words in _module_commands()})
     with ThreadPoolExecutor(2) as pool:
         texts = list(pool.map(lambda m: fresh_help_text("-m", m), modules))
     assert all(t.startswith("usage:") for t in texts), modules
